@@ -1,0 +1,30 @@
+# The first use of any target creates .venv and installs the project into it.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+STUDY  ?= mnist_cnn
+ARGS   ?=
+
+.PHONY: ablation test ui list clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+ablation: $(STAMP)  ## make ablation STUDY=mnist_cnn [ARGS="--search optuna --trials 20"]
+	$(BIN)/ablate run $(STUDY) $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(ARGS)
+
+ui: $(STAMP)  ## MLflow UI on http://127.0.0.1:5000
+	$(BIN)/ablate ui
+
+list: $(STAMP)
+	$(BIN)/ablate list
+
+clean:
+	rm -rf $(VENV) results *.egg-info

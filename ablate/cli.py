@@ -1,0 +1,104 @@
+"""Command line: `ablate run | list | ui`. Entry points only: parse, call, print."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ablate import study as studies
+from ablate.data import DataUnavailable
+from ablate.machine import default_device
+
+RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as for every bad input
+        self.exit(2, f"ablate: error: {message} (see ablate {self.prog.split()[-1]} --help)\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="ablate", description="Measure which PyTorch training speed-ups are worth it.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser("run", help="run a study (resumes where it stopped)")
+    run.add_argument("study", help="a name in studies/ or a path to a study file")
+    run.add_argument("--search", choices=("grid", "optuna"), default="grid")
+    run.add_argument("--trials", type=_positive, help="number of trials for --search optuna")
+    run.add_argument("--storage", help="Optuna storage URL (default: an SQLite file under results/STUDY/)")
+    run.add_argument("--device", default=default_device(), help="cpu or cuda[:N] (default: %(default)s)")
+    run.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
+    commands.add_parser("list", help="list studies and strategies")
+    ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--results", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args(argv)
+    try:
+        return {"run": _run, "list": _list, "ui": _ui}[args.command](args)
+    except (studies.StudyError, DataUnavailable) as error:
+        print(f"ablate: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch
+
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        raise studies.StudyError(f"unknown device {args.device!r}; choose cpu or cuda[:N]") from None
+    if device.type not in studies.DEVICE_TYPES:
+        raise studies.StudyError(f"unsupported device {args.device!r}; choose cpu or cuda[:N]")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise studies.StudyError("--device cuda asked for, but no CUDA device is available; use --device cpu")
+    if args.search == "optuna" and not args.trials:
+        raise studies.StudyError("--search optuna needs --trials N")
+    study = studies.load(args.study, device.type)
+
+    from ablate import data
+    from ablate.machine import describe
+    from ablate.results import render
+    from ablate.runner import Runner, default_storage
+
+    data.load(study.dataset)  # fails early, before anything is written, when the data is missing
+    machine = describe(str(device))
+    runner = Runner(study, machine, args.search, args.storage or default_storage(study, args.results), args.results,
+                    n_trials=args.trials)
+    print(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, torch {machine.torch}")
+    outcome = runner.run()
+    if not outcome.ran:
+        print("nothing to run: every combination already has a result (results are read back from the storage)")
+    print(render(outcome.table))
+    print(f"\nresults table: {outcome.csv}")
+    print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
+          f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse with `make ui`")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from strategies import REGISTRY
+
+    print("studies:")
+    for name in studies.available():
+        study = studies.load(name, "cpu")
+        print(f"  {name:<16} {study.description.splitlines()[0] if study.description else ''}")
+    print("strategies:")
+    for name, cls in REGISTRY.items():
+        print(f"  {name:<16} {(cls.__doc__ or '').strip().splitlines()[0]}")
+    return 0
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from ablate.tracking import tracking_uri
+
+    uri = tracking_uri(args.results)
+    print(f"MLflow UI for {uri} at http://127.0.0.1:{args.port}")
+    os.execvp(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+                               "--host", "127.0.0.1", "--port", str(args.port)])
+    return 0

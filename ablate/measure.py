@@ -1,0 +1,139 @@
+"""Measuring a training run: first step, warm-up, timed windows, data waits, memory.
+
+Method (plain `time.perf_counter`, written down here because the numbers are
+the product): the first step is timed alone (it includes compilation, worker
+start-up and allocator warm-up). Then `warmup_samples` are trained untimed.
+Then `windows` windows of at least `window_samples` each are timed from a step
+boundary to a step boundary; on CUDA the device is synchronised at each window
+boundary only, never inside a window, so kernels stay queued as in a real loop.
+Throughput is samples / window time, data loading included. Time blocked in
+the DataLoader's `next()` inside the windows is the data-wait fraction.
+"""
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import torch
+
+from ablate.study import Budget
+
+
+@dataclass
+class Window:
+    samples: int
+    seconds: float
+    data_wait: float
+
+    @property
+    def throughput(self) -> float:
+        return self.samples / self.seconds
+
+
+@dataclass
+class StepClock:
+    """Counts steps and samples, and times the first step and the windows of a run."""
+
+    budget: Budget
+    device: torch.device
+    train_for_accuracy: bool
+    samples: int = 0
+    steps: int = 0
+    first_step_s: float = 0.0
+    windows: list[Window] = field(default_factory=list)
+    _start: float = 0.0
+    _window_start: float | None = None
+    _window_samples: int = 0
+    _data_wait: float = 0.0
+    _warm_from: int = 0
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @property
+    def timing_done(self) -> bool:
+        return len(self.windows) >= self.budget.windows
+
+    @property
+    def done(self) -> bool:
+        if not self.timing_done:
+            return False
+        return not self.train_for_accuracy or self.samples >= self.budget.train_samples
+
+    def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
+        """Batches from `loader`, epoch after epoch, until the budget is spent."""
+        self._start = time.perf_counter()
+        while not self.done:
+            for batch in _timed(iter(loader), self):
+                yield batch
+                if self.done:
+                    return
+
+    def count(self, n: int) -> None:
+        """Call after each optimizer step with the batch's sample count."""
+        self.steps += 1
+        self.samples += n
+        if self.steps == 1:
+            self._sync()
+            self.first_step_s = time.perf_counter() - self._start
+            self._warm_from = self.samples
+            return
+        if self.timing_done:
+            return
+        if self._window_start is None:
+            if self.samples - self._warm_from >= self.budget.warmup_samples:
+                self._open_window()
+            return
+        self._window_samples += n
+        if self._window_samples >= self.budget.window_samples:
+            self._sync()
+            now = time.perf_counter()
+            self.windows.append(Window(self._window_samples, now - self._window_start, self._data_wait))
+            self._open_window(now)
+
+    def _open_window(self, now: float | None = None) -> None:
+        if now is None:
+            self._sync()
+            now = time.perf_counter()
+        self._window_start, self._window_samples, self._data_wait = now, 0, 0.0
+
+    def add_data_wait(self, seconds: float) -> None:
+        if self._window_start is not None and not self.timing_done:
+            self._data_wait += seconds
+
+    def summary(self) -> dict[str, float]:
+        rates = [w.throughput for w in self.windows]
+        median = statistics.median(rates)
+        return {
+            "throughput": median,
+            # (max - min) / median over the windows, in percent
+            "throughput_spread_pct": 100 * (max(rates) - min(rates)) / median,
+            "throughput_cv_pct": 100 * statistics.pstdev(rates) / statistics.mean(rates),
+            "data_wait_fraction": sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows),
+            "first_step_s": self.first_step_s,
+            "train_samples": float(self.samples),
+            "train_steps": float(self.steps),
+            **{f"throughput_window_{i}": r for i, r in enumerate(rates)},
+        }
+
+
+def _timed(iterator: Iterator[Any], clock: StepClock) -> Iterator[Any]:
+    while True:
+        t = time.perf_counter()
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        clock.add_data_wait(time.perf_counter() - t)
+        yield batch
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """CUDA: max allocated by this process's tensors. CPU: peak resident set size of this process."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB

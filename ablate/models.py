@@ -1,0 +1,33 @@
+"""Models a study can name, looked up by name in `MODELS`."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class MnistCNN(nn.Module):
+    """The classic PyTorch MNIST example network (pytorch/examples, mnist/main.py)."""
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x))
+        x = self.dropout1(F.max_pool2d(x, 2))
+        x = F.relu(self.fc1(torch.flatten(x, 1)))
+        return self.fc2(self.dropout2(x))  # logits; the study's loss is cross-entropy
+
+
+MODELS: dict[str, Callable[..., nn.Module]] = {
+    "mnist_cnn": MnistCNN,
+}

@@ -1,0 +1,189 @@
+"""Running a study: Optuna picks the combinations, each trial runs in a fresh process.
+
+Resuming is Optuna's: finished trials stay in the storage and the grid
+sampler hands out only unvisited combinations. A trial left RUNNING by a run
+that was killed is marked failed ("interrupted"), its MLflow run KILLED, and
+its combination queued to run again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, Trial, TrialState
+from tqdm import tqdm
+
+from ablate import results
+from ablate.machine import Machine
+from ablate.study import Option, Study, StudyError
+from ablate.tracking import Tracker
+from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
+from strategies import ConflictError, compose
+
+SEARCHES = ("grid", "optuna")
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+def combination_label(options: tuple[Option, ...]) -> str:
+    return " + ".join(o.label for o in options if o.name) or results.BASELINE
+
+
+def accuracy_group(options: tuple[Option, ...]) -> str:
+    """Combinations with the same numerics-changing strategies train to the same accuracy."""
+    changing = [o.label for o in options if o.name and type(o.build()).changes_numerics]
+    return " + ".join(changing) or results.BASELINE
+
+
+def default_storage(study: Study, results_dir: Path) -> str:
+    return f"sqlite:///{(results_dir / study.name / 'optuna.db').resolve()}"
+
+
+@dataclass
+class Outcome:
+    table: list[dict[str, Any]]
+    csv: Path
+    ran: int
+    tracking_uri: str
+    parent_run_id: str | None
+
+
+class Runner:
+    def __init__(self, study: Study, machine: Machine, search: str, storage: str, results_dir: Path,
+                 n_trials: int | None = None) -> None:
+        self.study, self.machine, self.search, self.n_trials = study, machine, search, n_trials
+        self.results_dir = results_dir
+        self.options = {dim: {o.label: o for o in opts} for dim, opts in study.space}
+        sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.options.items()}, seed=study.budget.seed)
+                   if search == "grid" else optuna.samplers.TPESampler(seed=study.budget.seed))
+        if storage.startswith("sqlite:///"):
+            Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # our progress bar says it better
+        self.optuna = optuna.create_study(storage=storage, sampler=sampler, load_if_exists=True,
+                                          study_name=f"{study.name}:{search}:{machine.device_type}",
+                                          directions=["maximize", "maximize"])  # throughput, accuracy
+        stored = self.optuna.user_attrs.get("file_hash")
+        if stored and stored != study.file_hash:
+            raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "
+                             f"{study.file_hash}); move {results_dir / study.name} away or pass --storage to start afresh")
+        self.optuna.set_user_attr("file_hash", study.file_hash)
+        self.tracker = Tracker(study, machine, results_dir)
+        self.parent_id: str | None = None
+        self.progress: tqdm | None = None
+
+    def remaining(self) -> int:
+        finished = self.optuna.get_trials(deepcopy=False, states=FINISHED)
+        if self.search == "grid":
+            visited = {t.system_attrs.get("grid_id") for t in finished} - {None}
+            return self.study.size - len(visited)
+        return max(0, (self.n_trials or 0) - len(finished))
+
+    def run(self) -> Outcome:
+        requeued = self._recover_orphans()
+        todo = self.remaining() + requeued
+        ran = 0
+        if todo:
+            self.parent_id = self.tracker.start_parent(self.search, self.optuna.user_attrs.get("mlflow_parent_run_id"))
+            self.optuna.set_user_attr("mlflow_parent_run_id", self.parent_id)
+            total = self.study.size if self.search == "grid" else (self.n_trials or todo)
+            with tqdm(total=total, initial=total - todo, unit="trial", desc=self.study.name, dynamic_ncols=True) as bar:
+                self.progress = bar
+                self.optuna.optimize(self._objective, n_trials=todo, catch=(TrialFailed,), callbacks=[self._after])
+            ran = todo
+        return self._finish(ran)
+
+    def _objective(self, trial: Trial) -> tuple[float, float]:
+        labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in self.options.items()}
+        options = tuple(self.options[dim][label] for dim, label in labels.items())
+        combination = combination_label(options)
+        trial.set_user_attr("combination", combination)
+        if self.progress:
+            self.progress.set_postfix_str(combination)
+        strategies = [s for s in (o.build() for o in options) if s is not None]
+        try:
+            stack = compose(*strategies)
+        except ConflictError as error:
+            return self._skip(trial, None, str(error))
+        run_id = self.tracker.start_trial(self.parent_id, trial.number, combination,
+                                          {**{f"dim.{d}": l for d, l in labels.items()}, **stack.params()})
+        trial.set_user_attr("mlflow_run_id", run_id)
+        reason = stack.check(self.machine.device)
+        if reason:
+            return self._skip(trial, run_id, reason)
+
+        group = accuracy_group(options)
+        trial.set_user_attr("accuracy_group", group)
+        donor = self._accuracy_donor(group)
+        spec = TrialSpec(self.study, options, self.machine.device, train_for_accuracy=donor is None)
+        try:
+            metrics = run_in_fresh_process(spec)
+        except TrialFailed as error:
+            trial.set_user_attr("state", "failed")
+            trial.set_user_attr("reason", str(error))
+            self.tracker.finish_trial(run_id, "failed", str(error))
+            raise
+        if donor is None:
+            trial.set_user_attr("accuracy_trained", True)
+            accuracy_from = trial.number
+        else:
+            donated = donor.user_attrs["metrics"]
+            metrics.update(test_accuracy=donated["test_accuracy"], test_loss=donated["test_loss"])
+            accuracy_from = donor.number
+        trial.set_user_attr("accuracy_from", accuracy_from)
+        trial.set_user_attr("metrics", metrics)
+        trial.set_user_attr("state", "complete")
+        self.tracker.finish_trial(run_id, "complete", metrics=metrics,
+                                  tags={"ablate.accuracy_from": str(accuracy_from), "ablate.accuracy_group": group})
+        return metrics["throughput"], metrics["test_accuracy"]
+
+    def _skip(self, trial: Trial, run_id: str | None, reason: str) -> Any:
+        trial.set_user_attr("state", "skipped")
+        trial.set_user_attr("reason", reason)
+        if run_id:
+            self.tracker.finish_trial(run_id, "skipped", reason)
+        raise optuna.TrialPruned(reason)
+
+    def _accuracy_donor(self, group: str) -> FrozenTrial | None:
+        for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if t.user_attrs.get("accuracy_group") == group and t.user_attrs.get("accuracy_trained"):
+                return t
+        return None
+
+    def _after(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        a = trial.user_attrs
+        m = a.get("metrics", {})
+        state = a.get("state", trial.state.name.lower())
+        detail = (f"{m['throughput']:.0f} samples/s, test acc {m['test_accuracy']:.2f}%"
+                  f"{'' if a.get('accuracy_trained') else ' (from #' + str(a.get('accuracy_from')) + ')'}"
+                  if state == "complete" else a.get("reason", ""))
+        if self.progress:
+            self.progress.write(f"#{trial.number} {a.get('combination', '?')}: {state}: {detail}")
+            self.progress.update(1)
+
+    def _recover_orphans(self) -> int:
+        """Trials left RUNNING by a killed run: mark them failed, their MLflow runs KILLED, and queue them again."""
+        orphans = self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        for t in orphans:
+            self.optuna._storage.set_trial_user_attr(t._trial_id, "state", "interrupted")
+            self.optuna.tell(t.number, state=TrialState.FAIL)
+            if run_id := t.user_attrs.get("mlflow_run_id"):
+                self.tracker.finish_trial(run_id, "killed", "interrupted: the study stopped before this trial finished")
+            if len(t.params) == len(self.options):
+                self.optuna.enqueue_trial(t.params)
+        return len(orphans)
+
+    def _finish(self, ran: int) -> Outcome:
+        table = results.rows(self.optuna)
+        csv = self.results_dir / self.study.name / f"{self.search}-{self.machine.device_type}.csv"
+        results.write_csv(table, csv)
+        if self.parent_id:
+            # Speed-ups need the baseline, which may have run after the trial: log them at the end.
+            run_ids = {t.number: t.user_attrs.get("mlflow_run_id") for t in self.optuna.get_trials(deepcopy=False)}
+            for row in table:
+                comparisons = {"speedup": row["speed-up"], "accuracy_change": row["Δ acc"]}
+                comparisons = {k: v for k, v in comparisons.items() if v is not None}
+                if run_ids.get(row["trial"]) and comparisons:
+                    self.tracker.log_metrics(run_ids[row["trial"]], comparisons)
+            self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
+        return Outcome(table, csv, ran, self.tracker.uri, self.parent_id)

@@ -1,0 +1,233 @@
+"""Study files: YAML loaded with `yaml.safe_load` into frozen, validated objects.
+
+A study names a model, a dataset, a baseline loop, a search space and a
+measurement budget; ``devices:`` overrides the space and budget per device
+type so one file is affordable on a laptop and exact on a GPU. Every problem
+is a `StudyError` whose message is one line naming the valid choices.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args, get_type_hints
+
+import yaml
+
+from strategies import REGISTRY, Strategy
+
+STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
+OFF = "off"
+
+
+class StudyError(ValueError):
+    """A study cannot be loaded; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One choice of a search dimension: a strategy with its settings, or off."""
+
+    name: str | None  # registry name; None means off
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        if self.name is None:
+            return OFF
+        return self.name + (f"({', '.join(f'{k}={v}' for k, v in self.kwargs)})" if self.kwargs else "")
+
+    def build(self) -> Strategy | None:
+        return None if self.name is None else REGISTRY[self.name](**dict(self.kwargs))
+
+
+@dataclass(frozen=True)
+class Budget:
+    train_samples: int = 60_000  # trained before test accuracy is measured
+    warmup_samples: int = 1_280  # untimed, after the first (compiling) step
+    window_samples: int = 1_280  # samples per timed window
+    windows: int = 3
+    test_batch_size: int = 1_000
+    train_subset: int | None = None  # first N training images only (tests)
+    test_subset: int | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Baseline:
+    batch_size: int = 64
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    max_grad_norm: float | None = None
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    path: Path
+    description: str
+    model: str
+    dataset: str
+    baseline: Baseline
+    space: tuple[tuple[str, tuple[Option, ...]], ...]  # dimension -> options
+    budget: Budget
+    accuracy_tolerance: float
+    file_hash: str
+
+    @property
+    def dimensions(self) -> dict[str, tuple[Option, ...]]:
+        return dict(self.space)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for _, options in self.space:
+            n *= len(options)
+        return n
+
+
+OPTIMIZERS = ("adam", "sgd")
+TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices"}
+DEVICE_KEYS = {"space", "budget"}
+DEVICE_TYPES = ("cpu", "cuda")
+
+
+def find(name_or_path: str) -> Path:
+    """The study file for a name in studies/ or a path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.parent != Path("."):
+        if not path.is_file():
+            raise StudyError(f"study file {path} does not exist")
+        return path
+    candidate = STUDIES_DIR / f"{name_or_path}.yaml"
+    if not candidate.is_file():
+        raise StudyError(f"unknown study {name_or_path!r}; choose one of: {', '.join(available()) or '(none)'} or give a path")
+    return candidate
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in STUDIES_DIR.glob("*.yaml"))
+
+
+def load(name_or_path: str, device_type: str) -> Study:
+    """Load and validate a study for a device type ("cpu" or "cuda")."""
+    path = find(name_or_path)
+    text = path.read_text()
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where else ""
+        raise StudyError(f"{path}: not valid YAML{at}: {getattr(error, 'problem', None) or error}") from None
+    if not isinstance(raw, dict):
+        raise StudyError(f"{path}: a study is a mapping of keys ({', '.join(sorted(TOP_KEYS))})")
+    _reject_unknown(raw, TOP_KEYS, f"{path}")
+    for key in ("model", "dataset", "space"):
+        if key not in raw:
+            raise StudyError(f"{path}: missing required key {key!r}")
+
+    from ablate.data import DATASETS
+    from ablate.models import MODELS
+
+    _choice(raw["model"], MODELS, f"{path}: model")
+    _choice(raw["dataset"], DATASETS, f"{path}: dataset")
+    devices = _mapping(raw.get("devices", {}), f"{path}: devices")
+    _reject_unknown(devices, set(DEVICE_TYPES), f"{path}: devices")
+    override = _mapping(devices.get(device_type, {}) or {}, f"{path}: devices.{device_type}")
+    _reject_unknown(override, DEVICE_KEYS, f"{path}: devices.{device_type}")
+
+    space = dict(_mapping(raw["space"], f"{path}: space"))
+    extra = _mapping(override.get("space", {}), f"{path}: devices.{device_type}.space")
+    _reject_unknown(extra, set(space), f"{path}: devices.{device_type}.space")
+    space.update(extra)
+    budget = {**_mapping(raw.get("budget", {}), f"{path}: budget"),
+              **_mapping(override.get("budget", {}), f"{path}: devices.{device_type}.budget")}
+    tolerance = raw.get("accuracy_tolerance", 0.5)
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
+        raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
+    baseline = _dataclass(Baseline, raw.get("baseline", {}), f"{path}: baseline")
+    _choice(baseline.optimizer, dict.fromkeys(OPTIMIZERS), f"{path}: baseline.optimizer")
+    return Study(
+        name=str(raw.get("name", path.stem)),
+        path=path,
+        description=str(raw.get("description", "")).strip(),
+        model=raw["model"],
+        dataset=raw["dataset"],
+        baseline=baseline,
+        space=tuple((dim, _options(dim, choices, f"{path}: space.{dim}")) for dim, choices in space.items()),
+        budget=_dataclass(Budget, budget, f"{path}: budget"),
+        accuracy_tolerance=float(tolerance),
+        file_hash=hashlib.sha256(text.encode()).hexdigest()[:12],
+    )
+
+
+def _options(dim: str, choices: Any, where: str) -> tuple[Option, ...]:
+    if not isinstance(choices, list) or not choices:
+        raise StudyError(f"{where}: a dimension is a non-empty list of choices (off, a strategy name, or {{name: {{option: value}}}})")
+    options = tuple(_option(choice, where) for choice in choices)
+    labels = [o.label for o in options]
+    if len(set(labels)) != len(labels):
+        raise StudyError(f"{where}: a choice is listed twice ({', '.join(labels)})")
+    return options
+
+
+def _option(choice: Any, where: str) -> Option:
+    if choice in (None, False, OFF):  # YAML reads a bare `off` as False
+        return Option(None)
+    if isinstance(choice, str):
+        name, kwargs = choice, {}
+    elif isinstance(choice, dict) and len(choice) == 1:
+        name, kwargs = next(iter(choice.items()))
+        kwargs = _mapping(kwargs or {}, f"{where}.{name}")
+    else:
+        raise StudyError(f"{where}: a choice is off, a strategy name, or {{name: {{option: value}}}}; got {choice!r}")
+    _choice(name, REGISTRY, f"{where}: strategy")
+    accepted = [p for p in inspect.signature(REGISTRY[name]).parameters]
+    _reject_unknown(kwargs, set(accepted), f"{where}.{name}", noun="option")
+    option = Option(name, tuple(sorted(kwargs.items())))
+    try:
+        option.build()
+    except (TypeError, ValueError) as error:
+        raise StudyError(f"{where}: {error}") from None
+    return option
+
+
+def _dataclass(cls: type, values: Any, where: str) -> Any:
+    """`cls` built from a mapping, with each value checked against the field's type."""
+    values = _mapping(values, where)
+    hints = get_type_hints(cls)
+    _reject_unknown(values, set(hints), where)
+    for key, value in values.items():
+        allowed = get_args(hints[key]) or (hints[key],)
+        if not _is_instance(value, allowed):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+            raise StudyError(f"{where}.{key}: expected {names}, got {value!r}")
+        if isinstance(value, (int, float)) and key != "seed" and value <= 0:
+            raise StudyError(f"{where}.{key}: must be > 0, got {value!r}")
+    return cls(**values)
+
+
+def _is_instance(value: Any, allowed: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):  # YAML booleans are never numbers here
+        return bool in allowed
+    if isinstance(value, int) and float in allowed:
+        return True
+    return isinstance(value, allowed)
+
+
+def _mapping(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise StudyError(f"{where}: expected a mapping, got {value!r}")
+    return value
+
+
+def _choice(value: Any, valid: dict, where: str) -> None:
+    if value not in valid:
+        raise StudyError(f"{where}: unknown {value!r}; choose one of: {', '.join(sorted(valid))}")
+
+
+def _reject_unknown(mapping: dict, known: set[str], where: str, noun: str = "key") -> None:
+    unknown = sorted(str(k) for k in mapping if k not in known)
+    if unknown:
+        raise StudyError(f"{where}: unknown {noun} {', '.join(map(repr, unknown))}; valid: {', '.join(sorted(known)) or '(none)'}")

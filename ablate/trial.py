@@ -1,0 +1,107 @@
+"""One trial: one combination of strategies, trained and measured in a fresh process.
+
+A fresh process per trial keeps process-global state (compile caches in
+memory, cuDNN/TF32 flags, allocator state, a crash) from leaking between
+trials. To keep its start-up small, trials are forked from a forkserver that
+has already imported torch, torchvision and this package, so each trial pays
+for a fork and its own data loading, not for `import torch`.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import traceback
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from ablate.study import Option, Study
+
+
+class TrialFailed(RuntimeError):
+    """A trial raised or its process died; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    study: Study
+    options: tuple[Option, ...]
+    device: str
+    train_for_accuracy: bool
+
+
+def run(spec: TrialSpec) -> dict[str, Any]:
+    """Train and measure `spec` in this process; returns metrics (floats)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from ablate import data
+    from ablate.measure import StepClock, peak_memory_mb
+    from ablate.models import MODELS
+    from ablate.train import evaluate, train
+    from strategies import compose
+
+    study, budget, device = spec.study, spec.study.budget, torch.device(spec.device)
+    stack = compose(*(s for s in (o.build() for o in spec.options) if s is not None))
+    torch.manual_seed(budget.seed)
+    splits = data.load(study.dataset, budget.train_subset, budget.test_subset)
+    # A seeded generator fixes the shuffle order whatever the number of workers.
+    loader = DataLoader(splits.train, **stack.loader_kwargs(
+        batch_size=study.baseline.batch_size, shuffle=True, drop_last=True,
+        generator=torch.Generator().manual_seed(budget.seed)))
+    model = MODELS[study.model]().to(device)
+    optimizer = _optimizer(study, model)
+    prepared = stack.prepare_model(model)
+    clock = StepClock(budget, device, spec.train_for_accuracy)
+    train(stack, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
+    metrics = clock.summary()
+    metrics["peak_memory_mb"] = peak_memory_mb(device)
+    metrics.update(stack.metrics())
+    if spec.train_for_accuracy:
+        test = DataLoader(splits.test, batch_size=budget.test_batch_size)
+        metrics["test_accuracy"], metrics["test_loss"] = evaluate(model, test, device)
+    return metrics
+
+
+def _optimizer(study: Study, model: Any) -> Any:
+    import torch
+
+    if study.baseline.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=study.baseline.lr, momentum=0.9)
+    return torch.optim.Adam(model.parameters(), lr=study.baseline.lr)
+
+
+@cache
+def _context() -> mp.context.BaseContext:
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torchvision", "ablate.trial", "ablate.train", "strategies"])
+    return ctx
+
+
+def _child(spec: TrialSpec, conn: Any) -> None:
+    try:
+        conn.send(("ok", run(spec)))
+    except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
+        conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def run_in_fresh_process(spec: TrialSpec) -> dict[str, Any]:
+    """Run `spec` in a new process; raise `TrialFailed` if it raised or died."""
+    ctx = _context()
+    parent_end, child_end = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_child, args=(spec, child_end), name="ablate-trial")
+    process.start()
+    child_end.close()
+    try:
+        message = parent_end.recv()
+    except EOFError:
+        message = None
+    finally:
+        process.join()
+        parent_end.close()
+    if message is None:
+        raise TrialFailed(f"trial process died (exit code {process.exitcode})")
+    if message[0] == "ok":
+        return message[1]
+    raise TrialFailed(message[1])

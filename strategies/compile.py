@@ -1,0 +1,63 @@
+"""Compile: ``torch.compile`` the model."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from typing import Any
+
+import torch
+
+from strategies.base import Strategy, as_device
+
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+class Compile(Strategy):
+    """Replaces the model with ``torch.compile(model, mode=..., ...)``.
+
+    TorchDynamo captures the forward (and AOTAutograd the backward) into
+    graphs, and Inductor generates fused kernels for them (Triton on GPU, C++
+    and OpenMP on CPU). Helps most where the step is bound by memory traffic
+    between many small pointwise ops or by Python and launch overhead.
+    Costs a one-off compilation at the first step (seconds to minutes) and
+    again after every recompilation (new shapes, train/eval switch), so it
+    pays off only over enough steps; the first step's time is the
+    compilation and must be timed apart from the steady state (call one step,
+    time it, then time the rest). Compilation is lazy: `prepare_model` returns
+    at once and the first forward compiles.
+    """
+
+    name = "compile"
+    changes_numerics = True
+    conflicts_with = frozenset({"torchscript"})
+    order = 100
+
+    def __init__(
+        self, mode: str = "default", fullgraph: bool = False, backend: str = "inductor", dynamic: bool | None = None
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"Compile: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode, self.fullgraph, self.backend, self.dynamic = mode, bool(fullgraph), backend, dynamic
+
+    def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        # torch.compile rejects `mode` for backends other than inductor.
+        options: dict[str, Any] = {"mode": self.mode} if self.backend == "inductor" else {}
+        return torch.compile(model, fullgraph=self.fullgraph, backend=self.backend, dynamic=self.dynamic, **options)
+
+    def check(self, device: torch.device | str) -> str | None:
+        if self.backend != "inductor":
+            return None
+        device = as_device(device)
+        if device.type == "cpu" and not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+            return "inductor on CPU needs a C++ compiler (g++ or clang++) on PATH, and none was found"
+        if device.type == "cuda":
+            if not torch.cuda.is_available():
+                return "no CUDA device is available"
+            if importlib.util.find_spec("triton") is None:
+                return "inductor on CUDA needs Triton, which is not installed"
+            if torch.cuda.get_device_capability(device) < (7, 0):
+                return f"inductor's Triton kernels need compute capability >= 7.0; this GPU has {torch.cuda.get_device_capability(device)}"
+        return None
+
+    def params(self) -> dict[str, Any]:
+        return {"mode": self.mode, "fullgraph": self.fullgraph, "backend": self.backend, "dynamic": self.dynamic}

@@ -1,0 +1,47 @@
+"""NumWorkers: load and collate batches in worker processes."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from strategies.base import Strategy
+
+
+class NumWorkers(Strategy):
+    """Sets the DataLoader's ``num_workers`` (and keeps the workers alive across epochs).
+
+    Helps when per-sample work (decoding, augmentation, ``ToTensor``/``Normalize``)
+    stalls the training step: workers prepare the next batches in parallel.
+    Does not help when the data is already in memory as tensors or the step is
+    so long that loading hides behind it; each worker costs a process, start-up
+    time and memory, and more workers than cores only adds contention.
+    ``persistent=True`` avoids re-spawning workers every epoch.
+    """
+
+    name = "num_workers"
+
+    def __init__(self, n: int, persistent: bool = True, prefetch_factor: int | None = None) -> None:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"NumWorkers: n must be a whole number >= 0, got {n!r}")
+        if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
+            raise ValueError(f"NumWorkers: prefetch_factor must be a whole number >= 1 or None, got {prefetch_factor!r}")
+        self.n, self.persistent, self.prefetch_factor = n, bool(persistent), prefetch_factor
+
+    def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
+        kwargs["num_workers"] = self.n
+        # DataLoader rejects both options when there are no workers.
+        kwargs["persistent_workers"] = self.persistent and self.n > 0
+        if self.prefetch_factor is not None and self.n > 0:
+            kwargs["prefetch_factor"] = self.prefetch_factor
+        return kwargs
+
+    def check(self, device: torch.device | str) -> str | None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if self.n > cpus:
+            return f"{self.n} workers on {cpus} CPUs only adds contention"
+        return None
+
+    def params(self) -> dict[str, Any]:
+        return {"n": self.n, "persistent": self.persistent, "prefetch_factor": self.prefetch_factor}

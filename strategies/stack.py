@@ -1,0 +1,142 @@
+"""Composing strategies into one `Stack` that drives a training loop.
+
+Order, for every hook (members sorted by their `order`, ties kept in the order given):
+    loader_kwargs  each member edits the keyword arguments in turn
+    prepare_model  each member wraps the model in turn, graph capture last
+    to_device      each member in turn, then anything not yet on the device is moved
+    autocast       members' contexts entered in turn (and left in reverse)
+    backward       the member that owns it, else ``loss.backward()``
+    step           the member that owns it, else optional clipping + ``optimizer.step()``;
+                   then `zero_grad`
+    zero_grad      the member that owns it, else ``optimizer.zero_grad(set_to_none=False)``
+                   (PyTorch defaults to set_to_none=True; the plain loop of the
+                   literature zero-fills, and SetToNone is measured against it)
+"""
+from __future__ import annotations
+
+import contextlib
+from itertools import combinations
+from typing import Any, Iterator
+
+import torch
+
+from strategies.base import Batch, Strategy, move
+
+OWNED_HOOKS = ("backward", "step", "zero_grad")
+
+
+class ConflictError(ValueError):
+    """Two strategies cannot be composed: same kind, same owned hook, or declared incompatible."""
+
+
+def clip_gradients(optimizer: torch.optim.Optimizer, max_grad_norm: float | None) -> None:
+    """Clip the total gradient norm of the optimizer's parameters (no-op for None)."""
+    if max_grad_norm is not None:
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+
+
+def clip_and_step(optimizer: torch.optim.Optimizer, max_grad_norm: float | None) -> None:
+    """The plain optimizer step: optional gradient-norm clipping, then `optimizer.step()`."""
+    clip_gradients(optimizer, max_grad_norm)
+    optimizer.step()
+
+
+class Stack(Strategy):
+    """Several strategies applied as one; see the module docstring for the order."""
+
+    name = "stack"
+
+    def __init__(self, *members: Strategy) -> None:
+        flat: list[Strategy] = []
+        for member in members:
+            if not isinstance(member, Strategy):
+                raise TypeError(f"compose() takes Strategy objects, not {type(member).__name__}")
+            flat.extend(member.members if isinstance(member, Stack) else [member])
+        _raise_on_conflicts(flat)
+        self.members: tuple[Strategy, ...] = tuple(sorted(flat, key=lambda s: s.order))
+        self._owner = {hook: next((m for m in self.members if hook in m.owns), None) for hook in OWNED_HOOKS}
+
+    @property
+    def changes_numerics(self) -> bool:  # type: ignore[override]
+        return any(m.changes_numerics for m in self.members)
+
+    def get(self, name: str) -> Strategy | None:
+        """The member registered under `name`, if any."""
+        return next((m for m in self.members if m.name == name), None)
+
+    def __iter__(self) -> Iterator[Strategy]:
+        return iter(self.members)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
+        for member in self.members:
+            kwargs = member.loader_kwargs(**kwargs)
+        return kwargs
+
+    def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        for member in self.members:
+            model = member.prepare_model(model)
+        return model
+
+    def to_device(self, batch: Batch, device: torch.device | str) -> Batch:
+        for member in self.members:
+            batch = member.to_device(batch, device)
+        return move(batch, device)  # no-op for tensors a member already moved
+
+    @contextlib.contextmanager
+    def autocast(self, device: torch.device | str) -> Iterator[None]:
+        # Enter the members' contexts on `with`, not when this is called.
+        with contextlib.ExitStack() as stack:
+            for member in self.members:
+                stack.enter_context(member.autocast(device))
+            yield
+
+    def backward(self, loss: torch.Tensor) -> None:
+        owner = self._owner["backward"]
+        owner.backward(loss) if owner else loss.backward()
+
+    def step(self, optimizer: torch.optim.Optimizer, max_grad_norm: float | None = None) -> None:
+        owner = self._owner["step"]
+        owner.step(optimizer, max_grad_norm) if owner else clip_and_step(optimizer, max_grad_norm)
+        self.zero_grad(optimizer)
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        owner = self._owner["zero_grad"]
+        owner.zero_grad(optimizer) if owner else optimizer.zero_grad(set_to_none=False)
+
+    def check(self, device: torch.device | str) -> str | None:
+        for member in self.members:
+            reason = member.check(device)
+            if reason:
+                return f"{type(member).__name__}: {reason}"
+        return None
+
+    def params(self) -> dict[str, Any]:
+        return {f"{m.name}.{k}": v for m in self.members for k, v in m.params().items()}
+
+    def metrics(self) -> dict[str, float]:
+        return {f"{m.name}.{k}": v for m in self.members for k, v in m.metrics().items()}
+
+    def __repr__(self) -> str:
+        return f"compose({', '.join(repr(m) for m in self.members)})"
+
+
+def compose(*strategies: Strategy) -> Stack:
+    """One `Stack` from several strategies; raises `ConflictError` if two cannot go together."""
+    return Stack(*strategies)
+
+
+def _raise_on_conflicts(members: list[Strategy]) -> None:
+    for a, b in combinations(members, 2):
+        why = None
+        if a.name == b.name:
+            why = "are the same technique"
+        elif shared := sorted(a.owns & b.owns):
+            why = f"both own {' and '.join(shared)}"
+        elif b.name in a.conflicts_with or a.name in b.conflicts_with:
+            why = "are declared incompatible"
+        if why:
+            raise ConflictError(f"{a!r} and {b!r} cannot be composed: they {why}")

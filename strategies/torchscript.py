@@ -1,0 +1,27 @@
+"""TorchScript: ``torch.jit.script`` the model (deprecated upstream; kept for the literature)."""
+from __future__ import annotations
+
+import torch
+
+from strategies.base import Strategy
+
+
+class TorchScript(Strategy):
+    """Replaces the model with ``torch.jit.script(model)``.
+
+    Deprecated upstream: PyTorch recommends ``torch.compile`` and no longer
+    develops TorchScript; it is here because tutorials and papers still
+    measure it. Any deprecation warning PyTorch raises is left visible.
+    Scripting removes Python overhead from the forward pass and lets the JIT
+    fuse some pointwise ops, which can help small, launch-bound models. It
+    rarely helps large compute-bound ones, fails on models that use dynamic
+    Python, and cannot be combined with Compile.
+    """
+
+    name = "torchscript"
+    changes_numerics = True  # fused kernels may round differently
+    conflicts_with = frozenset({"compile"})
+    order = 100  # wrap after every other model change
+
+    def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        return torch.jit.script(model)

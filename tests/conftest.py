@@ -1,0 +1,85 @@
+"""Shared fixtures: a tiny CNN and a small synthetic data set, both deterministic."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+# Let test modules import the helper module `reference_loop` that sits next to them.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+N_SAMPLES = 256
+N_CLASSES = 10
+
+
+class TinyCNN(nn.Module):
+    """conv 1->4 3x3, relu, flatten, linear -> 10, on 1x8x8 inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+        self.fc = nn.Linear(4 * 6 * 6, N_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(torch.relu(self.conv(x)), 1))
+
+
+def make_model(seed: int = 0) -> TinyCNN:
+    """A TinyCNN whose weights depend only on `seed` (the global RNG is left untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return TinyCNN()
+
+
+def make_dataset(n: int = N_SAMPLES, seed: int = 1234) -> TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    inputs = torch.randn(n, 1, 8, 8, generator=g)
+    targets = torch.randint(0, N_CLASSES, (n,), generator=g)
+    return TensorDataset(inputs, targets)
+
+
+@pytest.fixture
+def model_factory():
+    """Call it to get a fresh TinyCNN with the same initial weights every time."""
+    return make_model
+
+
+@pytest.fixture
+def model() -> TinyCNN:
+    return make_model()
+
+
+@pytest.fixture(scope="session")
+def dataset() -> TensorDataset:
+    return make_dataset()
+
+
+@pytest.fixture
+def batch(dataset):
+    """One (inputs, targets) batch of 16 samples."""
+    return dataset.tensors[0][:16], dataset.tensors[1][:16]
+
+
+def needs_cuda():
+    """`pytest.mark.skipif` for tests that need a CUDA device."""
+    return pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+# Expected on a CPU-only machine / with current PyTorch, and not what these tests are about.
+EXPECTED_WARNINGS = (
+    "ignore:.*pin_memory.*no accelerator:UserWarning",
+    "ignore:.*torch.jit.script.* is deprecated:FutureWarning",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        for spec in EXPECTED_WARNINGS:
+            item.add_marker(pytest.mark.filterwarnings(spec))
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip)

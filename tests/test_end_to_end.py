@@ -1,0 +1,106 @@
+"""`ablate run` on a tiny study: table, Optuna storage, MLflow runs, resume, accuracy sharing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ablate import data
+from ablate.cli import main
+
+TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
+COMBINATIONS = 8  # 2 workers x 2 pinning x 2 AMP
+RUN_ON_CPU = 4  # pinning is skipped without a GPU
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    try:
+        data.load("mnist")
+    except data.DataUnavailable as error:
+        pytest.skip(f"MNIST not available: {error}")
+    results = tmp_path_factory.mktemp("results")
+    code = main(["run", str(TINY), "--device", "cpu", "--results", str(results)])
+    assert code == 0
+    return results
+
+
+def _optuna(results: Path) -> optuna.Study:
+    return optuna.load_study(study_name="tiny:grid:cpu", storage=f"sqlite:///{results / 'tiny' / 'optuna.db'}")
+
+
+def _runs(results: Path):
+    client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("ablate/tiny")
+    return client, client.search_runs([experiment.experiment_id], max_results=1000)
+
+
+def test_optuna_storage_has_every_combination(first_run):
+    trials = _optuna(first_run).get_trials()
+    assert len(trials) == COMBINATIONS
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == COMBINATIONS
+    states = [t.user_attrs["state"] for t in trials]
+    assert states.count("complete") == RUN_ON_CPU
+    skipped = [t for t in trials if t.user_attrs["state"] == "skipped"]
+    assert all(t.params["pin_memory"] == "pin_memory" for t in skipped)
+    assert all("pinned memory" in t.user_attrs["reason"] for t in skipped)
+
+
+def test_mlflow_has_a_parent_and_one_child_per_trial(first_run):
+    client, runs = _runs(first_run)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == COMBINATIONS
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    complete = [r for r in children if r.data.tags["ablate.state"] == "complete"]
+    assert len(complete) == RUN_ON_CPU
+    for run in complete:
+        assert run.info.status == "FINISHED"
+        for metric in ("throughput", "throughput_spread_pct", "first_step_s", "data_wait_fraction",
+                       "peak_memory_mb", "test_accuracy", "test_loss", "speedup"):
+            assert metric in run.data.metrics, metric
+        assert {"dim.amp", "dim.num_workers", "dim.pin_memory"} <= set(run.data.params)
+        for tag in ("ablate.device", "ablate.torch", "ablate.commit", "ablate.study_hash"):
+            assert run.data.tags[tag]
+    amp_runs = [r for r in complete if r.data.params["dim.amp"] != "off"]
+    assert all(r.data.params["amp.dtype"] == "bf16" for r in amp_runs)
+    skipped = [r for r in children if r.data.tags["ablate.state"] == "skipped"]
+    assert len(skipped) == COMBINATIONS - RUN_ON_CPU and all(r.data.tags["ablate.reason"] for r in skipped)
+    artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"tiny.yaml", "grid-cpu.csv"} <= artifacts
+
+
+def test_accuracy_is_shared_across_numerics_preserving_strategies(first_run):
+    complete = [t for t in _optuna(first_run).get_trials() if t.user_attrs["state"] == "complete"]
+    by_amp: dict[str, list] = {}
+    for t in complete:
+        by_amp.setdefault(t.params["amp"], []).append(t)
+    for group in by_amp.values():  # each group differs only in NumWorkers
+        assert len(group) == 2
+        trained = [t for t in group if t.user_attrs.get("accuracy_trained")]
+        assert len(trained) == 1
+        donor = trained[0]
+        for t in group:
+            assert t.user_attrs["metrics"]["test_accuracy"] == donor.user_attrs["metrics"]["test_accuracy"]
+            assert t.user_attrs["accuracy_from"] == donor.number
+
+
+def test_second_run_runs_nothing_new(first_run, capsys):
+    before = len(_runs(first_run)[1])
+    assert main(["run", str(TINY), "--device", "cpu", "--results", str(first_run)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to run" in out and "baseline" in out
+    assert len(_optuna(first_run).get_trials()) == COMBINATIONS
+    assert len(_runs(first_run)[1]) == before
+
+
+def test_table_is_sorted_by_throughput(first_run):
+    import csv
+
+    rows = list(csv.DictReader((first_run / "tiny" / "grid-cpu.csv").open()))
+    rates = [float(r["samples/s"]) for r in rows if r["samples/s"]]
+    assert rates == sorted(rates, reverse=True) and len(rates) == RUN_ON_CPU
+    baseline = next(r for r in rows if r["combination"] == "baseline")
+    assert float(baseline["speed-up"]) == 1.0

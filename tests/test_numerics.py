@@ -1,0 +1,143 @@
+"""Losses: what must stay bitwise identical, what may drift (and by how much), and Stack == hand-written loop."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import make_model
+from reference_loop import reference_losses, stack_losses
+from strategies import AMP, BatchSize, Compile, NumWorkers, PinMemory, SetToNone, Strategy, TorchScript, compose
+
+STEPS = 5
+
+
+@pytest.fixture(scope="module")
+def bare_losses(dataset):
+    return stack_losses(compose(), make_model(), dataset, STEPS)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+# --------------------------------------------------------------------------- numerics-preserving strategies
+
+NEUTRAL = {"workers": lambda: NumWorkers(2), "pin": PinMemory, "set_to_none": SetToNone}
+SUBSETS = [c for r in range(len(NEUTRAL) + 1) for c in itertools.combinations(NEUTRAL, r)]
+
+
+@pytest.mark.parametrize("subset", SUBSETS, ids=lambda c: "+".join(c) or "none")
+def test_numerics_preserving_strategies_are_bitwise_identical(subset, model, dataset, bare_losses):
+    stack = compose(*(NEUTRAL[k]() for k in subset))
+    assert not stack.changes_numerics
+    losses = stack_losses(stack, model, dataset, STEPS)
+    assert losses == bare_losses
+
+
+def test_losses_actually_move(bare_losses):
+    # Guards the == tests above against a loop that never trains.
+    assert len(set(bare_losses)) == STEPS
+
+
+# --------------------------------------------------------------------------- AMP drift
+
+
+def test_amp_bf16_stays_close_to_fp32(model, dataset, bare_losses):
+    bf16 = stack_losses(compose(AMP("bf16")), model, dataset, STEPS)
+    # Tolerance: relative 1e-2 per loss over 5 steps. bf16 keeps 8 mantissa bits (rounding ~4e-3
+    # relative per op); on this tiny CNN the observed drift is ~2e-4, so 1e-2 leaves wide margin
+    # while still catching a broken autocast (wrong dtype, fp16 overflow, lost gradients).
+    for got, want in zip(bf16, bare_losses, strict=True):
+        assert got == pytest.approx(want, rel=1e-2)
+    assert bf16 != bare_losses, "autocast had no effect at all: bf16 losses are bitwise fp32"
+
+
+# --------------------------------------------------------------------------- Stack == hand-written reference
+
+CONFIGS = {
+    "bare": ((), {}, {}),
+    "bare+clip": ((), {}, {"max_grad_norm": 0.05}),
+    "workers+pin+batch_size+set_to_none": (
+        (NumWorkers(2), PinMemory(), BatchSize(32), SetToNone()),
+        {"workers": 2, "pin": True, "batch_size": 32, "set_to_none": True},
+        {},
+    ),
+    "amp_fp16+clip": ((AMP("fp16"),), {"amp": "fp16"}, {"max_grad_norm": 0.05}),
+    "amp_bf16": ((AMP("bf16"),), {"amp": "bf16"}, {}),
+    "amp_bf16+clip": ((AMP("bf16"),), {"amp": "bf16"}, {"max_grad_norm": 0.05}),
+    "torchscript": ((TorchScript(),), {"graph": "torchscript"}, {}),
+    "compile_eager": ((Compile(backend="eager"),), {"graph": "compile", "compile_backend": "eager"}, {}),
+    "amp_fp16+set_to_none+clip+compile_eager": (
+        (AMP("fp16"), SetToNone(), Compile(backend="eager")),
+        {"amp": "fp16", "set_to_none": True, "graph": "compile", "compile_backend": "eager"},
+        {"max_grad_norm": 0.05},
+    ),
+}
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_stack_reproduces_reference(config, model, dataset, fresh_dynamo):
+    members, ref_kwargs, common = CONFIGS[config]
+    members = tuple(type(m)(**m.params()) for m in members)  # fresh state (AMP's scaler) per run
+    want = reference_losses(model, dataset, STEPS, **ref_kwargs, **common)
+    torch._dynamo.reset()
+    got = stack_losses(compose(*members), model, dataset, STEPS, **common)
+    assert got == want
+
+
+@pytest.mark.parametrize("amp", [None, "fp16", "bf16"])
+def test_clipping_is_active_in_reference_configs(amp, model, dataset):
+    # Otherwise the "+clip" configurations above would not test clipping at all.
+    clipped = reference_losses(model, dataset, STEPS, amp=amp, max_grad_norm=0.05)
+    unclipped = reference_losses(model, dataset, STEPS, amp=amp)
+    assert clipped != unclipped
+
+
+@pytest.mark.slow
+def test_stack_reproduces_reference_compile_inductor(model, dataset, fresh_dynamo):
+    if (reason := Compile().check("cpu")) is not None:
+        pytest.skip(reason)
+    want = reference_losses(model, dataset, STEPS, graph="compile")
+    torch._dynamo.reset()
+    got = stack_losses(compose(Compile()), model, dataset, STEPS)
+    assert got == want
+
+
+# --------------------------------------------------------------------------- order
+
+
+class Wrap(Strategy):
+    """Test-only model wrapper with the default order 0: graph capture must wrap *it*, not the reverse."""
+
+    name = "wrap"
+
+    class Module(nn.Module):
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x)
+
+    def prepare_model(self, model: nn.Module) -> nn.Module:
+        return Wrap.Module(model)
+
+
+def test_order_of_compose_arguments_does_not_matter(model, dataset):
+    a = compose(TorchScript(), Wrap(), SetToNone(), AMP("bf16"), PinMemory())
+    b = compose(PinMemory(), AMP("bf16"), SetToNone(), Wrap(), TorchScript())
+    assert [m.name for m in a][-1] == "torchscript" == [m.name for m in b][-1]
+    assert isinstance(a.prepare_model(model), torch.jit.ScriptModule)
+    assert isinstance(b.prepare_model(model), torch.jit.ScriptModule)
+    assert stack_losses(a, model, dataset, STEPS) == stack_losses(b, model, dataset, STEPS)
+
+
+def test_members_sorted_by_order_ties_kept_in_given_order():
+    stack = compose(Compile(backend="eager"), SetToNone(), AMP("bf16"), PinMemory())
+    assert [m.name for m in stack] == ["set_to_none", "amp", "pin_memory", "compile"]

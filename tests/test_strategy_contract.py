@@ -1,0 +1,274 @@
+"""One contract every registered strategy must keep, driven by the SETTINGS table.
+
+Adding a strategy to REGISTRY without a SETTINGS row (or leaving a stale row
+behind) fails `test_settings_cover_registry` and the parametrised tests.
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any, Callable, NamedTuple
+from unittest import mock
+
+import pytest
+import torch
+import yaml
+from torch.nn import functional as F
+from torch.utils.data import DataLoader
+
+from strategies import REGISTRY, Stack, Strategy, compose
+
+PASSTHROUGH = {"batch_size": 8, "shuffle": True, "drop_last": False, "collate_fn": None}
+
+
+# --------------------------------------------------------------------------- effect checkers
+
+
+def _assert_passthrough(out: dict[str, Any], set_keys: set[str]) -> None:
+    for key, value in PASSTHROUGH.items():
+        if key not in set_keys:
+            assert key in out and out[key] is value, f"{key} was not passed through unchanged"
+    assert set(out) == set(PASSTHROUGH) | set_keys
+
+
+def _train_one_step(stack: Stack, model: torch.nn.Module, batch, max_grad_norm=None) -> torch.optim.Optimizer:
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    inputs, targets = stack.to_device(batch, "cpu")
+    with stack.autocast("cpu"):
+        loss = F.cross_entropy(model(inputs), targets)
+    stack.backward(loss)
+    stack.step(optimizer, max_grad_norm=max_grad_norm)
+    return optimizer
+
+
+def effect_num_workers(s: Strategy, env: dict) -> None:
+    out = s.loader_kwargs(**PASSTHROUGH)
+    assert out["num_workers"] == 2
+    assert out["persistent_workers"] is True
+    _assert_passthrough(out, {"num_workers", "persistent_workers"})
+    # No workers: DataLoader rejects persistent_workers=True, so it must be off.
+    zero = type(s)(0).loader_kwargs(**PASSTHROUGH)
+    assert zero["num_workers"] == 0 and zero["persistent_workers"] is False
+    DataLoader(env["dataset"], **zero)  # accepted by DataLoader
+
+
+def effect_pin_memory(s: Strategy, env: dict) -> None:
+    out = s.loader_kwargs(**PASSTHROUGH)
+    assert out["pin_memory"] is True
+    _assert_passthrough(out, {"pin_memory"})
+    # to_device still lands the batch on the device.
+    moved = s.to_device(env["batch"], "cpu")
+    assert all(t.device.type == "cpu" for t in moved)
+    if torch.cuda.is_available():
+        loader = DataLoader(env["dataset"], **out)
+        inputs, targets = next(iter(loader))
+        assert inputs.is_pinned() and targets.is_pinned()
+        on_gpu = s.to_device((inputs, targets), "cuda")
+        assert all(t.device.type == "cuda" for t in on_gpu)
+
+
+def effect_batch_size(s: Strategy, env: dict) -> None:
+    out = s.loader_kwargs(**PASSTHROUGH)
+    assert out["batch_size"] == 32
+    _assert_passthrough(out, {"batch_size"})
+    inputs, _ = next(iter(DataLoader(env["dataset"], **out)))
+    assert inputs.shape[0] == 32
+
+
+def effect_set_to_none(s: Strategy, env: dict) -> None:
+    model = env["model_factory"]()
+    _train_one_step(compose(s), model, env["batch"])
+    assert all(p.grad is None for p in model.parameters())
+    # Without it, the bare loop zero-fills.
+    bare = env["model_factory"]()
+    _train_one_step(compose(), bare, env["batch"])
+    for p in bare.parameters():
+        assert p.grad is not None and torch.count_nonzero(p.grad) == 0
+
+
+def effect_amp(s: Strategy, env: dict) -> None:
+    assert s.dtype == "fp16"
+    assert not torch.is_autocast_enabled("cpu")
+    with s.autocast("cpu"):
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.float16
+        assert env["model_factory"]()(env["batch"][0]).dtype == torch.float16
+    assert not torch.is_autocast_enabled("cpu")
+    _train_one_step(compose(s), env["model_factory"](), env["batch"])
+    assert s.scaler is not None
+
+    bf16 = type(s)("bf16")
+    with bf16.autocast("cpu"):
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+    _train_one_step(compose(bf16), env["model_factory"](), env["batch"])
+    assert bf16.scaler is None
+
+
+def effect_torchscript(s: Strategy, env: dict) -> None:
+    model = env["model_factory"]()
+    scripted = s.prepare_model(model)
+    assert isinstance(scripted, torch.jit.ScriptModule)
+    torch.testing.assert_close(scripted(env["batch"][0]), model(env["batch"][0]))
+
+
+def effect_compile(s: Strategy, env: dict) -> None:
+    model = env["model_factory"]()
+    with mock.patch("torch.compile", wraps=torch.compile) as spy:
+        compiled = s.prepare_model(model)  # lazy: nothing compiles until the first forward
+    assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
+    assert compiled._orig_mod is model
+    spy.assert_called_once()
+    assert spy.call_args.kwargs["backend"] == "inductor" and spy.call_args.kwargs["mode"] == "default"
+
+
+class Setting(NamedTuple):
+    kwargs: dict[str, Any]
+    effect: Callable[[Strategy, dict], None]
+    hooks: frozenset[str]  # the hooks it overrides; every other hook must do nothing
+
+
+SETTINGS: dict[str, Setting] = {
+    "num_workers": Setting({"n": 2}, effect_num_workers, frozenset({"loader_kwargs", "check", "params"})),
+    "pin_memory": Setting({}, effect_pin_memory, frozenset({"loader_kwargs", "to_device", "check"})),
+    "batch_size": Setting({"n": 32}, effect_batch_size, frozenset({"loader_kwargs", "params"})),
+    "set_to_none": Setting({}, effect_set_to_none, frozenset({"zero_grad"})),
+    "amp": Setting(
+        {"dtype": "fp16"}, effect_amp, frozenset({"autocast", "backward", "step", "check", "params", "metrics"})
+    ),
+    "torchscript": Setting({}, effect_torchscript, frozenset({"prepare_model"})),
+    "compile": Setting({}, effect_compile, frozenset({"prepare_model", "check", "params"})),
+}
+
+CHANGES_NUMERICS = {
+    "amp": True, "batch_size": True, "compile": True, "torchscript": True,
+    "num_workers": False, "pin_memory": False, "set_to_none": False,
+}
+
+HOOKS = ("loader_kwargs", "prepare_model", "to_device", "autocast", "backward", "step", "zero_grad",
+         "check", "params", "metrics")
+OWNED = {"backward", "step", "zero_grad"}
+
+NAMES = sorted(set(REGISTRY) | set(SETTINGS))
+
+
+def make(name: str) -> Strategy:
+    if name not in REGISTRY:
+        pytest.fail(f"SETTINGS has {name!r}, which is not in REGISTRY")
+    if name not in SETTINGS:
+        pytest.fail(f"REGISTRY has {name!r} with no row in SETTINGS: add its kwargs and effect checker")
+    return REGISTRY[name](**SETTINGS[name].kwargs)
+
+
+@pytest.fixture
+def env(model_factory, dataset, batch):
+    return {"model_factory": model_factory, "dataset": dataset, "batch": batch}
+
+
+# --------------------------------------------------------------------------- the contract
+
+
+def test_settings_cover_registry():
+    assert set(REGISTRY) == set(SETTINGS)
+    assert set(REGISTRY) == set(CHANGES_NUMERICS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registry_name_matches_class(name):
+    s = make(name)
+    assert type(s).name == name
+    assert issubclass(REGISTRY[name], Strategy)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_effect_is_visible(name, env):
+    s = make(name)
+    SETTINGS[name].effect(s, env)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_declared_hooks_are_the_overridden_ones(name):
+    cls = type(make(name))
+    overridden = {h for h in HOOKS if getattr(cls, h) is not getattr(Strategy, h)}
+    assert overridden == SETTINGS[name].hooks
+    assert cls.owns == SETTINGS[name].hooks & OWNED, "owns must name exactly the owned hooks it implements"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_params_round_trip_through_yaml(name):
+    s = make(name)
+    params = s.params()
+    assert isinstance(params, dict)
+    assert yaml.safe_load(yaml.safe_dump(params)) == params
+    # ...name every constructor argument, so a logged run fully describes the strategy...
+    assert set(params) == set(inspect.signature(type(s)).parameters)
+    # ...and are enough to rebuild an equivalent strategy.
+    assert type(s)(**params).params() == params
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("name", NAMES)
+def test_check_returns_none_or_reason(name, device):
+    reason = make(name).check(device)
+    assert reason is None or (isinstance(reason, str) and reason.strip())
+
+
+def test_pin_memory_check_on_cpu_gives_reason():
+    reason = REGISTRY["pin_memory"]().check("cpu")
+    assert isinstance(reason, str) and reason
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_changes_numerics(name):
+    assert make(name).changes_numerics is CHANGES_NUMERICS[name]
+
+
+def _assert_hook_does_nothing(s: Strategy, hook: str, model_factory, batch) -> None:
+    """Exercise `hook` on `s` and check it behaves like the base class's do-nothing default."""
+    model = model_factory()
+    if hook == "loader_kwargs":
+        assert s.loader_kwargs(**PASSTHROUGH) == PASSTHROUGH
+    elif hook == "prepare_model":
+        assert s.prepare_model(model) is model
+    elif hook == "to_device":
+        assert s.to_device(batch, "cpu") is batch
+    elif hook == "autocast":
+        with s.autocast("cpu"):
+            assert not torch.is_autocast_enabled("cpu")
+            assert model(batch[0]).dtype == torch.float32
+    elif hook == "backward":
+        s.backward(F.cross_entropy(model(batch[0]), batch[1]))
+        assert all(p.grad is None for p in model.parameters())
+    elif hook in ("step", "zero_grad"):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        F.cross_entropy(model(batch[0]), batch[1]).backward()
+        before = copy.deepcopy(model.state_dict())
+        grads = [p.grad.clone() for p in model.parameters()]
+        s.step(optimizer, max_grad_norm=1e-3) if hook == "step" else s.zero_grad(optimizer)
+        for k, v in model.state_dict().items():
+            assert torch.equal(v, before[k]), f"{hook} changed {k}"
+        for p, g in zip(model.parameters(), grads):
+            assert p.grad is not None and torch.equal(p.grad, g), f"{hook} touched the gradients"
+    elif hook == "check":
+        assert s.check("cpu") is None and s.check("cuda") is None
+    elif hook == "params":
+        assert s.params() == {}
+    elif hook == "metrics":
+        assert s.metrics() == {}
+    else:  # pragma: no cover
+        raise AssertionError(hook)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hooks_not_overridden_do_nothing(name, model_factory, batch):
+    s = make(name)
+    for hook in HOOKS:
+        if hook not in SETTINGS[name].hooks:
+            _assert_hook_does_nothing(s, hook, model_factory, batch)
+
+
+def test_base_strategy_hooks_do_nothing(model_factory, batch):
+    s = Strategy()
+    for hook in HOOKS:
+        _assert_hook_does_nothing(s, hook, model_factory, batch)
+    assert s.changes_numerics is False and s.owns == frozenset() and s.conflicts_with == frozenset()
+    assert repr(s) == "Strategy()"
