@@ -1,0 +1,71 @@
+"""A study killed mid-trial resumes: finished trials kept, the interrupted one re-run, its MLflow run KILLED."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.trial import TrialState
+
+from ablate import data
+from ablate.cli import main
+
+TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
+
+
+def _trials(results: Path) -> list[optuna.trial.FrozenTrial]:
+    try:
+        study = optuna.load_study(study_name="tiny:grid:cpu", storage=f"sqlite:///{results / 'tiny' / 'optuna.db'}")
+        return study.get_trials(deepcopy=False)
+    except Exception:  # noqa: BLE001 - the storage may not exist yet
+        return []
+
+
+def test_sigkill_mid_study_then_resume(tmp_path):
+    try:
+        data.load("mnist")
+    except data.DataUnavailable as error:
+        pytest.skip(f"MNIST not available: {error}")
+    results = tmp_path / "results"
+    process = subprocess.Popen([sys.executable, "-m", "ablate", "run", str(TINY), "--device", "cpu",
+                                "--results", str(results)], start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    # Kill while a trial that trains is running, after at least one trial has completed.
+    while time.monotonic() < deadline:
+        trials = _trials(results)
+        done = [t for t in trials if t.state == TrialState.COMPLETE]
+        running = [t for t in trials if t.state == TrialState.RUNNING and "mlflow_run_id" in t.user_attrs
+                   and t.params.get("pin_memory") == "off"]
+        if done and running:
+            break
+        time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail("the study never reached a running trial after a completed one")
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    interrupted = running[0]
+
+    assert main(["run", str(TINY), "--device", "cpu", "--results", str(results)]) == 0
+
+    trials = _trials(results)
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    assert [t.number for t in trials if t.user_attrs.get("state") == "interrupted"] == [interrupted.number]
+    finished = [t for t in trials if t.user_attrs.get("state") in ("complete", "skipped")]
+    combos = [t.user_attrs["combination"] for t in finished]
+    assert len(combos) == len(set(combos)) == 8  # every combination once, none twice
+    assert interrupted.user_attrs["combination"] in combos
+    kept = {t.number for t in done}
+    assert kept <= {t.number for t in finished}  # finished trials were not run again
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
+    run = client.get_run(interrupted.user_attrs["mlflow_run_id"])
+    assert run.info.status == "KILLED"
+    assert run.data.tags["ablate.state"] == "killed"
