@@ -1,0 +1,37 @@
+"""The fresh trial process: what it reports back, and that it behaves like a user's own script."""
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+
+from ablate import study as studies
+from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
+
+TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
+
+
+def _spec() -> TrialSpec:
+    study = studies.load(str(TINY), "cpu")
+    return TrialSpec(study, tuple(opts[0] for _, opts in study.space), "cpu", train_for_accuracy=False)
+
+
+def report_start_method(spec: TrialSpec) -> dict[str, str]:
+    return {"start_method": mp.get_start_method()}
+
+
+def raise_value_error(spec: TrialSpec) -> dict:
+    raise ValueError("injected")
+
+
+def test_dataloader_workers_start_the_way_a_plain_script_starts_them():
+    # Inside a forkserver child the default would be "forkserver": about 3 s per
+    # DataLoader start that a user's loop never pays.
+    plain_default = mp.get_context().get_start_method()
+    assert run_in_fresh_process(_spec(), report_start_method) == {"start_method": plain_default}
+
+
+def test_an_exception_in_the_trial_comes_back_with_its_type_and_message():
+    with pytest.raises(TrialFailed, match="ValueError: injected"):
+        run_in_fresh_process(_spec(), raise_value_error)
