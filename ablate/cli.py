@@ -5,10 +5,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ablate import study as studies
 from ablate.data import DataUnavailable
 from ablate.machine import default_device
+
+if TYPE_CHECKING:
+    import torch
 
 RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
 
@@ -28,13 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--storage", help="Optuna storage URL (default: an SQLite file under results/STUDY/)")
     run.add_argument("--device", default=default_device(), help="cpu or cuda[:N] (default: %(default)s)")
     run.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
+    rep = commands.add_parser("report", help="rebuild the analysis and report from stored trials (runs nothing)")
+    rep.add_argument("study", help="a name in studies/ or a path to a study file")
+    rep.add_argument("--search", choices=("grid", "optuna"), default="grid")
+    rep.add_argument("--storage", help="Optuna storage URL (default: the SQLite file under results/STUDY/)")
+    rep.add_argument("--device", default=default_device(), help="device type the trials ran on (default: %(default)s)")
+    rep.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
     ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
     try:
-        return {"run": _run, "list": _list, "ui": _ui}[args.command](args)
+        return {"run": _run, "report": _report, "list": _list, "ui": _ui}[args.command](args)
     except (studies.StudyError, DataUnavailable) as error:
         print(f"ablate: error: {error}", file=sys.stderr)
         return 2
@@ -46,15 +56,22 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _device(text: str) -> torch.device:
+    import torch  # imported late: `ablate list` and bad input answer without loading torch
+
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise studies.StudyError(f"unknown device {text!r}; choose cpu or cuda[:N]") from None
+    if device.type not in studies.DEVICE_TYPES:
+        raise studies.StudyError(f"unsupported device {text!r}; choose cpu or cuda[:N]")
+    return device
+
+
 def _run(args: argparse.Namespace) -> int:
     import torch
 
-    try:
-        device = torch.device(args.device)
-    except RuntimeError:
-        raise studies.StudyError(f"unknown device {args.device!r}; choose cpu or cuda[:N]") from None
-    if device.type not in studies.DEVICE_TYPES:
-        raise studies.StudyError(f"unsupported device {args.device!r}; choose cpu or cuda[:N]")
+    device = _device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise studies.StudyError("--device cuda asked for, but no CUDA device is available; use --device cpu")
     if args.search == "optuna" and not args.trials:
@@ -78,6 +95,40 @@ def _run(args: argparse.Namespace) -> int:
     print(f"\nresults table: {outcome.csv}")
     print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
           f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse with `make ui`")
+    for built in outcome.reports:
+        print(built.summary())
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    import optuna
+
+    from ablate import records
+    from ablate.machine import describe
+    from ablate.runner import default_storage, optuna_study_name, write_reports
+    from ablate.tracking import Tracker
+
+    device = _device(args.device)
+    study = studies.load(args.study, device.type)
+    storage = args.storage or default_storage(study, args.results)
+    name = optuna_study_name(study, args.search, device.type)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    stored_path = Path(storage.removeprefix("sqlite:///")) if storage.startswith("sqlite:///") else None
+    try:
+        if stored_path and not stored_path.exists():  # reading must not create an empty database
+            raise KeyError(name)
+        found = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        raise studies.StudyError(f"no stored trials for {name} in {storage}; run `ablate run {args.study}"
+                                 f"{' --search optuna --trials N' if args.search == 'optuna' else ''}` first") from None
+    stored = records.load(found)
+    if not any(r.complete for r in stored):
+        raise studies.StudyError(f"{name} in {storage} has no complete trial yet ({len(stored)} finished: "
+                                 "skipped or failed); nothing to analyse")
+    tracker = Tracker(study, describe(str(device)), args.results)
+    for built in write_reports(study, stored, args.search, args.results, tracker,
+                               found.user_attrs.get("mlflow_parent_run_id")):
+        print(built.summary())
     return 0
 
 

@@ -43,6 +43,7 @@ class StepClock:
     samples: int = 0
     steps: int = 0
     first_step_s: float = 0.0
+    train_time_s: float = 0.0  # loop start to the end of the last step, data loading and compilation included
     windows: list[Window] = field(default_factory=list)
     _start: float = 0.0
     _window_start: float | None = None
@@ -71,7 +72,9 @@ class StepClock:
             for batch in _timed(iter(loader), self):
                 yield batch
                 if self.done:
-                    return
+                    break
+        self._sync()
+        self.train_time_s = time.perf_counter() - self._start
 
     def count(self, n: int) -> None:
         """Call after each optimizer step with the batch's sample count."""
@@ -115,6 +118,7 @@ class StepClock:
             "throughput_cv_pct": 100 * statistics.pstdev(rates) / statistics.mean(rates),
             "data_wait_fraction": sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows),
             "first_step_s": self.first_step_s,
+            "train_time_s": self.train_time_s,
             "train_samples": float(self.samples),
             "train_steps": float(self.steps),
             **{f"throughput_window_{i}": r for i, r in enumerate(rates)},

@@ -7,6 +7,7 @@ its combination queued to run again.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import results
+from ablate import records, report, results
 from ablate.machine import Machine
 from ablate.study import Option, Study, StudyError
 from ablate.tracking import Tracker
@@ -23,21 +24,24 @@ from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
 from strategies import ConflictError, compose
 
 SEARCHES = ("grid", "optuna")
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 def combination_label(options: tuple[Option, ...]) -> str:
-    return " + ".join(o.label for o in options if o.name) or results.BASELINE
+    return " + ".join(o.label for o in options if o.name) or records.BASELINE
 
 
 def accuracy_group(options: tuple[Option, ...]) -> str:
     """Combinations with the same numerics-changing strategies train to the same accuracy."""
     changing = [o.label for o in options if o.name and type(o.build()).changes_numerics]
-    return " + ".join(changing) or results.BASELINE
+    return " + ".join(changing) or records.BASELINE
 
 
 def default_storage(study: Study, results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / study.name / 'optuna.db').resolve()}"
+
+
+def optuna_study_name(study: Study, search: str, device_type: str) -> str:
+    return f"{study.name}:{search}:{device_type}"
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Outcome:
     ran: int
     tracking_uri: str
     parent_run_id: str | None
+    reports: list[report.Report]
 
 
 class Runner:
@@ -54,14 +59,14 @@ class Runner:
                  n_trials: int | None = None) -> None:
         self.study, self.machine, self.search, self.n_trials = study, machine, search, n_trials
         self.results_dir = results_dir
-        self.options = {dim: {o.label: o for o in opts} for dim, opts in study.space}
+        self.options = {dim: study.options(dim) for dim, _ in study.space}
         sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.options.items()}, seed=study.budget.seed)
                    if search == "grid" else optuna.samplers.TPESampler(seed=study.budget.seed))
         if storage.startswith("sqlite:///"):
             Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # our progress bar says it better
         self.optuna = optuna.create_study(storage=storage, sampler=sampler, load_if_exists=True,
-                                          study_name=f"{study.name}:{search}:{machine.device_type}",
+                                          study_name=optuna_study_name(study, search, machine.device_type),
                                           directions=["maximize", "maximize"])  # throughput, accuracy
         stored = self.optuna.user_attrs.get("file_hash")
         if stored and stored != study.file_hash:
@@ -73,7 +78,7 @@ class Runner:
         self.progress: tqdm | None = None
 
     def remaining(self) -> int:
-        finished = self.optuna.get_trials(deepcopy=False, states=FINISHED)
+        finished = self.optuna.get_trials(deepcopy=False, states=records.FINISHED)
         if self.search == "grid":
             visited = {t.system_attrs.get("grid_id") for t in finished} - {None}
             return self.study.size - len(visited)
@@ -98,6 +103,7 @@ class Runner:
         options = tuple(self.options[dim][label] for dim, label in labels.items())
         combination = combination_label(options)
         trial.set_user_attr("combination", combination)
+        trial.set_user_attr("machine", dataclasses.asdict(self.machine))
         if self.progress:
             self.progress.set_postfix_str(combination)
         strategies = [s for s in (o.build() for o in options) if s is not None]
@@ -174,9 +180,12 @@ class Runner:
         return len(orphans)
 
     def _finish(self, ran: int) -> Outcome:
-        table = results.rows(self.optuna)
+        stored = records.load(self.optuna)
+        table = results.rows(stored)
         csv = self.results_dir / self.study.name / f"{self.search}-{self.machine.device_type}.csv"
         results.write_csv(table, csv)
+        reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker,
+                                self.optuna.user_attrs.get("mlflow_parent_run_id"))
         if self.parent_id:
             # Speed-ups need the baseline, which may have run after the trial: log them at the end.
             run_ids = {t.number: t.user_attrs.get("mlflow_run_id") for t in self.optuna.get_trials(deepcopy=False)}
@@ -186,4 +195,14 @@ class Runner:
                 if run_ids.get(row["trial"]) and comparisons:
                     self.tracker.log_metrics(run_ids[row["trial"]], comparisons)
             self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
-        return Outcome(table, csv, ran, self.tracker.uri, self.parent_id)
+        return Outcome(table, csv, ran, self.tracker.uri, self.parent_id, reports)
+
+
+def write_reports(study: Study, stored: list[records.Record], search: str, results_dir: Path, tracker: Tracker,
+                  parent_id: str | None) -> list[report.Report]:
+    """Build the study's report(s) from stored trials and attach them to the MLflow parent run."""
+    built = report.build(study, stored, search, results_dir / study.name / "report")
+    for r in built:
+        if parent_id:
+            tracker.log_report(parent_id, r.folder, r.metrics)
+    return built

@@ -79,6 +79,10 @@ class Study:
     def dimensions(self) -> dict[str, tuple[Option, ...]]:
         return dict(self.space)
 
+    def options(self, dim: str) -> dict[str, Option]:
+        """A dimension's options by label."""
+        return {o.label: o for o in self.dimensions.get(dim, ())}
+
     @property
     def size(self) -> int:
         n = 1

@@ -70,6 +70,11 @@ class Tracker:
     def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
         self._log(run_id, metrics=metrics)
 
+    def log_report(self, run_id: str, folder: Path, metrics: dict[str, float]) -> None:
+        """The report's files as artifacts of the parent run (under report/), its figures as metrics."""
+        self.client.log_artifacts(run_id, str(folder), artifact_path=f"report/{folder.name}")
+        self._log(run_id, metrics=metrics)
+
     def finish_parent(self, run_id: str, artifacts: list[Path], status: str = "FINISHED") -> None:
         for path in artifacts:
             self.client.log_artifact(run_id, str(path))

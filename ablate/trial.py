@@ -9,6 +9,7 @@ for a fork and its own data loading, not for `import torch`.
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 import traceback
 from dataclasses import dataclass
 from functools import cache
@@ -50,10 +51,13 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         generator=torch.Generator().manual_seed(budget.seed)))
     model = MODELS[study.model]().to(device)
     optimizer = _optimizer(study, model)
-    prepared = stack.prepare_model(model)
+    started = time.perf_counter()
+    prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile is lazy and compiles at the first step
+    prepare_model_s = time.perf_counter() - started
     clock = StepClock(budget, device, spec.train_for_accuracy)
     train(stack, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
     metrics = clock.summary()
+    metrics["prepare_model_s"] = prepare_model_s
     metrics["peak_memory_mb"] = peak_memory_mb(device)
     metrics.update(stack.metrics())
     if spec.train_for_accuracy:

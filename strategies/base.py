@@ -37,6 +37,8 @@ class Strategy:
         conflicts_with: names of strategies it cannot be composed with.
         order: position when a stack applies `prepare_model`; graph capture
             (TorchScript, Compile) must wrap last, so it has the highest order.
+        one_off_cost: whether it pays a one-off cost at the first step
+            (compilation) that faster later steps must earn back.
     """
 
     name: ClassVar[str] = "strategy"
@@ -44,6 +46,7 @@ class Strategy:
     owns: ClassVar[frozenset[str]] = frozenset()
     conflicts_with: ClassVar[frozenset[str]] = frozenset()
     order: ClassVar[int] = 0
+    one_off_cost: ClassVar[bool] = False
 
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         return kwargs

@@ -30,6 +30,7 @@ class Compile(Strategy):
     name = "compile"
     changes_numerics = True
     conflicts_with = frozenset({"torchscript"})
+    one_off_cost = True  # compilation happens at the first forward and backward
     order = 100
 
     def __init__(

@@ -21,6 +21,7 @@ class TorchScript(Strategy):
     name = "torchscript"
     changes_numerics = True  # fused kernels may round differently
     conflicts_with = frozenset({"compile"})
+    one_off_cost = True  # scripting at prepare_model, then the JIT's profiling runs at the first steps
     order = 100  # wrap after every other model change
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:

@@ -104,3 +104,42 @@ def test_table_is_sorted_by_throughput(first_run):
     assert rates == sorted(rates, reverse=True) and len(rates) == RUN_ON_CPU
     baseline = next(r for r in rows if r["combination"] == "baseline")
     assert float(baseline["speed-up"]) == 1.0
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_report_renders_and_is_attached_to_the_parent_run(first_run):
+    import matplotlib.image
+
+    folder = first_run / "tiny" / "report" / "grid"
+    text = (folder / "report.md").read_text()
+    assert text.startswith("# ablate report: tiny (grid) on ")
+    assert "stack = compose(" in text and "## Accuracy parity" in text
+    html = (folder / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3 and 'src="speedup.png"' not in html  # self-contained
+    for name in ("speedup.png", "effects.png", "pareto.png"):
+        data = (folder / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE)
+        assert matplotlib.image.imread(folder / name).shape[2] in (3, 4)  # decodes as an image
+    client, runs = _runs(first_run)
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    attached = {a.path for a in client.list_artifacts(parent.info.run_id, "report/grid")}
+    assert {"report/grid/report.md", "report/grid/report.html", "report/grid/pareto.png"} <= attached
+    assert "parity_failures" in parent.data.metrics
+
+
+def test_report_command_rebuilds_from_stored_trials_without_running(first_run, capsys):
+    before = len(_optuna(first_run).get_trials())
+    (first_run / "tiny" / "report" / "grid" / "report.md").unlink()
+    assert main(["report", str(TINY), "--device", "cpu", "--results", str(first_run)]) == 0
+    assert "recommended:" in capsys.readouterr().out
+    assert (first_run / "tiny" / "report" / "grid" / "report.md").exists()
+    assert len(_optuna(first_run).get_trials()) == before
+
+
+def test_report_on_a_study_with_no_trials_is_one_clear_line(tmp_path, capsys):
+    assert main(["report", str(TINY), "--device", "cpu", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no stored trials for tiny:grid:cpu" in err and "ablate run" in err
+    assert not any(tmp_path.iterdir())  # nothing written

@@ -1,0 +1,269 @@
+"""What each technique is worth: speed-ups with confidence intervals, factorial effects,
+break-even of one-off costs, accuracy parity, the Pareto front and a recommendation.
+
+Statistics are computed by scipy (Welch's t interval) and statsmodels (least
+squares with t intervals); this module only builds the inputs and reads the
+answers. Throughput is analysed on the log scale, so speed-ups and effects are
+factors (x1.30 = 30% more samples per second) and intervals stay positive.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Callable
+
+import numpy as np
+import optuna
+from scipy import stats
+
+from ablate.records import Record, baseline
+from ablate.study import OFF, Option, Study
+
+CONFIDENCE = 0.95
+MIN_RESIDUAL_DF = 2  # fewer residual degrees of freedom leave no usable noise estimate
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+
+    @property
+    def distinguishable(self) -> bool:
+        """The interval excludes "no effect" (0 on an additive scale)."""
+        return self.low > 0 or self.high < 0
+
+    def exp(self) -> Interval:
+        return Interval(math.exp(self.estimate), math.exp(self.low), math.exp(self.high))
+
+
+@dataclass(frozen=True)
+class Speedup:
+    record: Record
+    log: Interval | None  # log of the ratio of geometric-mean window throughputs; None without repeats
+
+    @property
+    def factor(self) -> Interval | None:
+        return self.log.exp() if self.log else None
+
+
+def speedups(records: list[Record]) -> list[Speedup]:
+    """Speed-up of every complete combination over the baseline, with a 95% CI from the timed windows.
+
+    Welch's t interval on the difference of mean log window throughputs: it
+    treats the windows of one trial as repeated measurements, so it captures
+    noise within a trial but not between trials (a second run of the same
+    combination varies more; see benchmarks/RESULTS.md).
+    """
+    base = baseline(records)
+    out = []
+    for r in records:
+        if not r.complete:
+            continue
+        if base is None or len(r.windows) < 2 or len(base.windows) < 2:
+            out.append(Speedup(r, None))
+            continue
+        a, b = np.log(r.windows), np.log(base.windows)
+        diff = float(a.mean() - b.mean())
+        if r is base or np.ptp(a) == np.ptp(b) == 0:  # no spread: nothing to test
+            out.append(Speedup(r, Interval(diff, diff, diff)))
+            continue
+        ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(CONFIDENCE)
+        out.append(Speedup(r, Interval(diff, float(ci.low), float(ci.high))))
+    return sorted(out, key=lambda s: -(s.log.estimate if s.log else -math.inf))
+
+
+@dataclass(frozen=True)
+class Effect:
+    techniques: tuple[str, ...]  # one for a main effect, two for an interaction
+    dims: tuple[str, ...]  # their dimensions
+    interval: Interval  # on the response's scale (log throughput, or accuracy points)
+    p_value: float
+
+    @property
+    def term(self) -> str:
+        return " x ".join(self.techniques)
+
+    @property
+    def interaction(self) -> bool:
+        return len(self.techniques) == 2
+
+
+@dataclass(frozen=True)
+class EffectFit:
+    response: str
+    effects: tuple[Effect, ...]
+    n: int
+    residual_df: int
+    full_factorial: bool
+    interactions: bool
+    note: str
+
+    def main(self) -> list[Effect]:
+        return [e for e in self.effects if not e.interaction]
+
+    def pairs(self) -> list[Effect]:
+        return [e for e in self.effects if e.interaction]
+
+
+def fit_effects(records: list[Record], response: Callable[[Record], float | None], dims: list[str],
+                name: str) -> EffectFit | str:
+    """Main effects and two-way interactions of the techniques in `dims` on `response`.
+
+    Each technique (a dimension's non-off choice) is a 0/1 column; each pair of
+    techniques from different dimensions adds the product of their centred
+    columns. In a full factorial this makes a main effect's coefficient the
+    average change when the technique is switched on, over every combination
+    of the others, and an interaction's coefficient the extra change when both
+    are on beyond the sum of their separate changes. The residual (three-way
+    and higher interactions plus trial-to-trial noise) is the noise estimate.
+    Returns the reason instead when the records cannot support a fit.
+    """
+    import statsmodels.api as sm
+
+    rows = [(r, y) for r in records if (y := response(r)) is not None and math.isfinite(y)]
+    techniques = [(d, level) for d in dims
+                  for level in sorted({r.levels.get(d, OFF) for r, _ in rows} - {OFF})]
+    if not rows or not techniques:
+        return "no varied technique has a measured result"
+    y = np.array([v for _, v in rows])
+    x = {f"{d}={lv}": np.array([float(r.levels.get(d, OFF) == lv) for r, _ in rows]) for d, lv in techniques}
+    labels = {f"{d}={lv}": lv for d, lv in techniques}
+    main_cols = list(x)
+    pair_cols = {}
+    for (d1, l1), (d2, l2) in combinations(techniques, 2):
+        a, b = x[f"{d1}={l1}"], x[f"{d2}={l2}"]
+        if d1 != d2 and all(((a == i) & (b == j)).any() for i in (0, 1) for j in (0, 1)):
+            pair_cols[(f"{d1}={l1}", f"{d2}={l2}")] = (a - a.mean()) * (b - b.mean())
+
+    cells = {tuple(sorted(r.levels.items())) for r, _ in rows}
+    levels_per_dim = [1 + sum(1 for d, _ in techniques if d == dim) for dim in dict.fromkeys(d for d, _ in techniques)]
+    full = len(cells) == len(rows) == math.prod(levels_per_dim)
+
+    for with_pairs in (True, False):
+        cols = main_cols + (list(pair_cols) if with_pairs else [])
+        design = np.column_stack([np.ones(len(y))] + [x[c] if c in x else pair_cols[c] for c in cols])
+        residual_df = len(y) - design.shape[1]
+        separable = np.linalg.matrix_rank(design) == design.shape[1]
+        if residual_df >= MIN_RESIDUAL_DF and separable:
+            break
+    else:
+        if residual_df < MIN_RESIDUAL_DF:
+            return (f"{len(y)} measured combinations are too few to separate {len(main_cols)} techniques from noise "
+                    f"(need at least {len(main_cols) + 1 + MIN_RESIDUAL_DF})")
+        return "the measured combinations cannot tell some techniques apart (they were always switched together)"
+
+    fit = sm.OLS(y, design).fit()
+    ci = fit.conf_int(alpha=1 - CONFIDENCE)
+    effects = []
+    for i, col in enumerate(cols, start=1):
+        keys = (col,) if col in labels else col
+        effects.append(Effect(tuple(labels[k] for k in keys), tuple(k.split("=", 1)[0] for k in keys), Interval(float(fit.params[i]), float(ci[i][0]), float(ci[i][1])),
+                              float(fit.pvalues[i])))
+    if full:
+        note = (f"Full factorial ({len(y)} combinations, one trial each): main effects are averages over every "
+                f"combination of the other techniques; the noise estimate is the residual after main effects"
+                f"{' and two-way interactions' if with_pairs else ''} ({residual_df} degrees of freedom).")
+    else:
+        note = (f"Not a full factorial ({len(y)} measured combinations): effects are least-squares estimates from "
+                f"what was run, and are biased where the untried combinations would have behaved differently"
+                f"{'' if with_pairs else '; too few trials to estimate interactions'}.")
+    return EffectFit(name, tuple(effects), len(y), residual_df, full, with_pairs, note)
+
+
+def log_throughput(record: Record) -> float | None:
+    return float(np.log(record.windows).mean()) if record.complete and record.windows else None
+
+
+def trained_accuracy(record: Record) -> float | None:
+    """Accuracy of the trials that trained it (inherited copies would count one measurement many times)."""
+    return record.accuracy if record.complete and record.accuracy_trained else None
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    record: Record
+    eager: Record  # the same combination with the technique off
+    technique: str
+    extra_s: float  # one-off cost over the eager counterpart: preparation plus first step
+    saving_per_step_s: float
+    steps: float | None  # training steps until the one-off cost is repaid; None: never (slower per step)
+    budget_s: float  # time to train the study's budget, one-off cost included
+    eager_budget_s: float
+    measured: bool  # budget times measured end to end (both trained the full budget), else estimated
+
+
+def _one_off_s(r: Record) -> float:
+    return r.metrics.get("prepare_model_s", 0.0) + r.metrics.get("first_step_s", 0.0)
+
+
+def _budget_s(r: Record, budget_samples: int) -> tuple[float, bool]:
+    if r.accuracy_trained and r.metrics.get("train_time_s"):
+        return r.metrics.get("prepare_model_s", 0.0) + r.metrics["train_time_s"], True
+    rest = max(0, budget_samples - (r.batch_size or 0))
+    return _one_off_s(r) + rest / r.throughput, False
+
+
+def break_even(records: list[Record], study: Study) -> list[BreakEven]:
+    """For every technique with a one-off cost (compilation), when it has paid for itself."""
+    index = {tuple(sorted(r.levels.items())): r for r in records if r.complete}
+    out = []
+    for r in records:
+        if not r.complete:
+            continue
+        for dim, level in r.levels.items():
+            option = study.options(dim).get(level)
+            if not option or not option.name or not type(option.build()).one_off_cost:
+                continue
+            eager = index.get(tuple(sorted({**r.levels, dim: OFF}.items())))
+            if eager is None or not r.batch_size:
+                continue
+            extra = _one_off_s(r) - _one_off_s(eager)
+            saving = r.batch_size / eager.throughput - r.batch_size / r.throughput
+            steps = max(0.0, extra / saving) if saving > 0 else None
+            (budget, m1), (eager_budget, m2) = (_budget_s(r, study.budget.train_samples),
+                                                _budget_s(eager, study.budget.train_samples))
+            out.append(BreakEven(r, eager, level, extra, saving, steps, budget, eager_budget, m1 and m2))
+    return out
+
+
+def parity_failures(records: list[Record], tolerance: float) -> list[Record]:
+    """Complete combinations whose accuracy is more than `tolerance` points below the baseline's."""
+    base = baseline(records)
+    if base is None or base.accuracy is None:
+        return []
+    return [r for r in records if r.complete and r.accuracy is not None and r.accuracy < base.accuracy - tolerance]
+
+
+def pareto_front(records: list[Record]) -> list[Record]:
+    """Combinations no other beats on both throughput and accuracy (Optuna's own front)."""
+    done = [r for r in records if r.complete and r.trial is not None and r.trial.values]
+    if not done:
+        return []
+    scratch = optuna.create_study(directions=["maximize", "maximize"])
+    scratch.add_trials([r.trial for r in done])
+    front = {t.number for t in scratch.best_trials}
+    by_number = {i: r for i, r in enumerate(done)}  # add_trials renumbers in order
+    return sorted((by_number[n] for n in front), key=lambda r: -r.throughput)
+
+
+def recommend(records: list[Record], tolerance: float) -> Record | None:
+    """The fastest complete combination whose accuracy is within `tolerance` of the baseline's."""
+    flagged = {r.number for r in parity_failures(records, tolerance)}
+    eligible = [r for r in records if r.complete and r.accuracy is not None and r.number not in flagged]
+    return max(eligible, key=lambda r: r.throughput, default=None)
+
+
+def compose_line(record: Record, study: Study) -> tuple[str, str]:
+    """The import and the `compose(...)` line that reproduce `record`'s combination in a user's loop."""
+    options = [study.options(d)[label] for d, label in record.levels.items() if label != OFF]
+    calls = [_call(o) for o in options if o.name]
+    names = sorted({c.split("(")[0] for c in calls} | {"compose"})
+    return f"from strategies import {', '.join(names)}", f"stack = compose({', '.join(calls)})"
+
+
+def _call(option: Option) -> str:
+    cls = type(option.build())
+    return f"{cls.__name__}({', '.join(f'{k}={v!r}' for k, v in option.kwargs)})"

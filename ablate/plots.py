@@ -1,0 +1,118 @@
+"""The report's figures (matplotlib, PNG): each readable on its own, with a title and axis labels that say what is shown."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on build machines or servers
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+
+from ablate.analysis import EffectFit, Speedup  # noqa: E402
+from ablate.records import Record  # noqa: E402
+
+FACTOR_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7, 10, 20, 50)
+GOOD, FLAGGED, NOISE, PICK = "tab:blue", "tab:red", "tab:gray", "tab:green"
+
+
+def speedup_chart(path: Path, speedups: list[Speedup], flagged: set[int], picked: int | None, title: str) -> Path:
+    rows = [s for s in speedups if s.factor][::-1]  # fastest at the top
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.27 * len(rows)))
+    for y, s in enumerate(rows):
+        f = s.factor
+        color = PICK if s.record.number == picked else FLAGGED if s.record.number in flagged else GOOD
+        ax.errorbar(f.estimate, y, xerr=[[f.estimate - f.low], [f.high - f.estimate]], fmt="o", color=color,
+                    ecolor=color, capsize=3, markersize=4)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [s.record.combination for s in rows], fontsize=7)
+    _factor_axis(ax)
+    ax.set_xlabel("speed-up over the baseline (samples/s ratio, log scale), 95% CI from the timed windows")
+    ax.set_title(f"{title}\ngreen: recommended; red: accuracy below the baseline by more than the tolerance", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def effects_chart(path: Path, throughput: EffectFit | str, accuracy: EffectFit | str, title: str) -> Path:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 1.8 + 0.3 * _rows(throughput)))
+    _forest(left, throughput, log=True, xlabel="throughput factor when switched on (log scale), 95% CI")
+    _forest(right, accuracy, log=False, xlabel="test accuracy change, percentage points, 95% CI")
+    left.set_title("effect on throughput", fontsize=10)
+    right.set_title("effect on accuracy", fontsize=10)
+    fig.suptitle(f"{title}\nmain effects, then two-way interactions (a x b); grey: not distinguishable from noise",
+                 fontsize=10)
+    return _save(fig, path)
+
+
+def _rows(fit: EffectFit | str) -> int:
+    return len(fit.effects) if isinstance(fit, EffectFit) else 1
+
+
+def _forest(ax: plt.Axes, fit: EffectFit | str, log: bool, xlabel: str) -> None:
+    if isinstance(fit, str):
+        ax.text(0.5, 0.5, f"not estimated:\n{fit}", ha="center", va="center", wrap=True, fontsize=9)
+        ax.set_axis_off()
+        return
+    effects = fit.effects[::-1]
+    for y, e in enumerate(effects):
+        i = e.interval.exp() if log else e.interval
+        color = GOOD if e.interval.distinguishable else NOISE
+        ax.errorbar(i.estimate, y, xerr=[[i.estimate - i.low], [i.high - i.estimate]], fmt="s" if e.interaction else "o",
+                    color=color, ecolor=color, capsize=3, markersize=4)
+    ax.axvline(1.0 if log else 0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(effects)), [e.term for e in effects], fontsize=7)
+    if log:
+        _factor_axis(ax)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def pareto_chart(path: Path, records: list[Record], front: list[Record], base: Record | None, tolerance: float,
+                 flagged: set[int], picked: int | None, title: str) -> Path:
+    done = [r for r in records if r.complete and r.accuracy is not None]
+    fig, ax = plt.subplots(figsize=(10, 6.5))
+    ok = [r for r in done if r.number not in flagged]
+    bad = [r for r in done if r.number in flagged]
+    ax.scatter([r.throughput for r in ok], [r.accuracy for r in ok], color=GOOD, s=18, label="combination")
+    if bad:
+        ax.scatter([r.throughput for r in bad], [r.accuracy for r in bad], color=FLAGGED, marker="x", s=30,
+                   label=f"below baseline by more than {tolerance:g} points")
+    if front:
+        line = sorted(front, key=lambda r: r.throughput)
+        ax.plot([r.throughput for r in line], [r.accuracy for r in line], color="black", linewidth=1,
+                label="Pareto front (no other combination is both faster and more accurate)")
+        middle = sum(ax.get_xlim()) / 2
+        for r in front:  # labels point inwards so they stay inside the axes
+            right = r.throughput > middle
+            ax.annotate(r.combination, (r.throughput, r.accuracy), fontsize=7, xytext=(-6 if right else 6, 6),
+                        textcoords="offset points", ha="right" if right else "left")
+    if base is not None and base.accuracy is not None:
+        ax.scatter([base.throughput], [base.accuracy], color="black", marker="D", s=40, label="baseline", zorder=3)
+        ax.axhline(base.accuracy - tolerance, color=FLAGGED, linestyle="--", linewidth=0.8,
+                   label=f"accuracy tolerance ({tolerance:g} points)")
+    chosen = next((r for r in done if r.number == picked), None)
+    if chosen:
+        ax.scatter([chosen.throughput], [chosen.accuracy], color=PICK, marker="*", s=200, label="recommended", zorder=4)
+    ax.set_xlabel("training throughput, samples/s (median of the timed windows)")
+    ax.set_ylabel("test accuracy, %")
+    ax.set_title(f"{title}\nthroughput against accuracy", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    return _save(fig, path)
+
+
+def _factor_axis(ax: plt.Axes) -> None:
+    """A log axis labelled x0.8, x1.0, x1.25 rather than in powers of ten."""
+    ax.set_xscale("log")
+    low, high = ax.get_xlim()
+    ax.xaxis.set_major_locator(FixedLocator([f for f in FACTOR_TICKS if low <= f <= high]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"x{v:g}"))
+    ax.tick_params(axis="x", labelsize=7)
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # long combination labels must not be cut off
+    plt.close(fig)
+    return path

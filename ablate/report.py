@@ -1,0 +1,271 @@
+"""The study report: Markdown plus a self-contained HTML page with the plots embedded.
+
+Built from stored trials only (`ablate report` runs nothing). Trials from
+different devices are never mixed: each device gets its own report.
+"""
+from __future__ import annotations
+
+import base64
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import markdown
+
+from ablate import analysis, plots
+from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
+from ablate.records import Record, baseline, by_device
+from ablate.study import Study
+
+
+@dataclass
+class Report:
+    device: str
+    folder: Path
+    markdown: Path
+    html: Path
+    plots: list[Path]
+    recommended: Record | None
+    compose: tuple[str, str] | None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        lines = [f"report ({self.device}): {self.html}"]
+        if self.recommended:
+            lines.append(f"recommended: {self.recommended.combination} "
+                         f"({self.metrics.get('recommended.speedup', float('nan')):.2f}x the baseline's throughput)")
+            lines += [f"  {line}" for line in self.compose or ()]
+        else:
+            lines.append("recommended: none (no complete combination within the accuracy tolerance)")
+        return "\n".join(lines)
+
+
+def build(study: Study, records: list[Record], search: str, folder: Path) -> list[Report]:
+    """One report per device the study's trials ran on, written under `folder`."""
+    groups = by_device(records)
+    return [_build_one(study, group, search, folder / (f"{search}-{_slug(device)}" if len(groups) > 1 else search),
+                       device) for device, group in groups.items()]
+
+
+def _build_one(study: Study, records: list[Record], search: str, folder: Path, device: str) -> Report:
+    folder.mkdir(parents=True, exist_ok=True)
+    tolerance = study.accuracy_tolerance
+    base = baseline(records)
+    speedups = analysis.speedups(records)
+    dims = [d for d, _ in study.space]
+    numeric_dims = [d for d, opts in study.space if any(o.name and type(o.build()).changes_numerics for o in opts)]
+    throughput = analysis.fit_effects(records, analysis.log_throughput, dims, "log throughput")
+    accuracy = analysis.fit_effects(records, analysis.trained_accuracy, numeric_dims, "test accuracy")
+    flagged = analysis.parity_failures(records, tolerance)
+    flagged_numbers = {r.number for r in flagged}
+    front = analysis.pareto_front(records)
+    picked = analysis.recommend(records, tolerance)
+    compose = analysis.compose_line(picked, study) if picked else None
+    breaks = analysis.break_even(records, study)
+    title = f"{study.name} ({search}) on {device}"
+
+    figures = [
+        plots.speedup_chart(folder / "speedup.png", speedups, flagged_numbers, picked and picked.number, title),
+        plots.effects_chart(folder / "effects.png", throughput, accuracy, title),
+        plots.pareto_chart(folder / "pareto.png", records, front, base, tolerance, flagged_numbers,
+                           picked and picked.number, title),
+    ]
+    text = _markdown(study, records, search, device, speedups, throughput, accuracy, numeric_dims, flagged, front,
+                     picked, compose, breaks)
+    md = folder / "report.md"
+    md.write_text(text)
+    html = folder / "report.html"
+    html.write_text(_html(text, figures, title))
+    return Report(device, folder, md, html, figures, picked, compose,
+                  _metrics(speedups, throughput, accuracy, picked, flagged))
+
+
+def _markdown(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
+              throughput: EffectFit | str, accuracy: EffectFit | str, numeric_dims: list[str], flagged: list[Record],
+              front: list[Record], picked: Record | None, compose: tuple[str, str] | None,
+              breaks: list[BreakEven]) -> str:
+    base = baseline(records)
+    states = Counter(r.state for r in records)
+    machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
+    out = [
+        f"# ablate report: {study.name} ({search}) on {device}",
+        "",
+        f"- Device: **{device}**; torch {', '.join(machines['torch'])}; commit {', '.join(machines['commit'])}; "
+        f"host {', '.join(machines['host'])}",
+        f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, dataset `{study.dataset}`; "
+        f"budget {study.budget.train_samples:,} training samples for accuracy, {study.budget.windows} timed windows "
+        f"of {study.budget.window_samples:,} samples after {study.budget.warmup_samples:,} warm-up samples",
+        f"- Trials: {len(records)} combinations: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
+        f"- Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `ablate report` from the stored trials.",
+        "",
+        "## Recommendation",
+        "",
+    ]
+    tol = study.accuracy_tolerance
+    if picked and compose:
+        s = next((s for s in speedups if s.record is picked), None)
+        out += [f"The fastest combination whose test accuracy is within {tol:g} points of the baseline's: "
+                f"**{picked.combination}**, {_factor(s.factor) if s else 'n/a'} the baseline's throughput, "
+                f"test accuracy {picked.accuracy:.2f}% ({_points(picked.accuracy - base.accuracy) if base else ''}).",
+                "", "```python", *compose, "```", ""]
+        tied = [t for t in speedups if t.record is not picked and t.factor and s and s.factor
+                and t.record.number not in {r.number for r in flagged} and t.factor.high >= s.factor.low]
+        if tied:
+            out += [f"Not distinguishable from it by the windows' intervals: "
+                    + "; ".join(f"{t.record.combination} ({_factor(t.factor)})" for t in tied[:5])
+                    + (f"; and {len(tied) - 5} more" if len(tied) > 5 else "") + ".", ""]
+    else:
+        out += [f"None: no complete combination has a test accuracy within {tol:g} points of the baseline's.", ""]
+
+    out += ["## Speed-up of every combination", "",
+            "Ratio of geometric-mean throughput over the timed windows to the baseline's, with a 95% Welch t "
+            "interval on the log scale. The windows of one trial are its repeats, so the interval covers noise "
+            "within a trial, not between trials.", "", "![speed-up per combination](speedup.png)", "",
+            "| combination | samples/s | speed-up (95% CI) | test acc % | Δ acc (points) | acc from | parity |",
+            "|---|---:|---|---:|---:|---:|---|"]
+    flagged_numbers = {r.number for r in flagged}
+    for s in speedups:
+        r = s.record
+        delta = _points(r.accuracy - base.accuracy) if base and base.accuracy is not None and r.accuracy is not None else ""
+        out.append(f"| {r.combination} | {r.throughput:.0f} | {_factor(s.factor)} | "
+                   f"{'' if r.accuracy is None else f'{r.accuracy:.2f}'} | {delta} | "
+                   f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
+                   f"{'**below tolerance**' if r.number in flagged_numbers else 'ok'} |")
+    out += ["", "Accuracy was trained once per group of combinations that differ only in techniques that leave the "
+            "numbers unchanged (\"acc from\" names the trial), with one seed: accuracy changes have no repeats and "
+            "so no per-combination interval.", ""]
+
+    out += ["## What each technique is worth", "", "![main effects and interactions](effects.png)", ""]
+    out += _effects_section(throughput, accuracy, numeric_dims)
+
+    out += ["## One-off costs: compilation and its break-even", ""]
+    if breaks:
+        out += ["One-off cost = model preparation plus first step, minus the same for the combination without the "
+                "technique. Break-even = one-off cost / time saved per step. Budget time = training the study's "
+                f"{study.budget.train_samples:,} samples end to end, one-off cost included (measured where both "
+                "trials trained the full budget, else estimated from the first step and the steady throughput).",
+                ""]
+        for technique in sorted({b.technique for b in breaks}):
+            mine = [b for b in breaks if b.technique == technique]
+            pays = sorted(b.steps for b in mine if b.steps is not None)
+            cost = sorted(b.extra_s for b in mine)[len(mine) // 2]
+            out.append(f"- **{technique}**: median one-off cost {cost:.2f} s; faster per step in {len(pays)} of "
+                       f"{len(mine)} combinations" + (f", paying for itself after {pays[len(pays) // 2]:,.0f} steps "
+                                                      "(median of those)" if pays else "") + ".")
+        out += ["", "| combination | technique | one-off cost s | saved per step ms | break-even steps | "
+                "budget time s (vs without) |", "|---|---|---:|---:|---:|---|"]
+        for b in sorted(breaks, key=lambda b: (b.technique, b.record.combination)):
+            steps = f"{b.steps:,.0f}" if b.steps is not None else "never (slower per step)"
+            out.append(f"| {b.record.combination} | {b.technique} | {b.extra_s:.2f} | {1000 * b.saving_per_step_s:.2f} "
+                       f"| {steps} | {b.budget_s:.1f} vs {b.eager_budget_s:.1f} "
+                       f"({'measured' if b.measured else 'estimated'}) |")
+        out.append("")
+    else:
+        out += ["No technique with a one-off cost (compilation) was measured against its eager counterpart.", ""]
+
+    out += ["## Accuracy parity", ""]
+    if base is None or base.accuracy is None:
+        out += ["The baseline has no measured accuracy, so parity could not be checked.", ""]
+    elif flagged:
+        out += [f"Below the baseline's {base.accuracy:.2f}% by more than {tol:g} points, never recommended:", ""]
+        out += [f"- {r.combination}: {r.accuracy:.2f}% ({_points(r.accuracy - base.accuracy)})" for r in flagged] + [""]
+    else:
+        out += [f"Every complete combination is within {tol:g} points of the baseline's {base.accuracy:.2f}%.", ""]
+
+    out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
+    out += [f"- {r.combination}: {r.throughput:.0f} samples/s, {r.accuracy:.2f}%" for r in front] + [""]
+
+    others = [r for r in records if not r.complete]
+    if others:
+        out += ["## Skipped and failed", ""]
+        reasons = Counter((r.state, r.reason) for r in others)
+        out += [f"- {n} {state}: {reason}" for (state, reason), n in reasons.most_common()] + [""]
+    return "\n".join(out)
+
+
+def _effects_section(throughput: EffectFit | str, accuracy: EffectFit | str, numeric_dims: list[str]) -> list[str]:
+    out = []
+    if isinstance(throughput, str):
+        return [f"Effects on throughput not estimated: {throughput}.", ""]
+    out += [throughput.note, "",
+            "A main effect is the throughput factor when the technique is switched on; an interaction (a x b) is "
+            "the extra factor when both are on, beyond the product of their separate factors (x1.00 = they add up). "
+            "\"Yes\" means the 95% interval excludes no effect; with this many terms about one in twenty "
+            "null effects crosses that line by chance.", ""]
+    acc = {e.term: e for e in accuracy.effects} if isinstance(accuracy, EffectFit) else {}
+    out += ["| technique | throughput (95% CI) | distinguishable | accuracy, points (95% CI) | distinguishable |",
+            "|---|---|---|---|---|"]
+    for e in throughput.main():
+        a = acc.get(e.term)
+        out.append(f"| {e.term} | {_factor(e.interval.exp())} | {_yes(e)} | "
+                   f"{_points_ci(a.interval) if a else 'n/a' if e.dims[0] in numeric_dims else '0 by construction'} | "
+                   f"{_yes(a) if a else ''} |")
+    out += ["", "| interaction | throughput (95% CI) | distinguishable | accuracy, points (95% CI) | distinguishable |",
+            "|---|---|---|---|---|"]
+    for e in throughput.pairs():
+        a = acc.get(e.term)
+        out.append(f"| {e.term} | {_factor(e.interval.exp())} | {_yes(e)} | {_points_ci(a.interval) if a else ''} | "
+                   f"{_yes(a) if a else ''} |")
+    out.append("")
+    if isinstance(accuracy, EffectFit):
+        out += [f"Accuracy effects: {accuracy.note} Only techniques that may change the numbers "
+                f"({', '.join(numeric_dims)}) enter; the others leave the losses bitwise identical (tested), so "
+                "their effect on accuracy is zero by construction.", ""]
+    else:
+        out += [f"Effects on accuracy not estimated: {accuracy}.", ""]
+    return out
+
+
+def _metrics(speedups: list[Speedup], throughput: EffectFit | str, accuracy: EffectFit | str,
+             picked: Record | None, flagged: list[Record]) -> dict[str, float]:
+    m: dict[str, float] = {"parity_failures": float(len(flagged))}
+    for fit, kind, exp in ((throughput, "throughput_factor", True), (accuracy, "accuracy_points", False)):
+        if isinstance(fit, EffectFit):
+            for e in fit.effects:
+                i = e.interval.exp() if exp else e.interval
+                key = _metric_key(f"effect.{kind}.{e.term}")
+                m.update({key: i.estimate, f"{key}.low": i.low, f"{key}.high": i.high})
+    s = next((s for s in speedups if picked and s.record is picked and s.factor), None)
+    if s:
+        m.update({"recommended.speedup": s.factor.estimate, "recommended.speedup.low": s.factor.low,
+                  "recommended.speedup.high": s.factor.high, "recommended.trial": float(picked.number)})
+    return m
+
+
+def _metric_key(text: str) -> str:
+    """MLflow metric names allow letters, digits, _ - . / and spaces only."""
+    return re.sub(r"[^\w\-./ ]+", "_", text).strip("_")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^\w.-]+", "-", text).strip("-").lower()
+
+
+def _factor(i: Interval | None) -> str:
+    return "n/a" if i is None else f"x{i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}]"
+
+
+def _points(x: float) -> str:
+    return f"{x:+.2f}"
+
+
+def _points_ci(i: Interval) -> str:
+    return f"{i.estimate:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
+
+
+def _yes(e: Effect | None) -> str:
+    return "" if e is None else "yes" if e.interval.distinguishable else "no"
+
+
+def _html(text: str, figures: list[Path], title: str) -> str:
+    body = markdown.markdown(text, extensions=["tables", "fenced_code"])
+    for path in figures:  # embed the plots so the page stands alone
+        data = base64.b64encode(path.read_bytes()).decode()
+        body = body.replace(f'src="{path.name}"', f'src="data:image/png;base64,{data}"')
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>"
+            "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.4}"
+            "table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:2px 6px}"
+            "img{max-width:100%}pre{background:#f4f4f4;padding:0.6em}</style></head>"
+            f"<body>{body}</body></html>")

@@ -1,0 +1,153 @@
+"""The analysis on synthetic trial records with known effects and noise."""
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ablate import analysis
+from ablate import study as studies
+from ablate.records import BASELINE, Record
+
+# Known truth on the log-throughput scale: main effects, one planted interaction, one null technique.
+DIMS = {"workers": ["off", "w"], "amp": ["off", "bf16"], "pin": ["off", "pin"], "graph": ["off", "ts", "compile"]}
+TRUE_MAIN = {"w": 0.30, "bf16": 0.10, "pin": 0.0, "ts": 0.20, "compile": -0.10}
+TRUE_PAIR = {("w", "bf16"): 0.15}
+BASE_RATE = 1000.0
+WINDOW_NOISE = 0.02  # standard deviation of one window's log throughput
+
+
+def _label(levels: dict[str, str]) -> str:
+    return " + ".join(v for v in levels.values() if v != "off") or BASELINE
+
+
+def factorial(rng: np.random.Generator, windows: int = 3) -> list[Record]:
+    records = []
+    for number, choice in enumerate(itertools.product(*DIMS.values())):
+        levels = dict(zip(DIMS, choice))
+        on = set(choice) - {"off"}
+        mu = math.log(BASE_RATE) + sum(TRUE_MAIN[t] for t in on)
+        # The planted interaction is the extra log-throughput when both are on, centred as the model defines it.
+        for (a, b), effect in TRUE_PAIR.items():
+            mu += effect * ((a in on) - 0.5) * ((b in on) - 0.5)
+        rates = np.exp(mu + rng.normal(0, WINDOW_NOISE, windows))
+        metrics = {"throughput": float(np.median(rates)), **{f"throughput_window_{i}": float(r) for i, r in enumerate(rates)}}
+        records.append(Record(number, _label(levels), levels, "complete", metrics=metrics))
+    return records
+
+
+def _fit(records: list[Record]) -> analysis.EffectFit:
+    fit = analysis.fit_effects(records, analysis.log_throughput, list(DIMS), "log throughput")
+    assert isinstance(fit, analysis.EffectFit), fit
+    return fit
+
+
+def test_main_effects_and_the_planted_interaction_are_recovered_within_their_intervals():
+    fit = _fit(factorial(np.random.default_rng(7)))
+    assert fit.full_factorial and fit.interactions
+    effects = {e.techniques: e for e in fit.effects}
+    for technique, truth in TRUE_MAIN.items():
+        i = effects[(technique,)].interval
+        assert i.low <= truth <= i.high, (technique, truth, i)
+    planted = effects[("w", "bf16")].interval
+    assert planted.low <= TRUE_PAIR[("w", "bf16")] <= planted.high
+    assert planted.distinguishable
+    assert not effects[("pin",)].interval.distinguishable  # zero true effect: not distinguishable from noise
+    for technique in ("w", "bf16", "ts", "compile"):
+        assert effects[(technique,)].interval.distinguishable
+
+
+def test_interval_coverage_is_close_to_95_percent_over_many_noisy_studies():
+    rng = np.random.default_rng(0)
+    covered, null_flagged, runs = 0, 0, 200
+    for _ in range(runs):
+        effects = {e.techniques: e.interval for e in _fit(factorial(rng)).effects}
+        covered += effects[("w",)].low <= TRUE_MAIN["w"] <= effects[("w",)].high
+        null_flagged += effects[("pin",)].distinguishable
+    assert 0.90 <= covered / runs <= 0.99
+    assert null_flagged / runs <= 0.10
+
+
+def test_a_partial_search_is_estimated_from_what_ran_and_says_so():
+    rng = np.random.default_rng(1)
+    records = list(rng.choice(factorial(rng), size=16, replace=False))  # what a guided search might have run
+    fit = analysis.fit_effects(records, analysis.log_throughput, list(DIMS), "log throughput")
+    assert isinstance(fit, analysis.EffectFit)
+    assert not fit.full_factorial and "Not a full factorial" in fit.note
+
+
+def test_too_few_or_confounded_trials_give_a_reason_instead_of_numbers():
+    records = factorial(np.random.default_rng(1))
+    few = analysis.fit_effects(records[:3], analysis.log_throughput, list(DIMS), "x")
+    assert isinstance(few, str) and "too few" in few
+    confounded = [r for r in records if (r.levels["workers"] == "off") == (r.levels["amp"] == "off")]
+    together = analysis.fit_effects(confounded, analysis.log_throughput, list(DIMS), "x")
+    assert isinstance(together, str) and "always switched together" in together
+
+
+def test_speedup_interval_contains_the_true_ratio():
+    base = Record(0, BASELINE, {"amp": "off"}, "complete", metrics={
+        "throughput": 1000.0, "throughput_window_0": 990.0, "throughput_window_1": 1000.0, "throughput_window_2": 1010.0})
+    fast = Record(1, "bf16", {"amp": "bf16"}, "complete", metrics={
+        "throughput": 1500.0, "throughput_window_0": 1480.0, "throughput_window_1": 1500.0, "throughput_window_2": 1520.0})
+    speedups = {s.record.number: s.factor for s in analysis.speedups([base, fast])}
+    assert speedups[1].low < 1.5 < speedups[1].high
+    assert speedups[1].estimate == pytest.approx(1.5, rel=1e-3)
+    assert speedups[0].estimate == 1.0
+
+
+def _record(number: int, combination: str, rate: float, accuracy: float) -> Record:
+    return Record(number, combination, {"x": combination if combination != BASELINE else "off"}, "complete",
+                  metrics={"throughput": rate, "test_accuracy": accuracy})
+
+
+def test_the_recommendation_skips_a_faster_combination_that_breaks_accuracy_parity():
+    records = [_record(0, BASELINE, 1000, 98.0), _record(1, "fast but wrong", 2000, 97.0),
+               _record(2, "fast and right", 1500, 97.8)]
+    assert [r.number for r in analysis.parity_failures(records, 0.5)] == [1]
+    assert analysis.recommend(records, 0.5).number == 2
+    assert analysis.recommend(records, 1.5).number == 1  # a looser tolerance admits it
+
+
+GRAPH_STUDY = """
+model: mnist_cnn
+dataset: mnist
+space:
+  amp: [off, {amp: {dtype: bf16}}]
+  graph: [off, compile]
+budget: {train_samples: 6400}
+"""
+
+
+def test_break_even_steps_and_budget_time_of_compilation(tmp_path: Path):
+    path = tmp_path / "graph.yaml"
+    path.write_text(GRAPH_STUDY)
+    study = studies.load(str(path), "cpu")
+    common = {"train_samples": 640.0, "train_steps": 10.0, "prepare_model_s": 0.0}
+    eager = Record(0, BASELINE, {"amp": "off", "graph": "off"}, "complete",
+                   metrics={**common, "throughput": 1000.0, "first_step_s": 0.1})
+    compiled = Record(1, "compile", {"amp": "off", "graph": "compile"}, "complete",
+                      metrics={**common, "throughput": 2000.0, "first_step_s": 10.1})
+    (b,) = analysis.break_even([eager, compiled], study)
+    assert b.extra_s == pytest.approx(10.0)
+    assert b.saving_per_step_s == pytest.approx(64 / 1000 - 64 / 2000)
+    assert b.steps == pytest.approx(10.0 / 0.032)
+    assert b.budget_s == pytest.approx(10.1 + (6400 - 64) / 2000) and not b.measured
+    slower = Record(1, "compile", compiled.levels, "complete", metrics={**compiled.metrics, "throughput": 900.0})
+    assert analysis.break_even([eager, slower], study)[0].steps is None  # never pays off
+
+
+def test_compose_line_names_the_strategies_to_paste(tmp_path: Path):
+    path = tmp_path / "graph.yaml"
+    path.write_text(GRAPH_STUDY)
+    study = studies.load(str(path), "cpu")
+    record = Record(3, "amp(dtype=bf16) + compile", {"amp": "amp(dtype=bf16)", "graph": "compile"}, "complete")
+    imports, line = analysis.compose_line(record, study)
+    assert imports == "from strategies import AMP, Compile, compose"
+    assert line == "stack = compose(AMP(dtype='bf16'), Compile())"
+    namespace: dict = {}
+    exec(f"{imports}\n{line}", namespace)  # the line really builds the stack
+    assert [type(s).__name__ for s in namespace["stack"].members] == ["AMP", "Compile"]
