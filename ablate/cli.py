@@ -92,6 +92,10 @@ def _run(args: argparse.Namespace) -> int:
     if not outcome.ran:
         print("nothing to run: every combination already has a result (results are read back from the storage)")
     print(render(outcome.table))
+    if study.budget.target_accuracy is not None:
+        print(f"\nto target s: training time until test accuracy first reached {study.budget.target_accuracy:g}% "
+              f"(checked every {study.budget.eval_every_samples or study.budget.train_samples:,} samples, evaluation "
+              "excluded, first step excluded); e2e: from model preparation, compilation included")
     print(f"\nresults table: {outcome.csv}")
     print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
           f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse with `make ui`")

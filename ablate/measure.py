@@ -8,6 +8,14 @@ boundary to a step boundary; on CUDA the device is synchronised at each window
 boundary only, never inside a window, so kernels stay queued as in a real loop.
 Throughput is samples / window time, data loading included. Time blocked in
 the DataLoader's `next()` inside the windows is the data-wait fraction.
+
+Time to accuracy: a run that trains for accuracy evaluates the test set every
+`eval_every_samples` (and once at the end). The clock is paused while it
+evaluates - evaluation time is excluded from the training time and from any
+timed window - and the training time at which `target_accuracy` was first
+reached is recorded twice: from the end of the first step (compilation
+excluded) and from the start of the loop (compilation included; the trial
+adds the model preparation time).
 """
 from __future__ import annotations
 
@@ -15,7 +23,7 @@ import resource
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -34,22 +42,34 @@ class Window:
 
 
 @dataclass
+class Evaluation:
+    samples: int
+    train_s: float  # training time from the start of the loop, evaluations excluded
+    accuracy: float
+    loss: float
+
+
+@dataclass
 class StepClock:
     """Counts steps and samples, and times the first step and the windows of a run."""
 
     budget: Budget
     device: torch.device
     train_for_accuracy: bool
+    evaluate: Callable[[], tuple[float, float]] | None = None  # test accuracy (%) and loss
     samples: int = 0
     steps: int = 0
     first_step_s: float = 0.0
     train_time_s: float = 0.0  # loop start to the end of the last step, data loading and compilation included
     windows: list[Window] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
     _start: float = 0.0
     _window_start: float | None = None
     _window_samples: int = 0
     _data_wait: float = 0.0
     _warm_from: int = 0
+    _paused: float = 0.0  # seconds spent evaluating, excluded from training time
+    _next_eval: int = 0
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -65,6 +85,11 @@ class StepClock:
             return False
         return not self.train_for_accuracy or self.samples >= self.budget.train_samples
 
+    @property
+    def started_at(self) -> float:
+        """`time.perf_counter()` when the loop asked for its first batch."""
+        return self._start
+
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
         """Batches from `loader`, epoch after epoch, until the budget is spent."""
         self._start = time.perf_counter()
@@ -74,7 +99,7 @@ class StepClock:
                 if self.done:
                     break
         self._sync()
-        self.train_time_s = time.perf_counter() - self._start
+        self.train_time_s = time.perf_counter() - self._start - self._paused
 
     def count(self, n: int) -> None:
         """Call after each optimizer step with the batch's sample count."""
@@ -84,7 +109,12 @@ class StepClock:
             self._sync()
             self.first_step_s = time.perf_counter() - self._start
             self._warm_from = self.samples
+            self._next_eval = self.budget.eval_every_samples or 0
             return
+        if self.train_for_accuracy and self._next_eval and self.samples >= self._next_eval:
+            self.evaluate_now()
+            while self._next_eval <= self.samples:
+                self._next_eval += self.budget.eval_every_samples or 0
         if self.timing_done:
             return
         if self._window_start is None:
@@ -97,6 +127,22 @@ class StepClock:
             now = time.perf_counter()
             self.windows.append(Window(self._window_samples, now - self._window_start, self._data_wait))
             self._open_window(now)
+
+    def evaluate_now(self) -> Evaluation | None:
+        """Evaluate on the test set with the clock paused; at most once per point in training."""
+        if self.evaluate is None:
+            return None
+        if self.evaluations and self.evaluations[-1].samples == self.samples:
+            return self.evaluations[-1]
+        self._sync()
+        began = time.perf_counter()
+        accuracy, loss = self.evaluate()
+        ended = time.perf_counter()  # evaluate() reads results back with .item(), so the device is done
+        self.evaluations.append(Evaluation(self.samples, began - self._start - self._paused, accuracy, loss))
+        self._paused += ended - began
+        if self._window_start is not None:  # a window open across the evaluation must not count it
+            self._window_start += ended - began
+        return self.evaluations[-1]
 
     def _open_window(self, now: float | None = None) -> None:
         if now is None:
@@ -122,7 +168,23 @@ class StepClock:
             "train_samples": float(self.samples),
             "train_steps": float(self.steps),
             **{f"throughput_window_{i}": r for i, r in enumerate(rates)},
+            **self._accuracy_summary(),
         }
+
+    def _accuracy_summary(self) -> dict[str, float]:
+        if not self.evaluations:
+            return {}
+        last = self.evaluations[-1]
+        out = {"test_accuracy": last.accuracy, "test_loss": last.loss, "evaluations": float(len(self.evaluations))}
+        target = self.budget.target_accuracy
+        if target is not None:
+            reached = next((e for e in self.evaluations if e.accuracy >= target), None)
+            out.update(target_accuracy=target, target_reached=float(reached is not None))
+            if reached:
+                out.update(samples_to_target=float(reached.samples),
+                           time_to_target_s=reached.train_s - self.first_step_s,
+                           time_to_target_e2e_s=reached.train_s)
+        return out
 
 
 def _timed(iterator: Iterator[Any], clock: StepClock) -> Iterator[Any]:

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from tabulate import tabulate
 
 from ablate.records import Record, baseline
 
 COLUMNS = ["combination", "state", "samples/s", "spread %", "speed-up", "test acc %", "Δ acc", "acc from",
-           "peak MB", "first step s", "data wait %", "reason"]
+           "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
+NOT_REACHED = "not reached"
 
 
 def rows(records: list[Record]) -> list[dict[str, Any]]:
@@ -31,6 +32,9 @@ def rows(records: list[Record]) -> list[dict[str, Any]]:
             "test acc %": acc,
             "Δ acc": acc - base_acc if acc is not None and base_acc is not None else None,
             "acc from": r.accuracy_from,
+            # Time to the study's target accuracy: measured in the trials that trained accuracy.
+            "to target s": _to_target(m, "time_to_target_s"),
+            "to target e2e s": _to_target(m, "time_to_target_e2e_s"),
             "peak MB": m.get("peak_memory_mb"),
             "first step s": m.get("first_step_s"),
             "data wait %": 100 * m["data_wait_fraction"] if "data_wait_fraction" in m else None,
@@ -38,6 +42,12 @@ def rows(records: list[Record]) -> list[dict[str, Any]]:
         })
     table.sort(key=lambda r: (r["samples/s"] is None, -(r["samples/s"] or 0)))
     return table
+
+
+def _to_target(metrics: Mapping[str, float], key: str) -> float | str | None:
+    if "target_reached" not in metrics:
+        return None
+    return metrics[key] if metrics["target_reached"] else NOT_REACHED
 
 
 def render(table: list[dict[str, Any]]) -> str:

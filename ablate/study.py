@@ -52,6 +52,8 @@ class Budget:
     train_subset: int | None = None  # first N training images only (tests)
     test_subset: int | None = None
     seed: int = 0
+    target_accuracy: float | None = None  # percent; time-to-accuracy is recorded when set
+    eval_every_samples: int | None = None  # test-set evaluations while training for accuracy (untimed)
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ def _dataclass(cls: type, values: Any, where: str) -> Any:
             raise StudyError(f"{where}.{key}: expected {names}, got {value!r}")
         if isinstance(value, (int, float)) and key != "seed" and value <= 0:
             raise StudyError(f"{where}.{key}: must be > 0, got {value!r}")
+        if key == "target_accuracy" and value > 100:
+            raise StudyError(f"{where}.{key}: a test accuracy in percent, at most 100, got {value!r}")
     return cls(**values)
 
 

@@ -41,10 +41,12 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from ablate.train import evaluate, train
     from strategies import compose
 
+    began = time.perf_counter()
     study, budget, device = spec.study, spec.study.budget, torch.device(spec.device)
     stack = compose(*(s for s in (o.build() for o in spec.options) if s is not None))
     torch.manual_seed(budget.seed)
     splits = data.load(study.dataset, budget.train_subset, budget.test_subset)
+    data_load_s = time.perf_counter() - began
     # A seeded generator fixes the shuffle order whatever the number of workers.
     loader = DataLoader(splits.train, **stack.loader_kwargs(
         batch_size=study.baseline.batch_size, shuffle=True, drop_last=True,
@@ -54,15 +56,22 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     started = time.perf_counter()
     prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile is lazy and compiles at the first step
     prepare_model_s = time.perf_counter() - started
-    clock = StepClock(budget, device, spec.train_for_accuracy)
+    test = DataLoader(splits.test, batch_size=budget.test_batch_size)
+    # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.
+    clock = StepClock(budget, device, spec.train_for_accuracy,
+                      evaluate=(lambda: evaluate(model, test, device)) if spec.train_for_accuracy else None)
     train(stack, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
+    clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
     metrics = clock.summary()
     metrics["prepare_model_s"] = prepare_model_s
+    metrics["data_load_s"] = data_load_s
+    # Start-up inside the process, up to the first training step, without the data every trial must load.
+    metrics["setup_s"] = clock.started_at - began - data_load_s
+    metrics["one_off_s"] = prepare_model_s + metrics["first_step_s"]  # compilation, scripting, worker start-up
+    if "time_to_target_e2e_s" in metrics:
+        metrics["time_to_target_e2e_s"] += prepare_model_s
     metrics["peak_memory_mb"] = peak_memory_mb(device)
     metrics.update(stack.metrics())
-    if spec.train_for_accuracy:
-        test = DataLoader(splits.test, batch_size=budget.test_batch_size)
-        metrics["test_accuracy"], metrics["test_loss"] = evaluate(model, test, device)
     return metrics
 
 
@@ -81,14 +90,19 @@ def _context() -> mp.context.BaseContext:
     return ctx
 
 
-def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn: Any) -> None:
+def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn: Any, launched: float) -> None:
+    # perf_counter is CLOCK_MONOTONIC on Linux, shared by every process, so this
+    # is the time from the parent's launch to the child's first line.
+    process_start_s = time.perf_counter() - launched
     # A forkserver child inherits "forkserver" as its default start method, so its
     # DataLoader workers would start through the forkserver (about 3 s each time
     # on the reference machine) instead of the platform default a user's own
     # script gets (fork on Linux up to Python 3.13). Measure what users get.
     mp.set_start_method(None, force=True)
     try:
-        conn.send(("ok", target(spec)))
+        metrics = target(spec)
+        metrics["process_start_s"] = process_start_s
+        conn.send(("ok", metrics))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
         conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
     finally:
@@ -99,7 +113,7 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     """Run `target(spec)` (by default: train and measure) in a new process; raise `TrialFailed` if it raised or died."""
     ctx = _context()
     parent_end, child_end = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child, args=(target, spec, child_end), name="ablate-trial")
+    process = ctx.Process(target=_child, args=(target, spec, child_end, time.perf_counter()), name="ablate-trial")
     process.start()
     child_end.close()
     try:

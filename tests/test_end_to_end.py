@@ -143,3 +143,18 @@ def test_report_on_a_study_with_no_trials_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no stored trials for tiny:grid:cpu" in err and "ablate run" in err
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_time_to_accuracy_is_in_mlflow_and_in_the_table(first_run):
+    import csv
+
+    client, runs = _runs(first_run)
+    trained = [r for r in runs if r.data.tags.get("ablate.state") == "complete"
+               and r.data.tags.get("ablate.accuracy_from") == r.data.tags.get("ablate.trial_number")]
+    assert len(trained) == 2  # one per AMP setting
+    for run in trained:
+        m = run.data.metrics
+        assert m["target_accuracy"] == 99.0 and m["target_reached"] == 0.0 and m["evaluations"] == 2
+        assert m["one_off_s"] >= m["first_step_s"] > 0
+    rows = list(csv.DictReader((first_run / "tiny" / "grid-cpu.csv").open()))
+    assert sorted(r["to target s"] for r in rows if r["state"] == "complete") == ["", "", "not reached", "not reached"]

@@ -29,7 +29,7 @@ def test_dataloader_workers_start_the_way_a_plain_script_starts_them():
     # Inside a forkserver child the default would be "forkserver": about 3 s per
     # DataLoader start that a user's loop never pays.
     plain_default = mp.get_context().get_start_method()
-    assert run_in_fresh_process(_spec(), report_start_method) == {"start_method": plain_default}
+    assert run_in_fresh_process(_spec(), report_start_method)["start_method"] == plain_default
 
 
 def test_an_exception_in_the_trial_comes_back_with_its_type_and_message():
