@@ -9,18 +9,31 @@ the stack's hooks drive the loop (see README). Depends on torch only.
 from strategies.amp import AMP
 from strategies.base import Strategy
 from strategies.batch_size import BatchSize
+from strategies.channels_last import ChannelsLast
 from strategies.compile import Compile
+from strategies.cuda_graphs import CUDAGraphs
+from strategies.cudnn_benchmark import CudnnBenchmark
+from strategies.device_resident_data import DeviceResidentData
+from strategies.fused_optimizer import FusedOptimizer
+from strategies.half_precision import HalfPrecision
 from strategies.num_workers import NumWorkers
 from strategies.pin_memory import PinMemory
+from strategies.presets import PRESETS, preset
 from strategies.set_to_none import SetToNone
 from strategies.stack import ConflictError, Stack, compose
+from strategies.tf32 import TF32, fp32_precision, set_fp32_precision
 from strategies.torchscript import TorchScript
 
 REGISTRY: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (NumWorkers, PinMemory, BatchSize, SetToNone, AMP, TorchScript, Compile)
+    cls.name: cls for cls in (
+        NumWorkers, PinMemory, DeviceResidentData, BatchSize, SetToNone, FusedOptimizer, AMP, HalfPrecision,
+        TF32, ChannelsLast, CudnnBenchmark, TorchScript, Compile, CUDAGraphs,
+    )
 }
 
 __all__ = [
-    "AMP", "BatchSize", "Compile", "ConflictError", "NumWorkers", "PinMemory", "REGISTRY",
-    "SetToNone", "Stack", "Strategy", "TorchScript", "compose",
+    "AMP", "BatchSize", "CUDAGraphs", "ChannelsLast", "Compile", "ConflictError", "CudnnBenchmark",
+    "DeviceResidentData", "FusedOptimizer", "HalfPrecision", "NumWorkers", "PRESETS", "PinMemory", "REGISTRY",
+    "SetToNone", "Stack", "Strategy", "TF32", "TorchScript", "compose", "fp32_precision", "preset",
+    "set_fp32_precision",
 ]

@@ -11,6 +11,34 @@ from strategies.stack import clip_and_step, clip_gradients
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+def half_dtype_reason(device: torch.device | str, dtype: str, what: str) -> str | None:
+    """Why `what` in `dtype` ("fp16"/"bf16") cannot run on `device`; None when it can."""
+    device = as_device(device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            return "no CUDA device is available"
+        if dtype == "bf16" and not torch.cuda.is_bf16_supported():
+            return f"{torch.cuda.get_device_name(device)} has no native bf16 support"
+    elif device.type != "cpu":
+        return f"{what} for {device.type} is not supported by this strategy"
+    return None
+
+
+def scaled_step(scaler: torch.amp.GradScaler | None, optimizer: torch.optim.Optimizer,
+                max_grad_norm: float | None) -> bool:
+    """Optional clipping and the optimizer step through `scaler` (plain without one); True if it skipped the step."""
+    if scaler is None:
+        clip_and_step(optimizer, max_grad_norm)
+        return False
+    if max_grad_norm is not None:
+        scaler.unscale_(optimizer)  # so the threshold applies to the true gradients
+        clip_gradients(optimizer, max_grad_norm)
+    scaler.step(optimizer)  # skips the step if any gradient is inf/nan
+    before = scaler.get_scale()
+    scaler.update()
+    return scaler.get_scale() < before  # the scale only shrinks after an overflow
+
+
 class AMP(Strategy):
     """Runs the forward pass under ``torch.autocast`` in fp16 or bf16; scales fp16 losses.
 
@@ -60,17 +88,7 @@ class AMP(Strategy):
         (self.scaler.scale(loss) if self.scaler else loss).backward()
 
     def step(self, optimizer: torch.optim.Optimizer, max_grad_norm: float | None = None) -> None:
-        if self.scaler is None:
-            clip_and_step(optimizer, max_grad_norm)
-            return
-        if max_grad_norm is not None:
-            self.scaler.unscale_(optimizer)  # so the threshold applies to the true gradients
-            clip_gradients(optimizer, max_grad_norm)
-        self.scaler.step(optimizer)  # skips the step if any gradient is inf/nan
-        before = self.scaler.get_scale()
-        self.scaler.update()
-        if self.scaler.get_scale() < before:  # the scale only shrinks after an overflow
-            self.skipped_steps += 1
+        self.skipped_steps += scaled_step(self.scaler, optimizer, max_grad_norm)
 
     @property
     def loss_scale(self) -> float:
@@ -78,15 +96,7 @@ class AMP(Strategy):
         return self.scaler.get_scale() if self.scaler else 1.0
 
     def check(self, device: torch.device | str) -> str | None:
-        device = as_device(device)
-        if device.type == "cuda":
-            if not torch.cuda.is_available():
-                return "no CUDA device is available"
-            if self.dtype == "bf16" and not torch.cuda.is_bf16_supported():
-                return f"{torch.cuda.get_device_name(device)} has no native bf16 support"
-        elif device.type != "cpu":
-            return f"autocast for {device.type} is not supported by this strategy"
-        return None
+        return half_dtype_reason(device, self.dtype, "autocast")
 
     def params(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "init_scale": self.init_scale, "growth_interval": self.growth_interval}

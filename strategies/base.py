@@ -3,24 +3,27 @@
 A training loop that calls these hooks in order (see the README) picks up any
 technique without knowing which one it is. Each hook has one job:
 
-    loader_kwargs  DataLoader construction (workers, pinning, batch size)
-    prepare_model  wrap or convert the model once (scripting, compilation)
-    to_device      move a batch to the device
-    autocast       context manager around the forward pass and loss
-    backward       compute gradients from the loss         (owned by one strategy)
-    step           optional clipping + optimizer step       (owned by one strategy)
-    zero_grad      reset gradients after the step           (owned by one strategy)
+    loader_kwargs      DataLoader construction (workers, pinning, batch size)
+    make_loader        build the batch iterable from the dataset     (owned by one strategy)
+    prepare_model      wrap or convert the model once (scripting, compilation, layout, dtype)
+    prepare_optimizer  rebuild the optimizer once (fused kernels, fp32 master weights)
+    to_device          move a batch to the device
+    autocast           context manager around the forward pass and loss
+    backward           compute gradients from the loss               (owned by one strategy)
+    step               optional clipping + optimizer step             (owned by one strategy)
+    zero_grad          reset gradients after the step                 (owned by one strategy)
 
-The last three are *owned*: at most one strategy in a stack may implement each,
-which is how AMP (backward + step) and SetToNone (zero_grad) compose without
-knowing about each other.
+Owned hooks: at most one strategy in a stack may implement each, which is how
+AMP (backward + step), SetToNone (zero_grad) and DeviceResidentData
+(make_loader) compose without knowing about each other.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, ContextManager
+from typing import Any, Callable, ClassVar, ContextManager, Iterable
 
 import torch
+from torch.utils.data import DataLoader, Dataset
 
 Batch = Any  # a tensor, or a tuple/list/dict of tensors, as a DataLoader yields
 
@@ -33,7 +36,8 @@ class Strategy:
         changes_numerics: whether switching it on may change the losses computed
             (AMP, BatchSize, graph capture) or must leave them bitwise identical
             (workers, pinning, set-to-none).
-        owns: the owned hooks it implements (``"backward"``, ``"step"``, ``"zero_grad"``).
+        owns: the owned hooks it implements (``"backward"``, ``"step"``, ``"zero_grad"``,
+            ``"make_loader"``).
         conflicts_with: names of strategies it cannot be composed with.
         order: position when a stack applies `prepare_model`; graph capture
             (TorchScript, Compile) must wrap last, so it has the highest order.
@@ -51,8 +55,16 @@ class Strategy:
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         return kwargs
 
+    def make_loader(self, dataset: Dataset, device: torch.device | str, **kwargs: Any) -> Iterable[Batch]:
+        """The batches of `dataset`; `kwargs` are DataLoader arguments (after `loader_kwargs`)."""
+        return DataLoader(dataset, **kwargs)
+
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         return model
+
+    def prepare_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Call after `prepare_model` and before the first step; use the optimizer it returns."""
+        return optimizer
 
     def to_device(self, batch: Batch, device: torch.device | str) -> Batch:
         return batch
@@ -86,16 +98,56 @@ class Strategy:
         return f"{type(self).__name__}({args})"
 
 
+def map_tensors(batch: Batch, fn: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
+    """`fn` applied to every tensor in a (possibly nested) batch; anything else is kept."""
+    if isinstance(batch, torch.Tensor):
+        return fn(batch)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(map_tensors(b, fn) for b in batch)
+    if isinstance(batch, dict):
+        return {k: map_tensors(v, fn) for k, v in batch.items()}
+    return batch
+
+
 def move(batch: Batch, device: torch.device | str, non_blocking: bool = False) -> Batch:
     """Move every tensor in a (possibly nested) batch to `device`."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=non_blocking)
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(move(b, device, non_blocking) for b in batch)
-    if isinstance(batch, dict):
-        return {k: move(v, device, non_blocking) for k, v in batch.items()}
-    return batch
+    return map_tensors(batch, lambda t: t.to(device, non_blocking=non_blocking))
 
 
 def as_device(device: torch.device | str) -> torch.device:
     return device if isinstance(device, torch.device) else torch.device(device)
+
+
+def cuda_reason(device: torch.device | str, what: str) -> str | None:
+    """Why `what`, a CUDA-only feature, cannot run on `device`; None when it can."""
+    device = as_device(device)
+    if device.type != "cuda":
+        return f"{what}: CUDA only, and the device here is {device.type}"
+    if not torch.cuda.is_available():
+        return f"{what}: CUDA only, and no CUDA device is available"
+    return None
+
+
+def capability_reason(device: torch.device | str, minimum: tuple[int, int], what: str) -> str | None:
+    """Why `what` cannot run on CUDA `device` of too low a compute capability; None when it can."""
+    have = torch.cuda.get_device_capability(device)
+    if have < minimum:
+        name = torch.cuda.get_device_name(device)
+        return f"{what}: needs compute capability >= {minimum[0]}.{minimum[1]}; {name} has {have[0]}.{have[1]}"
+    return None
+
+
+def rebuild_optimizer(
+    optimizer: torch.optim.Optimizer,
+    swap: Callable[[torch.Tensor], torch.Tensor] = lambda p: p,
+    **settings: Any,
+) -> torch.optim.Optimizer:
+    """A new optimizer of the same type and settings, with `settings` changed and each parameter `p` replaced by `swap(p)`.
+
+    Rebuilding (rather than editing ``param_groups``) lets the constructor
+    validate the new settings. Only before the first step: state is not carried.
+    """
+    if any(optimizer.state.values()):
+        raise ValueError(f"{type(optimizer).__name__} has already stepped; prepare it before the first step")
+    groups = [{**group, **settings, "params": [swap(p) for p in group["params"]]} for group in optimizer.param_groups]
+    return type(optimizer)(groups, **{**optimizer.defaults, **settings})

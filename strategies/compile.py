@@ -7,9 +7,23 @@ from typing import Any
 
 import torch
 
-from strategies.base import Strategy, as_device
+from strategies.base import Strategy, as_device, capability_reason, cuda_reason
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def inductor_reason(device: torch.device | str) -> str | None:
+    """Why Inductor cannot generate kernels for `device`; None when it can."""
+    device = as_device(device)
+    if device.type == "cpu" and not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        return "inductor on CPU needs a C++ compiler (g++ or clang++) on PATH, and none was found"
+    if device.type == "cuda":
+        if reason := cuda_reason(device, "inductor on CUDA"):
+            return reason
+        if importlib.util.find_spec("triton") is None:
+            return "inductor on CUDA needs Triton, which is not installed"
+        return capability_reason(device, (7, 0), "inductor's Triton kernels")
+    return None
 
 
 class Compile(Strategy):
@@ -46,19 +60,7 @@ class Compile(Strategy):
         return torch.compile(model, fullgraph=self.fullgraph, backend=self.backend, dynamic=self.dynamic, **options)
 
     def check(self, device: torch.device | str) -> str | None:
-        if self.backend != "inductor":
-            return None
-        device = as_device(device)
-        if device.type == "cpu" and not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-            return "inductor on CPU needs a C++ compiler (g++ or clang++) on PATH, and none was found"
-        if device.type == "cuda":
-            if not torch.cuda.is_available():
-                return "no CUDA device is available"
-            if importlib.util.find_spec("triton") is None:
-                return "inductor on CUDA needs Triton, which is not installed"
-            if torch.cuda.get_device_capability(device) < (7, 0):
-                return f"inductor's Triton kernels need compute capability >= 7.0; this GPU has {torch.cuda.get_device_capability(device)}"
-        return None
+        return inductor_reason(device) if self.backend == "inductor" else None
 
     def params(self) -> dict[str, Any]:
         return {"mode": self.mode, "fullgraph": self.fullgraph, "backend": self.backend, "dynamic": self.dynamic}

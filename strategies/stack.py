@@ -1,28 +1,31 @@
 """Composing strategies into one `Stack` that drives a training loop.
 
 Order, for every hook (members sorted by their `order`, ties kept in the order given):
-    loader_kwargs  each member edits the keyword arguments in turn
-    prepare_model  each member wraps the model in turn, graph capture last
-    to_device      each member in turn, then anything not yet on the device is moved
-    autocast       members' contexts entered in turn (and left in reverse)
-    backward       the member that owns it, else ``loss.backward()``
-    step           the member that owns it, else optional clipping + ``optimizer.step()``;
-                   then `zero_grad`
-    zero_grad      the member that owns it, else ``optimizer.zero_grad(set_to_none=False)``
-                   (PyTorch defaults to set_to_none=True; the plain loop of the
-                   literature zero-fills, and SetToNone is measured against it)
+    loader_kwargs      each member edits the keyword arguments in turn
+    make_loader        `loader_kwargs` applied, then the member that owns it, else a DataLoader
+    prepare_model      each member wraps the model in turn, graph capture last
+    prepare_optimizer  each member rebuilds the optimizer in turn
+    to_device          each member in turn, then anything not yet on the device is moved
+    autocast           members' contexts entered in turn (and left in reverse)
+    backward           the member that owns it, else ``loss.backward()``
+    step               the member that owns it, else optional clipping + ``optimizer.step()``;
+                       then `zero_grad`
+    zero_grad          the member that owns it, else ``optimizer.zero_grad(set_to_none=False)``
+                       (PyTorch defaults to set_to_none=True; the plain loop of the
+                       literature zero-fills, and SetToNone is measured against it)
 """
 from __future__ import annotations
 
 import contextlib
 from itertools import combinations
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
+from torch.utils.data import Dataset
 
 from strategies.base import Batch, Strategy, move
 
-OWNED_HOOKS = ("backward", "step", "zero_grad")
+OWNED_HOOKS = ("make_loader", "backward", "step", "zero_grad")
 
 
 class ConflictError(ValueError):
@@ -76,10 +79,20 @@ class Stack(Strategy):
             kwargs = member.loader_kwargs(**kwargs)
         return kwargs
 
+    def make_loader(self, dataset: Dataset, device: torch.device | str, **kwargs: Any) -> Iterable[Batch]:
+        kwargs = self.loader_kwargs(**kwargs)
+        owner = self._owner["make_loader"]
+        return owner.make_loader(dataset, device, **kwargs) if owner else super().make_loader(dataset, device, **kwargs)
+
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         for member in self.members:
             model = member.prepare_model(model)
         return model
+
+    def prepare_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        for member in self.members:
+            optimizer = member.prepare_optimizer(optimizer)
+        return optimizer
 
     def to_device(self, batch: Batch, device: torch.device | str) -> Batch:
         for member in self.members:

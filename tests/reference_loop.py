@@ -101,10 +101,11 @@ def stack_losses(
 ) -> list[float]:
     """The same loop as `reference_losses`, using only the public Stack hooks."""
     torch.manual_seed(seed)
-    loader_kwargs = stack.loader_kwargs(batch_size=batch_size, shuffle=True)
-    loader = DataLoader(dataset, generator=torch.Generator().manual_seed(seed), **loader_kwargs)
+    loader = stack.make_loader(
+        dataset, device, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
+    )
     model = stack.prepare_model(copy.deepcopy(model).to(device))
-    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    optimizer = stack.prepare_optimizer(torch.optim.Adam(model.parameters(), lr=LR))
     losses: list[float] = []
     while len(losses) < steps:
         for inputs, targets in loader:

@@ -13,10 +13,12 @@ from unittest import mock
 import pytest
 import torch
 import yaml
+from torch import nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
-from strategies import REGISTRY, Stack, Strategy, compose
+from strategies import REGISTRY, ConflictError, NumWorkers, PinMemory, Stack, Strategy, compose, fp32_precision, \
+    set_fp32_precision
 
 PASSTHROUGH = {"batch_size": 8, "shuffle": True, "drop_last": False, "collate_fn": None}
 
@@ -31,8 +33,9 @@ def _assert_passthrough(out: dict[str, Any], set_keys: set[str]) -> None:
     assert set(out) == set(PASSTHROUGH) | set_keys
 
 
-def _train_one_step(stack: Stack, model: torch.nn.Module, batch, max_grad_norm=None) -> torch.optim.Optimizer:
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+def _train_one_step(stack: Stack, model: torch.nn.Module, batch, max_grad_norm=None,
+                    optimizer: torch.optim.Optimizer | None = None) -> torch.optim.Optimizer:
+    optimizer = optimizer or stack.prepare_optimizer(torch.optim.Adam(model.parameters(), lr=1e-3))
     inputs, targets = stack.to_device(batch, "cpu")
     with stack.autocast("cpu"):
         loss = F.cross_entropy(model(inputs), targets)
@@ -121,6 +124,135 @@ def effect_compile(s: Strategy, env: dict) -> None:
     assert spy.call_args.kwargs["backend"] == "inductor" and spy.call_args.kwargs["mode"] == "default"
 
 
+def _rgb_model() -> nn.Module:
+    # Three channels: with one, NCHW and NHWC are the same layout and a conversion would not show.
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+
+
+def effect_channels_last(s: Strategy, env: dict) -> None:
+    model, reference = _rgb_model(), _rgb_model()
+    prepared = s.prepare_model(model)
+    weight = prepared[0].weight
+    assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+    inputs, targets = s.to_device((torch.randn(2, 3, 8, 8), torch.tensor([1, 2])), "cpu")
+    assert inputs.is_contiguous(memory_format=torch.channels_last) and not inputs.is_contiguous()
+    assert targets.tolist() == [1, 2]  # not 4-d: untouched
+    torch.testing.assert_close(prepared(inputs), reference(inputs.contiguous()))
+
+
+@pytest.fixture(autouse=True)
+def _restore_backend_flags():
+    # TF32 and CudnnBenchmark set process-wide flags; keep them from leaking into other tests.
+    precision, benchmark = fp32_precision(), torch.backends.cudnn.benchmark
+    yield
+    set_fp32_precision("tf32" if "matmul=tf32" in precision else "ieee")
+    if hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision"):
+        torch.backends.cudnn.conv.fp32_precision = precision.split("conv=")[1]
+    torch.backends.cudnn.benchmark = benchmark
+
+
+def effect_tf32(s: Strategy, env: dict) -> None:
+    set_fp32_precision("ieee")
+    assert fp32_precision() == "matmul=ieee conv=ieee"
+    model = env["model_factory"]()
+    assert s.prepare_model(model) is model
+    assert fp32_precision() == "matmul=tf32 conv=tf32"
+    assert "cpu" in s.check("cpu")
+
+
+def effect_cudnn_benchmark(s: Strategy, env: dict) -> None:
+    torch.backends.cudnn.benchmark = False
+    model = env["model_factory"]()
+    assert s.prepare_model(model) is model
+    assert torch.backends.cudnn.benchmark is True
+    assert "cpu" in s.check("cpu")
+
+
+def effect_fused_optimizer(s: Strategy, env: dict) -> None:
+    model = env["model_factory"]()
+    plain = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.8, 0.9))
+    fused = s.prepare_optimizer(plain)
+    assert type(fused) is torch.optim.Adam and fused is not plain
+    assert fused.defaults["fused"] is True and all(g["fused"] and not g["foreach"] for g in fused.param_groups)
+    assert fused.defaults["betas"] == (0.8, 0.9) and fused.defaults["lr"] == 1e-3  # settings kept
+    assert [id(p) for g in fused.param_groups for p in g["params"]] == [id(p) for p in model.parameters()]
+    before = [p.detach().clone() for p in model.parameters()]
+    _train_one_step(compose(s), model, env["batch"], optimizer=fused)
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    foreach = type(s)("foreach").prepare_optimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    assert foreach.defaults["foreach"] is True and foreach.defaults["fused"] is False
+    with pytest.raises(ValueError, match="LBFGS has no fused implementation"):
+        s.prepare_optimizer(torch.optim.LBFGS(model.parameters()))
+    with pytest.raises(ValueError, match="already stepped"):
+        s.prepare_optimizer(fused)
+
+
+def effect_device_resident_data(s: Strategy, env: dict) -> None:
+    dataset = env["dataset"]
+    for drop_last in (False, True):
+        kwargs = {"batch_size": 24, "shuffle": True, "drop_last": drop_last}
+        want = DataLoader(dataset, generator=torch.Generator().manual_seed(3), **kwargs)
+        got = s.make_loader(dataset, "cpu", generator=torch.Generator().manual_seed(3), **kwargs)
+        assert len(got) == len(want)
+        for _ in range(2):  # a new shuffle each epoch, the DataLoader's
+            pairs = list(zip(got, want, strict=True))
+            assert all(torch.equal(a, b) for g, w in pairs for a, b in zip(g, w, strict=True))
+    # Without a generator, both draw from the global RNG alike.
+    torch.manual_seed(5)
+    want = list(DataLoader(dataset, batch_size=50, shuffle=True))
+    torch.manual_seed(5)
+    got = list(s.make_loader(dataset, "cpu", batch_size=50, shuffle=True, collate_fn=None, num_workers=0))
+    assert all(torch.equal(a, b) for g, w in zip(got, want, strict=True) for a, b in zip(g, w))
+    with pytest.raises(ValueError, match="cannot honour DataLoader option.*sampler.*batch_size"):
+        s.make_loader(dataset, "cpu", batch_size=8, sampler=range(8))
+    for other in (NumWorkers(2), PinMemory()):
+        with pytest.raises(ConflictError, match="declared incompatible"):
+            compose(s, other)
+
+
+def effect_cuda_graphs(s: Strategy, env: dict) -> None:
+    model = env["model_factory"]()
+    with mock.patch("torch.compile", wraps=torch.compile) as spy:
+        graphed = s.prepare_model(model)
+        type(s)("eager").prepare_model(model)
+    assert isinstance(graphed, torch._dynamo.eval_frame.OptimizedModule) and graphed._orig_mod is model
+    assert spy.call_args_list[0].kwargs == {"mode": "reduce-overhead"}
+    assert spy.call_args_list[1].kwargs == {"backend": "cudagraphs"}
+    assert "CUDA only" in s.check("cpu")
+    with pytest.raises(ConflictError):
+        compose(s, REGISTRY["compile"]())
+
+
+def effect_half_precision(s: Strategy, env: dict) -> None:
+    assert (s.dtype, s.master_weights) == ("fp16", True)  # O2
+    model, original = env["model_factory"](), env["model_factory"]()
+    stack = compose(s)
+    prepared = stack.prepare_model(model)
+    assert prepared is model and all(p.dtype == torch.float16 for p in model.parameters())
+    assert prepared(env["batch"][0]).dtype == torch.float32  # fp32 inputs accepted, fp32 logits for the loss
+    optimizer = stack.prepare_optimizer(torch.optim.Adam(model.parameters(), lr=1e-3))
+    masters = [p for g in optimizer.param_groups for p in g["params"]]
+    assert all(m.dtype == torch.float32 for m in masters)
+    assert all(torch.equal(m, p) for m, p in zip(masters, original.parameters(), strict=True))  # exact copies
+    _train_one_step(stack, model, env["batch"], optimizer=optimizer)
+    for p, m, before in zip(model.parameters(), masters, original.parameters()):
+        assert p.grad is None and not torch.equal(m, before)
+        assert torch.equal(p, m.half())  # the half weights are refreshed from the stepped masters
+    assert s.metrics() == {"loss_scale": 2.0**16, "skipped_steps": 0.0}
+    with pytest.raises(RuntimeError, match="prepare_optimizer"):
+        _train_one_step(stack, model, env["batch"], optimizer=torch.optim.Adam(model.parameters()))
+
+    pure = type(s)("bf16")  # O3-style: the optimizer steps on the half weights themselves
+    model = pure.prepare_model(env["model_factory"]())
+    assert model(env["batch"][0]).dtype == torch.bfloat16
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    assert pure.prepare_optimizer(optimizer) is optimizer
+    _train_one_step(compose(pure), model, env["batch"], optimizer=optimizer)
+    assert all(p.dtype == torch.bfloat16 for g in optimizer.param_groups for p in g["params"])
+    assert pure.metrics() == {"loss_scale": 1.0, "skipped_steps": 0.0}
+
+
 class Setting(NamedTuple):
     kwargs: dict[str, Any]
     effect: Callable[[Strategy, dict], None]
@@ -137,16 +269,29 @@ SETTINGS: dict[str, Setting] = {
     ),
     "torchscript": Setting({}, effect_torchscript, frozenset({"prepare_model"})),
     "compile": Setting({}, effect_compile, frozenset({"prepare_model", "check", "params"})),
+    "channels_last": Setting({}, effect_channels_last, frozenset({"prepare_model", "to_device"})),
+    "tf32": Setting({}, effect_tf32, frozenset({"prepare_model", "check"})),
+    "cudnn_benchmark": Setting({}, effect_cudnn_benchmark, frozenset({"prepare_model", "check"})),
+    "fused_optimizer": Setting(
+        {"impl": "fused"}, effect_fused_optimizer, frozenset({"prepare_optimizer", "check", "params"})
+    ),
+    "device_resident_data": Setting({}, effect_device_resident_data, frozenset({"make_loader"})),
+    "cuda_graphs": Setting({}, effect_cuda_graphs, frozenset({"prepare_model", "check", "params"})),
+    "half_precision": Setting(
+        {"dtype": "fp16", "master_weights": True}, effect_half_precision,
+        frozenset({"prepare_model", "prepare_optimizer", "backward", "step", "check", "params", "metrics"}),
+    ),
 }
 
 CHANGES_NUMERICS = {
-    "amp": True, "batch_size": True, "compile": True, "torchscript": True,
-    "num_workers": False, "pin_memory": False, "set_to_none": False,
+    "amp": True, "batch_size": True, "compile": True, "torchscript": True, "channels_last": True, "tf32": True,
+    "cudnn_benchmark": True, "fused_optimizer": True, "cuda_graphs": True, "half_precision": True,
+    "num_workers": False, "pin_memory": False, "set_to_none": False, "device_resident_data": False,
 }
 
-HOOKS = ("loader_kwargs", "prepare_model", "to_device", "autocast", "backward", "step", "zero_grad",
-         "check", "params", "metrics")
-OWNED = {"backward", "step", "zero_grad"}
+HOOKS = ("loader_kwargs", "make_loader", "prepare_model", "prepare_optimizer", "to_device", "autocast",
+         "backward", "step", "zero_grad", "check", "params", "metrics")
+OWNED = {"make_loader", "backward", "step", "zero_grad"}
 
 NAMES = sorted(set(REGISTRY) | set(SETTINGS))
 
@@ -227,8 +372,15 @@ def _assert_hook_does_nothing(s: Strategy, hook: str, model_factory, batch) -> N
     model = model_factory()
     if hook == "loader_kwargs":
         assert s.loader_kwargs(**PASSTHROUGH) == PASSTHROUGH
+    elif hook == "make_loader":
+        loader = s.make_loader(TensorDataset(*batch), "cpu", **PASSTHROUGH)
+        assert type(loader) is DataLoader and loader.batch_size == 8 and loader.drop_last is False
+        assert len(next(iter(loader))[0]) == 8
     elif hook == "prepare_model":
         assert s.prepare_model(model) is model
+    elif hook == "prepare_optimizer":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        assert s.prepare_optimizer(optimizer) is optimizer
     elif hook == "to_device":
         assert s.to_device(batch, "cpu") is batch
     elif hook == "autocast":

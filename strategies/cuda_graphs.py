@@ -1,0 +1,64 @@
+"""CUDAGraphs: replay the model's forward and backward from CUDA graphs."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from strategies.base import Strategy, cuda_reason
+from strategies.compile import inductor_reason
+
+KERNELS = ("inductor", "eager")
+
+
+class CUDAGraphs(Strategy):
+    """Captures the forward and backward into CUDA graphs with ``torch.compile`` and replays them.
+
+    A CUDA graph records a sequence of kernel launches once and replays it
+    with one launch, so the CPU no longer issues every kernel every step.
+    Helps small, launch-bound models on fast GPUs (the MNIST CNN at small
+    batches), where the GPU otherwise idles between tiny kernels. Does little
+    when kernels are long (big batches, big models), needs static shapes
+    (drop the ragged last batch), costs a capture at the first steps and
+    graph-pool memory, and is CUDA-only.
+
+    Why ``torch.compile`` and not explicit ``torch.cuda.graph`` capture: a
+    hand-captured step must own the whole step - static input buffers,
+    a capturable optimizer, no host syncs (GradScaler's overflow check and
+    gradient clipping sync), warm-up on a side stream - which would make it
+    incompatible with AMP, clipping and every other strategy's hooks.
+    ``torch.compile``'s CUDA-graph trees capture the model's forward and
+    backward only, copy inputs into static buffers, re-record on new shapes
+    and fall back to eager where capture is impossible, so the strategy
+    composes with the rest. The optimizer step stays outside the graph (use
+    FusedOptimizer to shrink it).
+
+    kernels="inductor" is ``mode="reduce-overhead"``: Inductor's fused Triton
+    kernels, then graphs (needs Triton). kernels="eager" is the "cudagraphs"
+    backend: the eager kernels, unchanged, in graphs - which isolates the
+    launch-overhead saving from kernel fusion (Compile measures fusion).
+    """
+
+    name = "cuda_graphs"
+    changes_numerics = True  # traced and decomposed by AOTAutograd; Inductor kernels round differently
+    conflicts_with = frozenset({"compile", "torchscript"})
+    one_off_cost = True  # tracing, compilation and capture at the first steps
+    order = 100  # graph capture wraps last
+
+    def __init__(self, kernels: str = "inductor") -> None:
+        if kernels not in KERNELS:
+            raise ValueError(f"CUDAGraphs: kernels must be one of {', '.join(KERNELS)}, got {kernels!r}")
+        self.kernels = kernels
+
+    def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.kernels == "inductor":
+            return torch.compile(model, mode="reduce-overhead")
+        return torch.compile(model, backend="cudagraphs")
+
+    def check(self, device: torch.device | str) -> str | None:
+        if reason := cuda_reason(device, "CUDA graphs"):
+            return reason
+        return inductor_reason(device) if self.kernels == "inductor" else None
+
+    def params(self) -> dict[str, Any]:
+        return {"kernels": self.kernels}
