@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 STUDY  ?= mnist_cnn
 ARGS   ?=
 
-.PHONY: ablation test ui list clean
+.PHONY: ablation test bench ui list clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ ablation: $(STAMP)  ## make ablation STUDY=mnist_cnn [ARGS="--search optuna --tr
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)
+
+bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (about 17 min on 2 CPU cores) [ARGS="--no-grid"]
+	$(BIN)/python -m benchmarks $(ARGS)
 
 ui: $(STAMP)  ## MLflow UI on http://127.0.0.1:5000
 	$(BIN)/ablate ui

@@ -1,0 +1,147 @@
+"""`make bench`: run the framework's benchmarks and rewrite this device's section of benchmarks/RESULTS.md.
+
+    python -m benchmarks [--device cpu|cuda] [--no-grid] [--pairs 7] [--repeats 5]
+
+Each device type has its own section between markers, so a GPU run does not
+erase the CPU figures; everything else in RESULTS.md is left as it is.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import statistics
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from ablate.machine import default_device, describe
+from benchmarks import cpu_time, grid, overhead, trials
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+TARGET_OVERHEAD = 0.01
+TARGET_NOISE_PCT = {"cpu": 5.0, "cuda": 2.0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=default_device())
+    parser.add_argument("--pairs", type=int, default=9, help="alternated overhead pairs (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=5, help="repeated baseline trials (default: %(default)s)")
+    parser.add_argument("--no-grid", action="store_true", help="skip the full mnist_cnn grid (about 13 min on 2 CPU cores)")
+    parser.add_argument("--steps", type=int, default=40, help="training steps per overhead block (default: %(default)s)")
+    parser.add_argument("--results", type=Path, default=Path("results/bench"), help="where the grid's results go")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="the file to rewrite (default: %(default)s)")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    machine = describe(str(device))
+    kind = device.type
+    lines = [f"<!-- bench:{kind}:start (written by `make bench`; edit outside these markers) -->",
+             f"## `make bench` on {kind.upper()}: {machine.device_name}", "",
+             f"- Host {machine.host}; Python {platform.python_version()}; torch {machine.torch}; commit {machine.commit}; "
+             f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.", ""]
+
+    print("1/4 framework overhead ...", file=sys.stderr)
+    lines += _overhead(overhead.measure(device, pairs=args.pairs, steps=args.steps), args.pairs)
+    print("2-3/4 trial start-up and noise ...", file=sys.stderr)
+    with cpu_time.Meter() as meter:
+        runs = trials.measure(str(device), repeats=args.repeats)
+    lines += _startup(runs) + _noise(runs, kind, meter)
+    if args.no_grid:
+        lines += ["### 4. Full mnist_cnn grid", "", "Not run this time (`--no-grid`).", ""]
+    else:
+        print("4/4 full mnist_cnn grid ...", file=sys.stderr)
+        lines += _grid(grid.run("mnist_cnn", args.results, str(device)))
+    lines.append(f"<!-- bench:{kind}:end -->")
+    _rewrite(args.output, kind, "\n".join(lines))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _overhead(results: list[overhead.Overhead], pairs: int) -> list[str]:
+    out = ["### 1. Framework overhead", "", overhead.__doc__.split("\n\n", 1)[1].strip().replace("\n", " "), "",
+           "| loop | ablate ms/step | hand ms/step | ablate / hand, median | range over pairs | target: within 1% |",
+           "|---|---:|---:|---:|---|---|"]
+    for r in results:
+        excess = r.median - 1
+        verdict = "met" if abs(excess) <= TARGET_OVERHEAD else f"missed by {100 * (abs(excess) - TARGET_OVERHEAD):.1f} points"
+        out.append(f"| {r.variant} | {r.ablate_step_ms:.2f} | {r.hand_step_ms:.2f} | {r.median:.3f} | "
+                   f"{min(r.ratios):.3f} - {max(r.ratios):.3f} ({pairs} pairs) | {verdict} |")
+    return out + [""]
+
+
+def _summary(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
+    vs = [v * scale for v in values]
+    return f"{statistics.median(vs):.3f} {unit} (range {min(vs):.3f} - {max(vs):.3f}, n={len(vs)})"
+
+
+def _startup(runs: trials.TrialRuns) -> list[str]:
+    return ["### 2. Trial start-up", "", trials.__doc__.split("\n\n")[1].strip().replace("\n", " "), "",
+            f"- Start-up per trial: **{_summary(runs.startup())}**, of which process start "
+            f"{_summary(runs.startup('process_start_s'))} and in-process setup {_summary(runs.startup('setup_s'))}.",
+            f"- The first trial of a run, which also starts the forkserver: {trials._startup(runs.first):.2f} s.",
+            f"- Excluded, as every trial needs it: loading the dataset, {_summary(runs.startup('data_load_s'))}.",
+            "- Kept small by: forking trials from a forkserver that has imported torch, torchvision and ablate once "
+            "(a trial pays for a fork, not for `import torch`); starting DataLoader workers with the platform default "
+            "(fork) rather than through that forkserver (about 3 s per start on this machine before the fix).", ""]
+
+
+def _noise(runs: trials.TrialRuns, kind: str, meter: cpu_time.Meter) -> list[str]:
+    target = TARGET_NOISE_PCT[kind]
+    within, between = statistics.median(runs.window_cvs), runs.between_trials_cv
+    b = runs.study.budget
+
+    def verdict(cv: float) -> str:
+        return "met" if cv <= target else f"missed by {cv - target:.1f} points"
+    return ["### 3. Measurement noise", "",
+            f"The mnist_cnn baseline, {len(runs.repeats)} throughput trials with the study's {kind} budget "
+            f"({b.windows} windows of {b.window_samples:,} samples after {b.warmup_samples:,} warm-up samples).", "",
+            f"- CV of a trial's timed windows: median **{statistics.median(runs.window_cvs):.1f}%** "
+            f"(range {min(runs.window_cvs):.1f} - {max(runs.window_cvs):.1f}%); target {target:g}%: {verdict(within)}.",
+            f"- CV of the trials' median throughputs: **{between:.1f}%** (median "
+            f"{statistics.median(m['throughput'] for m in runs.repeats):.0f} samples/s); target {target:g}%: "
+            f"{verdict(between)}.",
+            f"- CPU time of the whole machine meanwhile (/proc/stat): {meter.describe()}.", ""]
+
+
+def _grid(run: grid.GridRun) -> list[str]:
+    table = run.output[run.output.index("combination"):].split("\n\n")[0]
+    report = run.report.read_text()
+    minutes, seconds = divmod(round(run.wall_s), 60)
+    return ["### 4. Full mnist_cnn grid", "",
+            f"`ablate run mnist_cnn` in a subprocess, fresh results folder and a cold inductor cache: "
+            f"**{minutes} min {seconds} s** wall time.", "",
+            "```", _trim(table), "```", "",
+            f"From its report (`{run.report.parent}/report.html`):", "",
+            *_section(report, "## Recommendation"), *_section(report, "## What each technique is worth"), ""]
+
+
+def _trim(table: str) -> str:
+    """The table without its reason column, which is empty on complete rows; skipped rows summarised."""
+    rows = table.splitlines()
+    cut = rows[0].index("reason")
+    kept = [r[:cut].rstrip() for r in rows if " skipped " not in r]
+    skipped = len(rows) - len(kept)
+    return "\n".join(kept) + (f"\n({skipped} skipped rows not shown; the report lists their reasons)" if skipped else "")
+
+
+def _section(markdown: str, heading: str) -> list[str]:
+    """A level-2 section of the report, headings demoted one level, images dropped."""
+    match = re.search(rf"^{re.escape(heading)}\n(.*?)(?=^## |\Z)", markdown, flags=re.S | re.M)
+    if not match:
+        return []
+    body = [line for line in match.group(1).splitlines() if not line.startswith("![")]
+    return [f"#{heading}", *body]
+
+
+def _rewrite(path: Path, kind: str, section: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmark records\n"
+    pattern = re.compile(rf"<!-- bench:{kind}:start.*?<!-- bench:{kind}:end -->", flags=re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
