@@ -28,6 +28,22 @@ class MnistCNN(nn.Module):
         return self.fc2(self.dropout2(x))  # logits; the study's loss is cross-entropy
 
 
+def resnet18_cifar(num_classes: int = 10) -> nn.Module:
+    """torchvision's ResNet-18 for 32x32x3 images: a 3x3 stride-1 stem and no max-pool.
+
+    The ImageNet stem (7x7 stride 2, then a max-pool) would shrink a 32x32
+    image to 8x8 before the first block; the usual CIFAR adaptation keeps
+    the full resolution there, which is also where most of the compute is.
+    """
+    from torchvision.models import resnet18
+
+    model = resnet18(num_classes=num_classes)
+    model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model
+
+
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "mnist_cnn": MnistCNN,
+    "resnet18_cifar": resnet18_cifar,
 }

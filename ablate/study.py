@@ -15,10 +15,11 @@ from typing import Any, get_args, get_type_hints
 
 import yaml
 
-from strategies import REGISTRY, Strategy
+from strategies import PRESETS, REGISTRY, Strategy, preset
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
 OFF = "off"
+PRESET = "preset"  # {preset: O2} in a dimension's choices: a named bundle from strategies.PRESETS
 
 
 class StudyError(ValueError):
@@ -27,10 +28,11 @@ class StudyError(ValueError):
 
 @dataclass(frozen=True)
 class Option:
-    """One choice of a search dimension: a strategy with its settings, or off."""
+    """One choice of a search dimension: a strategy with its settings, a preset (a bundle of strategies), or off."""
 
-    name: str | None  # registry name; None means off
+    name: str | None  # registry name, or preset name when `preset`; None means off
     kwargs: tuple[tuple[str, Any], ...] = ()
+    preset: bool = False  # `name` is one of strategies.PRESETS; `build` returns its Stack
 
     @property
     def label(self) -> str:
@@ -38,8 +40,19 @@ class Option:
             return OFF
         return self.name + (f"({', '.join(f'{k}={v}' for k, v in self.kwargs)})" if self.kwargs else "")
 
+    @property
+    def code(self) -> str:
+        """The Python expression that builds it, for a `compose(...)` line (a preset's Stack composes too)."""
+        if self.name is None:
+            return ""
+        if self.preset:
+            return f"preset({self.name!r})"
+        return f"{REGISTRY[self.name].__name__}({', '.join(f'{k}={v!r}' for k, v in self.kwargs)})"
+
     def build(self) -> Strategy | None:
-        return None if self.name is None else REGISTRY[self.name](**dict(self.kwargs))
+        if self.name is None:
+            return None
+        return preset(self.name) if self.preset else REGISTRY[self.name](**dict(self.kwargs))
 
 
 @dataclass(frozen=True)
@@ -170,7 +183,8 @@ def load(name_or_path: str, device_type: str) -> Study:
 
 def _options(dim: str, choices: Any, where: str) -> tuple[Option, ...]:
     if not isinstance(choices, list) or not choices:
-        raise StudyError(f"{where}: a dimension is a non-empty list of choices (off, a strategy name, or {{name: {{option: value}}}})")
+        raise StudyError(f"{where}: a dimension is a non-empty list of choices (off, a strategy name, "
+                         f"{{name: {{option: value}}}} or {{preset: NAME}})")
     options = tuple(_option(choice, where) for choice in choices)
     labels = [o.label for o in options]
     if len(set(labels)) != len(labels):
@@ -185,9 +199,15 @@ def _option(choice: Any, where: str) -> Option:
         name, kwargs = choice, {}
     elif isinstance(choice, dict) and len(choice) == 1:
         name, kwargs = next(iter(choice.items()))
+        if name == PRESET:
+            if not isinstance(kwargs, str) or kwargs not in PRESETS:
+                raise StudyError(f"{where}: unknown preset {kwargs!r}; choose one of: {', '.join(PRESETS)}")
+            # O0 bundles nothing: it is the baseline, and labelled so.
+            return Option(kwargs, preset=True) if preset(kwargs).members else Option(None)
         kwargs = _mapping(kwargs or {}, f"{where}.{name}")
     else:
-        raise StudyError(f"{where}: a choice is off, a strategy name, or {{name: {{option: value}}}}; got {choice!r}")
+        raise StudyError(f"{where}: a choice is off, a strategy name, {{name: {{option: value}}}} "
+                         f"or {{preset: NAME}}; got {choice!r}")
     _choice(name, REGISTRY, f"{where}: strategy")
     accepted = [p for p in inspect.signature(REGISTRY[name]).parameters]
     _reject_unknown(kwargs, set(accepted), f"{where}.{name}", noun="option")

@@ -39,7 +39,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from ablate.measure import StepClock, peak_memory_mb
     from ablate.models import MODELS
     from ablate.train import evaluate, train
-    from strategies import compose
+    from strategies import compose, set_fp32_precision
 
     began = time.perf_counter()
     study, budget, device = spec.study, spec.study.budget, torch.device(spec.device)
@@ -47,14 +47,15 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     torch.manual_seed(budget.seed)
     splits = data.load(study.dataset, budget.train_subset, budget.test_subset)
     data_load_s = time.perf_counter() - began
-    # A seeded generator fixes the shuffle order whatever the number of workers.
-    loader = DataLoader(splits.train, **stack.loader_kwargs(
-        batch_size=study.baseline.batch_size, shuffle=True, drop_last=True,
-        generator=torch.Generator().manual_seed(budget.seed)))
+    # A seeded generator fixes the shuffle order whatever the number of workers (DeviceResidentData draws alike).
+    loader = stack.make_loader(splits.train, device, batch_size=study.baseline.batch_size, shuffle=True,
+                               drop_last=True, generator=torch.Generator().manual_seed(budget.seed))
+    set_fp32_precision("ieee")  # a true fp32 baseline: PyTorch's default runs cuDNN convolutions in TF32
     model = MODELS[study.model]().to(device)
     optimizer = _optimizer(study, model)
     started = time.perf_counter()
     prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile is lazy and compiles at the first step
+    optimizer = stack.prepare_optimizer(optimizer)  # fused kernels, fp32 master weights
     prepare_model_s = time.perf_counter() - started
     test = DataLoader(splits.test, batch_size=budget.test_batch_size)
     # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.

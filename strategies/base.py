@@ -122,9 +122,9 @@ def cuda_reason(device: torch.device | str, what: str) -> str | None:
     """Why `what`, a CUDA-only feature, cannot run on `device`; None when it can."""
     device = as_device(device)
     if device.type != "cuda":
-        return f"{what}: CUDA only, and the device here is {device.type}"
+        return f"{what} is CUDA-only; the device here is {device.type}"
     if not torch.cuda.is_available():
-        return f"{what}: CUDA only, and no CUDA device is available"
+        return f"{what} is CUDA-only, and no CUDA device is available"
     return None
 
 
@@ -133,7 +133,7 @@ def capability_reason(device: torch.device | str, minimum: tuple[int, int], what
     have = torch.cuda.get_device_capability(device)
     if have < minimum:
         name = torch.cuda.get_device_name(device)
-        return f"{what}: needs compute capability >= {minimum[0]}.{minimum[1]}; {name} has {have[0]}.{have[1]}"
+        return f"{what} needs compute capability >= {minimum[0]}.{minimum[1]}; {name} has {have[0]}.{have[1]}"
     return None
 
 

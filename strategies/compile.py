@@ -18,11 +18,11 @@ def inductor_reason(device: torch.device | str) -> str | None:
     if device.type == "cpu" and not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
         return "inductor on CPU needs a C++ compiler (g++ or clang++) on PATH, and none was found"
     if device.type == "cuda":
-        if reason := cuda_reason(device, "inductor on CUDA"):
+        if reason := cuda_reason(device, "inductor for GPUs"):
             return reason
         if importlib.util.find_spec("triton") is None:
             return "inductor on CUDA needs Triton, which is not installed"
-        return capability_reason(device, (7, 0), "inductor's Triton kernels")
+        return capability_reason(device, (7, 0), "Triton (inductor's GPU backend)")
     return None
 
 

@@ -56,7 +56,7 @@ class CUDAGraphs(Strategy):
         return torch.compile(model, backend="cudagraphs")
 
     def check(self, device: torch.device | str) -> str | None:
-        if reason := cuda_reason(device, "CUDA graphs"):
+        if reason := cuda_reason(device, "CUDA graph capture"):
             return reason
         return inductor_reason(device) if self.kernels == "inductor" else None
 

@@ -55,4 +55,4 @@ class TF32(Strategy):
         return model
 
     def check(self, device: torch.device | str) -> str | None:
-        return cuda_reason(device, "TF32") or capability_reason(device, (8, 0), "TF32 (Ampere tensor cores)")
+        return cuda_reason(device, "TensorFloat-32") or capability_reason(device, (8, 0), "TensorFloat-32")

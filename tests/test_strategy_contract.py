@@ -219,7 +219,7 @@ def effect_cuda_graphs(s: Strategy, env: dict) -> None:
     assert isinstance(graphed, torch._dynamo.eval_frame.OptimizedModule) and graphed._orig_mod is model
     assert spy.call_args_list[0].kwargs == {"mode": "reduce-overhead"}
     assert spy.call_args_list[1].kwargs == {"backend": "cudagraphs"}
-    assert "CUDA only" in s.check("cpu")
+    assert "CUDA-only" in s.check("cpu")
     with pytest.raises(ConflictError):
         compose(s, REGISTRY["compile"]())
 

@@ -22,6 +22,30 @@ def test_mnist_cnn_has_96_combinations_and_the_literature_baseline():
     assert load("mnist_cnn", "cuda").size == 144  # fp16 joins AMP where a GPU is present
 
 
+def test_presets_in_a_study_are_bundles_labelled_by_name(tmp_path):
+    path = tmp_path / "presets.yaml"
+    path.write_text("model: mnist_cnn\ndataset: mnist\n"
+                    "space: {precision: [{preset: O0}, {preset: O1}, {preset: O2}, {preset: O3}], cl: [off, channels_last]}\n")
+    study = load(str(path), "cpu")
+    options = study.dimensions["precision"]
+    assert [o.label for o in options] == ["off", "O1", "O2", "O3"]  # O0 is the plain fp32 loop: the baseline
+    assert options[0].build() is None
+    assert [m.name for m in options[2].build()] == ["half_precision"]
+    assert options[2].build().params() == {"half_precision.dtype": "fp16", "half_precision.master_weights": True}
+    assert [o.code for o in options[1:]] == ["preset('O1')", "preset('O2')", "preset('O3')"]
+    assert study.options("cl")["channels_last"].code == "ChannelsLast()"
+    assert study.size == 8
+
+
+def test_new_studies_load_on_both_devices():
+    assert load("resnet_cifar", "cpu").size == load("resnet_cifar", "cuda").size == 80
+    assert load("resnet_cifar", "cpu").budget.train_samples < load("resnet_cifar", "cuda").budget.train_samples
+    gpu = load("mnist_cnn_gpu", "cuda")
+    from strategies import REGISTRY, compose
+    used = {m.name for _, opts in gpu.space for o in opts if o.name for m in compose(o.build())}
+    assert used == set(REGISTRY)  # the whole catalogue
+
+
 def test_study_is_frozen():
     study = load("mnist_cnn", "cpu")
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -44,6 +68,12 @@ BAD = {
     "python tag": ("!!python/object/apply:os.system ['echo pwned']\n", "not valid YAML"),
     "not a mapping": ("- a\n- b\n", "a study is a mapping"),
     "missing space": ("model: mnist_cnn\ndataset: mnist\n", "missing required key 'space'"),
+    "unknown preset": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{preset: O9}]}\n",
+                       "unknown preset 'O9'; choose one of: O0, O1, O2, O3"),
+    "preset with options": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{preset: {level: O1}}]}\n",
+                            "unknown preset {'level': 'O1'}; choose one of: O0, O1, O2, O3"),
+    "bad new option value": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{fused_optimizer: {impl: turbo}}]}\n",
+                             "impl must be one of fused, foreach"),
 }
 
 

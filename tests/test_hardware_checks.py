@@ -1,0 +1,101 @@
+"""`check(device)` names the real reason a technique cannot run on a machine, simulated here by patching torch."""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+from unittest import mock
+
+import pytest
+import torch
+
+from strategies import (
+    AMP, TF32, CUDAGraphs, Compile, CudnnBenchmark, DeviceResidentData, FusedOptimizer, HalfPrecision, REGISTRY,
+)
+
+
+@contextlib.contextmanager
+def _gpu(capability: tuple[int, int], bf16: bool, name: str) -> Iterator[None]:
+    """Makes torch report one CUDA device of `capability`."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch("torch.cuda.is_available", return_value=True))
+        stack.enter_context(mock.patch("torch.cuda.get_device_capability", return_value=capability))
+        stack.enter_context(mock.patch("torch.cuda.get_device_name", return_value=name))
+        stack.enter_context(mock.patch("torch.cuda.is_bf16_supported", return_value=bf16))
+        yield
+
+
+@pytest.fixture
+def volta():
+    with _gpu((7, 0), bf16=False, name="Tesla V100"):
+        yield
+
+
+@pytest.fixture
+def pascal():
+    with _gpu((6, 1), bf16=False, name="GTX 1080"):
+        yield
+
+
+@pytest.mark.parametrize("strategy, what", [
+    (TF32(), "TensorFloat-32"), (CudnnBenchmark(), "cuDNN autotuning"), (CUDAGraphs(), "CUDA graph capture"),
+    (CUDAGraphs("eager"), "CUDA graph capture"),
+], ids=repr)
+def test_cuda_only_techniques_say_so_on_a_cpu(strategy, what):
+    assert strategy.check("cpu") == f"{what} is CUDA-only; the device here is cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_without_cuda_every_cuda_check_says_no_device(name):
+    reason = REGISTRY[name]().check("cuda") if name not in ("num_workers", "batch_size") else None
+    if name in ("channels_last", "device_resident_data", "set_to_none", "torchscript", "num_workers", "batch_size"):
+        assert reason is None  # device-independent techniques
+    else:
+        assert "no CUDA device is available" in reason, reason
+
+
+def test_tf32_needs_ampere(volta):
+    assert TF32().check("cuda") == "TensorFloat-32 needs compute capability >= 8.0; Tesla V100 has 7.0"
+    with mock.patch("torch.cuda.get_device_capability", return_value=(8, 0)):
+        assert TF32().check("cuda") is None
+
+
+def test_bf16_needs_native_support(volta):
+    for strategy in (AMP("bf16"), HalfPrecision("bf16"), HalfPrecision("bf16", master_weights=True)):
+        assert strategy.check("cuda") == "Tesla V100 has no native bf16 support"
+    assert AMP("fp16").check("cuda") is None and HalfPrecision("fp16").check("cuda") is None
+
+
+def test_inductor_needs_triton_and_volta(pascal):
+    assert Compile().check("cuda").endswith("needs compute capability >= 7.0; GTX 1080 has 6.1")
+    assert CUDAGraphs().check("cuda").endswith("needs compute capability >= 7.0; GTX 1080 has 6.1")
+    assert CUDAGraphs("eager").check("cuda") is None  # eager kernels in graphs: no Triton involved
+    assert Compile(backend="eager").check("cuda") is None
+    with mock.patch("importlib.util.find_spec", return_value=None):
+        assert Compile().check("cuda") == "inductor on CUDA needs Triton, which is not installed"
+        assert CUDAGraphs().check("cuda") == "inductor on CUDA needs Triton, which is not installed"
+
+
+def test_inductor_on_cpu_needs_a_cxx_compiler():
+    with mock.patch("shutil.which", return_value=None):
+        assert "needs a C++ compiler" in Compile().check("cpu")
+    with mock.patch("shutil.which", return_value="/usr/bin/g++"):
+        assert Compile().check("cpu") is None
+
+
+def test_cudnn_autotuning_needs_cudnn(volta):
+    assert CudnnBenchmark().check("cuda") is None
+    with mock.patch("torch.backends.cudnn.is_available", return_value=False):
+        assert CudnnBenchmark().check("cuda") == "this PyTorch build has no cuDNN"
+
+
+def test_fused_optimizer_and_resident_data_run_on_cpu():
+    assert FusedOptimizer("fused").check("cpu") is None and FusedOptimizer("foreach").check("cpu") is None
+    assert DeviceResidentData().check("cpu") is None
+
+
+def test_resident_data_that_does_not_fit_is_refused(volta, dataset):
+    loader = DeviceResidentData().make_loader(dataset, "cuda", batch_size=16)
+    with mock.patch("torch.cuda.mem_get_info", return_value=(1000, 10**9)):
+        with pytest.raises(ValueError, match="needs 0 MiB on cuda, more than half of the 0 MiB free"):
+            iter(loader).__next__()
