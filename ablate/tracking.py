@@ -3,15 +3,27 @@
 The only module that imports mlflow. Runs go through `MlflowClient`, so any
 tracking URI works: the default SQLite file under the results folder (what
 `ablate ui` opens), or ``MLFLOW_TRACKING_URI`` (a server, another database).
+
+MLflow is a copy of the results, never their keeper (that is the Optuna
+storage): when it cannot be reached the Tracker goes *offline*, its methods
+do nothing and return None run ids, and `ablate sync` pushes the missing runs
+later. Reachability is probed once at start with a short timeout and no
+retries, because MLflow's HTTP client otherwise retries with backoff for
+minutes before it gives up.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import re
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
@@ -19,68 +31,167 @@ from ablate.machine import Machine
 from ablate.study import Study
 
 MAX_BATCH = 100  # log_batch accepts at most 100 params or 1000 metrics; stay well below
+PROBE_TIMEOUT_S = 5
+# Trials that finished without an MLflow run get one from `ablate sync`; a finished Optuna trial's
+# user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
+RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
+STATUS = {"complete": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
+
+T = TypeVar("T")
 
 
 def tracking_uri(results: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(results / 'mlflow.db').resolve()}"
 
 
+def run_ids(optuna_study: Any) -> dict[int, str]:
+    """Trial number -> MLflow run id: the trial's own `mlflow_run_id`, or the one `ablate sync` recorded."""
+    ids = {t.number: t.user_attrs["mlflow_run_id"] for t in optuna_study.get_trials(deepcopy=False)
+           if t.user_attrs.get("mlflow_run_id")}
+    ids.update({int(n): run_id for n, run_id in optuna_study.user_attrs.get(RUNS_ATTR, {}).items()})
+    return ids
+
+
+def trial_params(levels: Mapping[str, str], strategy_params: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial run's params: each dimension's level as ``dim.NAME``, then the composed strategies' own settings."""
+    return {**{f"dim.{dim}": label for dim, label in levels.items()}, **strategy_params}
+
+
+@contextlib.contextmanager
+def _quick_requests() -> Iterator[None]:
+    """MLflow's HTTP settings for one fast probe: no retries, a short timeout (read when each request is made)."""
+    saved = {v.name: os.environ.get(v.name) for v in (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT)}
+    os.environ[MLFLOW_HTTP_REQUEST_MAX_RETRIES.name] = "0"
+    os.environ[MLFLOW_HTTP_REQUEST_TIMEOUT.name] = str(PROBE_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _why(error: BaseException) -> str:
+    """One short line: the OS error under MLflow's and urllib3's wrappers when there is one."""
+    text = " ".join(str(error).split())
+    found = re.search(r"\[Errno -?\d+\] [^'\")\]]+", text)
+    return found.group(0) if found else text[:200] or type(error).__name__
+
+
+def _tolerant(method: Callable[..., T]) -> Callable[..., T | None]:
+    """Offline: do nothing. A failure: go offline, so a lost tracking server never stops a study."""
+    @functools.wraps(method)
+    def wrapper(self: Tracker, *args: Any, **kwargs: Any) -> T | None:
+        if self.offline:
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - any tracking failure: the results are safe in Optuna
+            self._go_offline(error)
+            return None
+    return wrapper
+
+
 class Tracker:
-    def __init__(self, study: Study, machine: Machine, results: Path) -> None:
-        results.mkdir(parents=True, exist_ok=True)
+    def __init__(self, study: Study, machine: Machine, results: Path, warn: bool = True) -> None:
+        """`warn`: say on stderr when MLflow turns out unreachable (a caller that fails on it says so itself)."""
         self.uri = tracking_uri(results)
-        self.client = MlflowClient(tracking_uri=self.uri)
-        self.study, self.machine = study, machine
-        name = f"ablate/{study.name}"
-        experiment = self.client.get_experiment_by_name(name)
-        self.experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(
-            name, artifact_location=(results / "mlartifacts").resolve().as_uri())
+        self.study, self.machine, self.warn = study, machine, warn
+        self.offline_reason: str | None = None
+        self.experiment_id: str | None = None
+        try:
+            if self.uri.startswith("sqlite:///"):
+                results.mkdir(parents=True, exist_ok=True)
+            self.client = MlflowClient(tracking_uri=self.uri)
+            with _quick_requests():
+                name = f"ablate/{study.name}"
+                experiment = self.client.get_experiment_by_name(name)
+                self.experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(
+                    name, artifact_location=(results / "mlartifacts").resolve().as_uri())
+        except Exception as error:  # noqa: BLE001 - unreachable, refused, misconfigured: all mean "no MLflow now"
+            self._go_offline(error)
 
-    def _tags(self) -> dict[str, str]:
-        return {**self.machine.tags(), "ablate.study": self.study.name, "ablate.study_hash": self.study.file_hash}
+    @property
+    def offline(self) -> bool:
+        return self.offline_reason is not None
 
+    def _go_offline(self, error: BaseException) -> None:
+        self.offline_reason = _why(error)
+        if self.warn:
+            print(f"ablate: warning: MLflow at {self.uri} is unreachable ({self.offline_reason}); nothing more is "
+                  "logged to it in this command, the results are kept in the Optuna storage", file=sys.stderr)
+
+    def _tags(self, machine: Machine | None = None) -> dict[str, str]:
+        return {**(machine or self.machine).tags(), "ablate.study": self.study.name,
+                "ablate.study_hash": self.study.file_hash}
+
+    @_tolerant
     def start_parent(self, search: str, run_id: str | None = None) -> str:
         """A new parent run, or the given one reopened (a resumed study keeps its parent)."""
-        if run_id and self._exists(run_id):
+        if run_id and self.has_run(run_id):
             self.client.update_run(run_id, status="RUNNING")
             return run_id
+        return self.new_parent(search)
+
+    @_tolerant
+    def new_parent(self, search: str) -> str:
         run = self.client.create_run(self.experiment_id, run_name=f"{self.study.name} {search} on {self.machine.device_name}",
                                      tags={**self._tags(), "ablate.search": search})
         return run.info.run_id
 
-    def _exists(self, run_id: str) -> bool:
+    def has_run(self, run_id: str | None) -> bool:
+        """Whether `run_id` is a run of this study's experiment (False when offline: nothing can be said)."""
+        if not run_id or self.offline:
+            return False
         try:
             return self.client.get_run(run_id).info.experiment_id == self.experiment_id
-        except Exception:  # noqa: BLE001 - a run deleted by the user is simply not reused
+        except Exception:  # noqa: BLE001 - a run deleted by the user, or one logged elsewhere, is not here
             return False
 
-    def start_trial(self, parent_id: str, number: int, combination: str, params: dict[str, Any]) -> str:
-        tags = {**self._tags(), MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"#{number} {combination}",
+    @_tolerant
+    def start_trial(self, parent_id: str | None, number: int, combination: str, params: dict[str, Any],
+                    machine: Machine | None = None, start_time: int | None = None) -> str | None:
+        """A child run; `machine` and `start_time` (ms) default to this process's machine and now."""
+        if not parent_id:
+            return None
+        tags = {**self._tags(machine), MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"#{number} {combination}",
                 "ablate.trial_number": str(number), "ablate.combination": combination, "ablate.state": "running"}
-        run = self.client.create_run(self.experiment_id, tags=tags, run_name=tags[MLFLOW_RUN_NAME])
+        run = self.client.create_run(self.experiment_id, start_time=start_time, tags=tags, run_name=tags[MLFLOW_RUN_NAME])
         self._log(run.info.run_id, params=params)
         return run.info.run_id
 
-    def finish_trial(self, run_id: str, state: str, reason: str = "", metrics: dict[str, float] | None = None,
-                     tags: dict[str, str] | None = None) -> None:
+    @_tolerant
+    def finish_trial(self, run_id: str | None, state: str, reason: str = "", metrics: Mapping[str, float] | None = None,
+                     tags: dict[str, str] | None = None, end_time: int | None = None) -> None:
+        if not run_id:
+            return
         self._log(run_id, metrics=metrics or {}, tags={**(tags or {}), "ablate.state": state, "ablate.reason": reason})
-        self.client.set_terminated(run_id, status={"complete": "FINISHED", "skipped": "FINISHED",
-                                                   "failed": "FAILED", "killed": "KILLED"}[state])
+        self.client.set_terminated(run_id, status=STATUS[state], end_time=end_time)
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
-        self._log(run_id, metrics=metrics)
+    @_tolerant
+    def log_metrics(self, run_id: str | None, metrics: dict[str, float]) -> None:
+        if run_id:
+            self._log(run_id, metrics=metrics)
 
-    def log_report(self, run_id: str, folder: Path, metrics: dict[str, float]) -> None:
+    @_tolerant
+    def log_report(self, run_id: str | None, folder: Path, metrics: dict[str, float]) -> None:
         """The report's files as artifacts of the parent run (under report/), its figures as metrics."""
+        if not run_id:
+            return
         self.client.log_artifacts(run_id, str(folder), artifact_path=f"report/{folder.name}")
         self._log(run_id, metrics=metrics)
 
-    def finish_parent(self, run_id: str, artifacts: list[Path], status: str = "FINISHED") -> None:
+    @_tolerant
+    def finish_parent(self, run_id: str | None, artifacts: list[Path], status: str = "FINISHED") -> None:
+        if not run_id:
+            return
         for path in artifacts:
             self.client.log_artifact(run_id, str(path))
         self.client.set_terminated(run_id, status=status)
 
-    def _log(self, run_id: str, params: dict[str, Any] | None = None, metrics: dict[str, float] | None = None,
+    def _log(self, run_id: str, params: dict[str, Any] | None = None, metrics: Mapping[str, float] | None = None,
              tags: dict[str, str] | None = None) -> None:
         now = int(time.time() * 1000)
         entries = (
