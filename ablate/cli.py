@@ -81,14 +81,18 @@ def _run(args: argparse.Namespace) -> int:
     from ablate import data
     from ablate.machine import describe
     from ablate.results import render
-    from ablate.runner import Runner, default_storage
+    from ablate.runner import Interrupted, Runner, default_storage
 
     data.load(study.dataset)  # fails early, before anything is written, when the data is missing
     machine = describe(str(device))
     runner = Runner(study, machine, args.search, args.storage or default_storage(study, args.results), args.results,
                     n_trials=args.trials)
     print(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, torch {machine.torch}")
-    outcome = runner.run()
+    try:
+        outcome = runner.run()
+    except Interrupted as stopped:
+        print(f"ablate: {stopped}", file=sys.stderr)
+        return 130  # the shell's status for a run stopped by Ctrl-C
     if not outcome.ran:
         print("nothing to run: every combination already has a result (results are read back from the storage)")
     print(render(outcome.table))

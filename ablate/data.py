@@ -13,6 +13,8 @@ from typing import Callable
 
 from torch.utils.data import Dataset, Subset
 
+from ablate.registry import lookup
+
 DATA_ENV = "ABLATE_DATA_DIR"
 
 
@@ -81,6 +83,6 @@ DATASETS: dict[str, Callable[[Path], Splits]] = {
 
 def load(name: str, train_subset: int | None = None, test_subset: int | None = None) -> Splits:
     """The train and test splits of dataset `name`, optionally cut to their first N samples."""
-    splits = DATASETS[name](data_root())
+    splits = lookup(DATASETS, name, "dataset")(data_root())
     cut = lambda ds, n: Subset(ds, range(min(n, len(ds)))) if n else ds  # noqa: E731
     return Splits(cut(splits.train, train_subset), cut(splits.test, test_subset), splits.throughput_only)

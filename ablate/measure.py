@@ -27,7 +27,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from ablate.failures import Diverged
 from ablate.study import Budget
+
+DIVERGENCE_CHECK_EVERY = 50  # steps between reads of the finiteness flag outside timed windows
 
 
 @dataclass
@@ -70,10 +73,20 @@ class StepClock:
     _warm_from: int = 0
     _paused: float = 0.0  # seconds spent evaluating, excluded from training time
     _next_eval: int = 0
+    _nonfinite: torch.Tensor | None = None  # any loss so far NaN or infinite, kept on the device
 
     def _sync(self) -> None:
+        """Wait for the device (CUDA only), then fail the run if a loss so far was NaN or infinite.
+
+        The finiteness check is accumulated on the device each step and read
+        only here, at the points where the clock synchronises anyway, so it
+        adds no synchronisation inside a timed window.
+        """
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+        if self._nonfinite is not None and bool(self._nonfinite):
+            raise Diverged(f"the training loss became NaN or infinite by step {self.steps} "
+                           f"({self.samples:,} samples); the trial was stopped there")
 
     @property
     def timing_done(self) -> bool:
@@ -101,10 +114,15 @@ class StepClock:
         self._sync()
         self.train_time_s = time.perf_counter() - self._start - self._paused
 
-    def count(self, n: int) -> None:
-        """Call after each optimizer step with the batch's sample count."""
+    def count(self, n: int, loss: torch.Tensor | None = None) -> None:
+        """Call after each optimizer step with the batch's sample count and its loss."""
         self.steps += 1
         self.samples += n
+        if loss is not None:
+            bad = ~torch.isfinite(loss.detach())
+            self._nonfinite = bad if self._nonfinite is None else self._nonfinite | bad
+            if self.steps % DIVERGENCE_CHECK_EVERY == 0 and (self.timing_done or self._window_start is None):
+                self._sync()  # outside timed windows: stop a diverged run without waiting for the budget
         if self.steps == 1:
             self._sync()
             self.first_step_s = time.perf_counter() - self._start

@@ -77,7 +77,7 @@ def load(study: optuna.Study) -> list[Record]:
     """The last finished trial of each combination, as records."""
     latest: dict[str, FrozenTrial] = {}
     for trial in study.get_trials(deepcopy=False, states=FINISHED):
-        if trial.user_attrs.get("state") == "interrupted":
+        if trial.user_attrs.get("state", "running") in ("interrupted", "running"):  # stopped before it finished
             continue
         latest[trial.user_attrs.get("combination", str(trial.number))] = trial
     return [from_trial(t) for t in latest.values()]

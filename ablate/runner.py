@@ -7,10 +7,13 @@ its combination queued to run again.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
@@ -40,6 +43,34 @@ def default_storage(study: Study, results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / study.name / 'optuna.db').resolve()}"
 
 
+class Interrupted(Exception):
+    """The study was stopped by Ctrl-C or SIGTERM; the message says how to resume."""
+
+
+INTERRUPTED = "interrupted: the study was stopped before this trial finished"
+
+
+@contextlib.contextmanager
+def _sigterm_as_keyboard_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's or `kill`'s stop) ends the study as cleanly as Ctrl-C does."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _params(trial: FrozenTrial) -> dict[str, Any]:
+    """A trial's parameters; a queued (WAITING) trial has them only as the fixed parameters it was queued with."""
+    return trial.params or trial.system_attrs.get("fixed_params", {})
+
+
 def optuna_study_name(study: Study, search: str, device_type: str) -> str:
     return f"{study.name}:{search}:{device_type}"
 
@@ -64,7 +95,7 @@ class Runner:
                    if search == "grid" else optuna.samplers.TPESampler(seed=study.budget.seed))
         if storage.startswith("sqlite:///"):
             Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        optuna.logging.set_verbosity(optuna.logging.WARNING)  # our progress bar says it better
+        optuna.logging.set_verbosity(optuna.logging.ERROR)  # our progress lines say it better, failures included
         self.optuna = optuna.create_study(storage=storage, sampler=sampler, load_if_exists=True,
                                           study_name=optuna_study_name(study, search, machine.device_type),
                                           directions=["maximize", "maximize"])  # throughput, accuracy
@@ -85,16 +116,24 @@ class Runner:
         return max(0, (self.n_trials or 0) - len(finished))
 
     def run(self) -> Outcome:
-        requeued = self._recover_orphans()
-        todo = self.remaining() + requeued
+        self._recover_interrupted()
+        todo = self.remaining() + len(self.optuna.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
         ran = 0
         if todo:
             self.parent_id = self.tracker.start_parent(self.search, self.optuna.user_attrs.get("mlflow_parent_run_id"))
             self.optuna.set_user_attr("mlflow_parent_run_id", self.parent_id)
             total = self.study.size if self.search == "grid" else (self.n_trials or todo)
-            with tqdm(total=total, initial=total - todo, unit="trial", desc=self.study.name, dynamic_ncols=True) as bar:
+            with tqdm(total=total, initial=total - todo, unit="trial", desc=self.study.name, dynamic_ncols=True) as bar, \
+                    _sigterm_as_keyboard_interrupt():
                 self.progress = bar
-                self.optuna.optimize(self._objective, n_trials=todo, catch=(TrialFailed,), callbacks=[self._after])
+                try:
+                    self.optuna.optimize(self._objective, n_trials=todo, catch=(TrialFailed,), callbacks=[self._after])
+                except KeyboardInterrupt:
+                    self._recover_interrupted()  # the trial that was running: KILLED, queued for the next run
+                    self.tracker.finish_parent(self.parent_id, [], status="KILLED")
+                    done = len(records.load(self.optuna))
+                    raise Interrupted(f"interrupted after {done} of {total} combinations; the running trial was "
+                                      "marked KILLED; run the same command again to resume") from None
             ran = todo
         return self._finish(ran)
 
@@ -104,6 +143,7 @@ class Runner:
         combination = combination_label(options)
         trial.set_user_attr("combination", combination)
         trial.set_user_attr("machine", dataclasses.asdict(self.machine))
+        trial.set_user_attr("state", "running")  # replaced when it ends; still there if the study was stopped
         if self.progress:
             self.progress.set_postfix_str(combination)
         strategies = [s for s in (o.build() for o in options) if s is not None]
@@ -128,6 +168,10 @@ class Runner:
             trial.set_user_attr("state", "failed")
             trial.set_user_attr("reason", str(error))
             self.tracker.finish_trial(run_id, "failed", str(error))
+            raise
+        except KeyboardInterrupt:
+            trial.set_user_attr("state", "interrupted")  # Optuna fails it next; this says why
+            trial.set_user_attr("reason", INTERRUPTED)
             raise
         if donor is None:
             trial.set_user_attr("accuracy_trained", True)
@@ -167,17 +211,26 @@ class Runner:
             self.progress.write(f"#{trial.number} {a.get('combination', '?')}: {state}: {detail}")
             self.progress.update(1)
 
-    def _recover_orphans(self) -> int:
-        """Trials left RUNNING by a killed run: mark them failed, their MLflow runs KILLED, and queue them again."""
-        orphans = self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        for t in orphans:
-            self.optuna._storage.set_trial_user_attr(t._trial_id, "state", "interrupted")
+    def _recover_interrupted(self) -> None:
+        """Trials a stopped run left unfinished: failed in Optuna, KILLED in MLflow, their combinations queued again.
+
+        That is trials still RUNNING (the run was killed outright) and failed
+        trials marked "interrupted" or still "running" (Ctrl-C or SIGTERM;
+        Optuna fails the trial it was running). A combination is queued once: not when a later
+        trial, queued ones included, already has it.
+        """
+        for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            self.optuna._storage.set_trial_user_attr(t._trial_id, "state", "interrupted")  # still RUNNING: updatable
             self.optuna.tell(t.number, state=TrialState.FAIL)
+        trials = self.optuna.get_trials(deepcopy=False)
+        for t in trials:
+            if t.state != TrialState.FAIL or t.user_attrs.get("state", "running") not in ("running", "interrupted"):
+                continue
             if run_id := t.user_attrs.get("mlflow_run_id"):
-                self.tracker.finish_trial(run_id, "killed", "interrupted: the study stopped before this trial finished")
-            if len(t.params) == len(self.options):
+                self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
+            later = any(u.number > t.number and _params(u) == t.params for u in trials)
+            if not later and len(t.params) == len(self.options):
                 self.optuna.enqueue_trial(t.params)
-        return len(orphans)
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)

@@ -15,6 +15,7 @@ from typing import Any, get_args, get_type_hints
 
 import yaml
 
+from ablate.registry import lookup
 from strategies import PRESETS, REGISTRY, Strategy, preset
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
@@ -67,6 +68,8 @@ class Budget:
     seed: int = 0
     target_accuracy: float | None = None  # percent; time-to-accuracy is recorded when set
     eval_every_samples: int | None = None  # test-set evaluations while training for accuracy (untimed)
+    trial_timeout_s: float | None = None  # a trial still running after this is killed and recorded as failed
+    loader_timeout_s: float = 120.0  # a DataLoader worker that delivers no batch for this long fails the trial
 
 
 @dataclass(frozen=True)
@@ -149,8 +152,11 @@ def load(name_or_path: str, device_type: str) -> Study:
     from ablate.data import DATASETS
     from ablate.models import MODELS
 
-    _choice(raw["model"], MODELS, f"{path}: model")
-    _choice(raw["dataset"], DATASETS, f"{path}: dataset")
+    for key, registry in (("model", MODELS), ("dataset", DATASETS)):
+        try:
+            lookup(registry, raw[key], key)
+        except LookupError as error:
+            raise StudyError(f"{path}: {error}") from None
     devices = _mapping(raw.get("devices", {}), f"{path}: devices")
     _reject_unknown(devices, set(DEVICE_TYPES), f"{path}: devices")
     override = _mapping(devices.get(device_type, {}) or {}, f"{path}: devices.{device_type}")

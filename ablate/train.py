@@ -26,7 +26,7 @@ def train(
             loss = F.cross_entropy(model(inputs), targets)
         stack.backward(loss)
         stack.step(optimizer, max_grad_norm)
-        clock.count(len(targets))
+        clock.count(len(targets), loss)
 
 
 def evaluate(model: torch.nn.Module, loader: DataLoader, device: torch.device) -> tuple[float, float]:

@@ -9,13 +9,17 @@ for a fork and its own data loading, not for `import torch`.
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import time
 import traceback
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Callable
 
+from ablate import failures
 from ablate.study import Option, Study
+
+STOP_GRACE_S = 5.0
 
 
 class TrialFailed(RuntimeError):
@@ -36,8 +40,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from torch.utils.data import DataLoader
 
     from ablate import data
+    from ablate.failures import CompileFailed
     from ablate.measure import StepClock, peak_memory_mb
     from ablate.models import MODELS
+    from ablate.registry import lookup
     from ablate.train import evaluate, train
     from strategies import compose, set_fp32_precision
 
@@ -48,13 +54,22 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     splits = data.load(study.dataset, budget.train_subset, budget.test_subset)
     data_load_s = time.perf_counter() - began
     # A seeded generator fixes the shuffle order whatever the number of workers (DeviceResidentData draws alike).
-    loader = stack.make_loader(splits.train, device, batch_size=study.baseline.batch_size, shuffle=True,
-                               drop_last=True, generator=torch.Generator().manual_seed(budget.seed))
+    base = dict(batch_size=study.baseline.batch_size, shuffle=True, drop_last=True,
+                generator=torch.Generator().manual_seed(budget.seed))
+    # A hung worker must fail the trial, not stall it; DataLoader accepts a timeout only with workers.
+    if stack.loader_kwargs(**base).get("num_workers"):
+        base["timeout"] = budget.loader_timeout_s
+    loader = stack.make_loader(splits.train, device, **base)
     set_fp32_precision("ieee")  # a true fp32 baseline: PyTorch's default runs cuDNN convolutions in TF32
-    model = MODELS[study.model]().to(device)
+    model = lookup(MODELS, study.model, "model")().to(device)
     optimizer = _optimizer(study, model)
     started = time.perf_counter()
-    prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile is lazy and compiles at the first step
+    try:
+        prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile is lazy and compiles at the first step
+    except Exception as error:
+        if any(m.one_off_cost for m in stack):
+            raise CompileFailed(str(error)) from error
+        raise
     optimizer = stack.prepare_optimizer(optimizer)  # fused kernels, fp32 master weights
     prepare_model_s = time.perf_counter() - started
     test = DataLoader(splits.test, batch_size=budget.test_batch_size)
@@ -105,27 +120,60 @@ def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn:
         metrics["process_start_s"] = process_start_s
         conn.send(("ok", metrics))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
-        conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
+        conn.send(("error", failures.describe(error), traceback.format_exc()))
     finally:
         conn.close()
 
 
 def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str, Any]] = run) -> dict[str, Any]:
-    """Run `target(spec)` (by default: train and measure) in a new process; raise `TrialFailed` if it raised or died."""
+    """Run `target(spec)` (by default: train and measure) in a new process.
+
+    Raises `TrialFailed` with a one-line reason (see `ablate.failures`) when the
+    trial raised, died, or ran past the study's `trial_timeout_s`. However the
+    caller is interrupted (Ctrl-C, SIGTERM), the trial process does not outlive it.
+    """
     ctx = _context()
     parent_end, child_end = ctx.Pipe(duplex=False)
     process = ctx.Process(target=_child, args=(target, spec, child_end, time.perf_counter()), name="ablate-trial")
     process.start()
     child_end.close()
+    limit = spec.study.budget.trial_timeout_s
+    message = None
     try:
-        message = parent_end.recv()
+        if parent_end.poll(limit):  # True on a message, and on EOF when the process died
+            message = parent_end.recv()
+        else:
+            _stop(process)
+            raise TrialFailed(f"timeout: the trial ran past the study's limit of {limit:g} s (budget.trial_timeout_s) "
+                              "and was killed")
     except EOFError:
-        message = None
+        pass
+    except BaseException:
+        _stop(process)
+        raise
     finally:
         process.join()
         parent_end.close()
     if message is None:
-        raise TrialFailed(f"trial process died (exit code {process.exitcode})")
+        raise TrialFailed(_death(process.exitcode))
     if message[0] == "ok":
         return message[1]
     raise TrialFailed(message[1])
+
+
+def _stop(process: mp.process.BaseProcess) -> None:
+    """SIGTERM, then SIGKILL if it is still alive after a grace period."""
+    if process.is_alive():
+        process.terminate()
+        process.join(STOP_GRACE_S)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        hint = " (the kernel's out-of-memory killer sends it when memory runs out)" if name == "SIGKILL" else ""
+        return f"killed: the trial process was killed by {name}{hint}"
+    return f"crashed: the trial process exited with status {exitcode} without sending a result"

@@ -43,19 +43,25 @@ def main(argv: list[str] | None = None) -> int:
              f"- Host {machine.host}; Python {platform.python_version()}; torch {machine.torch}; commit {machine.commit}; "
              f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.", ""]
 
+    end = f"<!-- bench:{kind}:end -->"
+
+    def add(part: list[str], pending: str | None) -> None:
+        """Keep every finished part, on stdout and in the file, so a later failure loses nothing measured."""
+        lines.extend(part)
+        print("\n".join(part), flush=True)
+        _rewrite(args.output, kind, "\n".join(lines + ([f"*Still measuring: {pending}.*", ""] if pending else []) + [end]))
+
     print("1/4 framework overhead ...", file=sys.stderr)
-    lines += _overhead(overhead.measure(device, pairs=args.pairs, steps=args.steps), args.pairs)
+    add(_overhead(overhead.measure(device, pairs=args.pairs, steps=args.steps), args.pairs), "start-up, noise, grid")
     print("2-3/4 trial start-up and noise ...", file=sys.stderr)
     with cpu_time.Meter() as meter:
         runs = trials.measure(str(device), repeats=args.repeats)
-    lines += _startup(runs) + _noise(runs, kind, meter)
+    add(_startup(runs) + _noise(runs, kind, meter), None if args.no_grid else "the full grid")
     if args.no_grid:
-        lines += ["### 4. Full mnist_cnn grid", "", "Not run this time (`--no-grid`).", ""]
+        add(["### 4. Full mnist_cnn grid", "", "Not run this time (`--no-grid`).", ""], None)
     else:
         print("4/4 full mnist_cnn grid ...", file=sys.stderr)
-        lines += _grid(grid.run("mnist_cnn", args.results, str(device)))
-    lines.append(f"<!-- bench:{kind}:end -->")
-    _rewrite(args.output, kind, "\n".join(lines))
+        add(_grid(grid.run("mnist_cnn", args.results, str(device))), None)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -107,7 +113,7 @@ def _noise(runs: trials.TrialRuns, kind: str, meter: cpu_time.Meter) -> list[str
 
 
 def _grid(run: grid.GridRun) -> list[str]:
-    table = run.output[run.output.index("combination"):].split("\n\n")[0]
+    table = re.search(r"^combination .*?(?=\n\n|\Z)", run.output, flags=re.S | re.M).group(0)
     report = run.report.read_text()
     minutes, seconds = divmod(round(run.wall_s), 60)
     return ["### 4. Full mnist_cnn grid", "",

@@ -42,6 +42,17 @@ def make_dataset(n: int = N_SAMPLES, seed: int = 1234) -> TensorDataset:
     return TensorDataset(inputs, targets)
 
 
+@pytest.fixture(scope="session")
+def mnist() -> None:
+    """Skips the test, saying why, where MNIST is neither on disk nor downloadable."""
+    from ablate import data
+
+    try:
+        data.load("mnist")
+    except data.DataUnavailable as error:
+        pytest.skip(f"MNIST not available: {error}")
+
+
 @pytest.fixture
 def model_factory():
     """Call it to get a fresh TinyCNN with the same initial weights every time."""

@@ -1,19 +1,13 @@
 """`make bench` end to end at its smallest, and its rewrite of RESULTS.md in place."""
 from __future__ import annotations
 
-import pytest
 
-from ablate import data
 from benchmarks.__main__ import _rewrite, main
 
 KEPT = "A hand-written record that must survive."
 
 
-def test_bench_writes_every_section_for_this_device(tmp_path):
-    try:
-        data.load("mnist")
-    except data.DataUnavailable as error:
-        pytest.skip(f"MNIST not available: {error}")
+def test_bench_writes_every_section_for_this_device(tmp_path, mnist):
     out = tmp_path / "RESULTS.md"
     out.write_text(f"# Benchmark records\n\n{KEPT}\n")
     assert main(["--device", "cpu", "--no-grid", "--pairs", "1", "--repeats", "1", "--steps", "3", "--output", str(out)]) == 0
@@ -33,3 +27,21 @@ def test_a_second_run_replaces_its_own_section_and_nothing_else(tmp_path):
     text = out.read_text()
     assert KEPT in text and "second cpu run" in text and "first cpu run" not in text and "cuda run" in text
     assert text.count("<!-- bench:cpu:start") == 1
+
+
+def test_the_grid_section_keeps_the_table_and_the_report_s_answers(tmp_path):
+    from benchmarks.__main__ import _grid
+    from benchmarks.grid import GridRun
+
+    report = tmp_path / "report.md"
+    report.write_text("# r\n\n## Recommendation\n\nfastest: **x**\n\n## Speed-up of every combination\n\nSPEEDUP-BODY\n\n"
+                      "## What each technique is worth\n\n![plot](effects.png)\n\n| technique |\n\n## One-off costs\n\nno\n")
+    output = ("mnist_cnn: 4 combinations (grid) on cpu\n#0 baseline: complete\n"
+              "combination    state     samples/s    reason\n-----------    -----     ---------    ------\n"
+              "baseline       complete  1000.0\npin_memory     skipped                pinned memory needs a GPU\n\n"
+              "results table: x.csv\n")
+    lines = "\n".join(_grid(GridRun(754.4, output, tmp_path, report)))
+    assert "**12 min 34 s**" in lines
+    assert "baseline       complete  1000.0" in lines and "pinned memory" not in lines and "1 skipped rows" in lines
+    assert "### Recommendation" in lines and "fastest: **x**" in lines and "| technique |" in lines
+    assert "SPEEDUP-BODY" not in lines and "![plot]" not in lines and "One-off" not in lines

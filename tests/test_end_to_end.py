@@ -7,7 +7,6 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ablate import data
 from ablate.cli import main
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
@@ -16,11 +15,7 @@ RUN_ON_CPU = 4  # pinning is skipped without a GPU
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory):
-    try:
-        data.load("mnist")
-    except data.DataUnavailable as error:
-        pytest.skip(f"MNIST not available: {error}")
+def first_run(tmp_path_factory, mnist):
     results = tmp_path_factory.mktemp("results")
     code = main(["run", str(TINY), "--device", "cpu", "--results", str(results)])
     assert code == 0

@@ -13,7 +13,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from ablate import data
 from ablate.cli import main
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
@@ -27,11 +26,7 @@ def _trials(results: Path) -> list[optuna.trial.FrozenTrial]:
         return []
 
 
-def test_sigkill_mid_study_then_resume(tmp_path):
-    try:
-        data.load("mnist")
-    except data.DataUnavailable as error:
-        pytest.skip(f"MNIST not available: {error}")
+def test_sigkill_mid_study_then_resume(tmp_path, mnist):
     results = tmp_path / "results"
     process = subprocess.Popen([sys.executable, "-m", "ablate", "run", str(TINY), "--device", "cpu",
                                 "--results", str(results)], start_new_session=True,

@@ -1,0 +1,76 @@
+"""A trial that fails says why, in one line that starts with its kind, and takes nothing else down."""
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+
+from ablate import study as studies
+from ablate.study import Option
+from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
+
+TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
+
+
+def _spec(model: str = "mnist_cnn", dataset: str = "mnist", options: tuple[Option, ...] = (), **budget) -> TrialSpec:
+    study = studies.load(str(TINY), "cpu")
+    study = dataclasses.replace(study, model=model, dataset=dataset, budget=dataclasses.replace(study.budget, **budget))
+    return TrialSpec(study, options, "cpu", train_for_accuracy=True)
+
+
+def _failure(spec: TrialSpec) -> str:
+    with pytest.raises(TrialFailed) as failed:
+        run_in_fresh_process(spec)
+    assert not [p for p in mp.active_children() if p.name == "ablate-trial"]  # nothing left running
+    return str(failed.value)
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("faulty:Raises", "error: ValueError: injected failure in forward"),
+    ("faulty:Diverges", "diverged: the training loss became NaN or infinite by step 1"),
+    ("faulty:RunsOutOfMemory", "oom: OutOfMemoryError: CUDA out of memory"),
+    ("faulty:KillsItself", "killed: the trial process was killed by SIGKILL"),
+])
+def test_a_failing_trial_is_reported_with_its_kind(mnist, model, expected):
+    assert _failure(_spec(model)).startswith(expected)
+
+
+def test_after_running_out_of_memory_the_next_trial_runs(mnist):
+    assert _failure(_spec("faulty:RunsOutOfMemory")).startswith("oom:")
+    metrics = run_in_fresh_process(_spec())  # the failed trial's process, and its memory, are gone
+    assert metrics["test_accuracy"] > 0
+
+
+def test_a_hung_trial_is_killed_at_the_study_time_limit(mnist):
+    reason = _failure(_spec("faulty:Hangs", trial_timeout_s=3.0))
+    assert reason.startswith("timeout: the trial ran past the study's limit of 3 s")
+
+
+def test_a_compilation_failure_is_a_compile_failure_not_an_eager_run(mnist):
+    reason = _failure(_spec("faulty:NotScriptable", options=(Option("torchscript"),)))
+    assert reason.startswith("compile: ")
+
+
+def test_a_dataloader_worker_that_dies_fails_the_trial(mnist):
+    reason = _failure(_spec(dataset="faulty:dying_workers", options=(Option("num_workers", (("n", 1),)),)))
+    assert reason.startswith("worker: ") and "exited unexpectedly" in reason
+
+
+def test_a_dataloader_worker_that_hangs_fails_the_trial_within_its_timeout(mnist):
+    reason = _failure(_spec(dataset="faulty:hanging_workers", options=(Option("num_workers", (("n", 1),)),),
+                            loader_timeout_s=2.0))
+    assert reason.startswith("worker: ") and "timed out after 2.0 seconds" in reason
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_out_of_memory_is_an_oom_failure(mnist):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    study_spec = _spec("faulty:AllocatesATerabyte")
+    spec = dataclasses.replace(study_spec, device="cuda")
+    assert _failure(spec).startswith("oom: OutOfMemoryError")
+    assert run_in_fresh_process(dataclasses.replace(_spec(), device="cuda"))["test_accuracy"] > 0
