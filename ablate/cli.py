@@ -1,4 +1,4 @@
-"""Command line: `ablate run | list | ui`. Entry points only: parse, call, print."""
+"""Command line: `ablate run | report | sync | list | ui`. Entry points only: parse, call, print."""
 from __future__ import annotations
 
 import argparse
@@ -9,10 +9,14 @@ from typing import TYPE_CHECKING
 
 from ablate import study as studies
 from ablate.data import DataUnavailable
+from ablate.lock import Busy, study_lock
 from ablate.machine import default_device
 
 if TYPE_CHECKING:
+    import optuna
     import torch
+
+    from ablate.tracking import Tracker
 
 RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
 
@@ -32,20 +36,22 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--storage", help="Optuna storage URL (default: an SQLite file under results/STUDY/)")
     run.add_argument("--device", default=default_device(), help="cpu or cuda[:N] (default: %(default)s)")
     run.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
-    rep = commands.add_parser("report", help="rebuild the analysis and report from stored trials (runs nothing)")
-    rep.add_argument("study", help="a name in studies/ or a path to a study file")
-    rep.add_argument("--search", choices=("grid", "optuna"), default="grid")
-    rep.add_argument("--storage", help="Optuna storage URL (default: the SQLite file under results/STUDY/)")
-    rep.add_argument("--device", default=default_device(), help="device type the trials ran on (default: %(default)s)")
-    rep.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
+    for name, text in (("report", "rebuild the analysis and report from stored trials (runs nothing)"),
+                       ("sync", "log the stored trials that have no MLflow run yet (after MLflow was unreachable)")):
+        stored = commands.add_parser(name, help=text)
+        stored.add_argument("study", help="a name in studies/ or a path to a study file")
+        stored.add_argument("--search", choices=("grid", "optuna"), default="grid")
+        stored.add_argument("--storage", help="Optuna storage URL (default: the SQLite file under results/STUDY/)")
+        stored.add_argument("--device", default=default_device(), help="device type the trials ran on (default: %(default)s)")
+        stored.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
     ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
     try:
-        return {"run": _run, "report": _report, "list": _list, "ui": _ui}[args.command](args)
-    except (studies.StudyError, DataUnavailable) as error:
+        return {"run": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui}[args.command](args)
+    except (studies.StudyError, DataUnavailable, Busy) as error:
         print(f"ablate: error: {error}", file=sys.stderr)
         return 2
 
@@ -77,22 +83,27 @@ def _run(args: argparse.Namespace) -> int:
     if args.search == "optuna" and not args.trials:
         raise studies.StudyError("--search optuna needs --trials N")
     study = studies.load(args.study, device.type)
+    _writable(args.results, "results folder", "--results")
 
     from ablate import data
     from ablate.machine import describe
     from ablate.results import render
     from ablate.runner import Interrupted, Runner, default_storage
 
+    storage = args.storage or default_storage(study, args.results)
+    if storage.startswith("sqlite:///"):
+        _writable(Path(storage.removeprefix("sqlite:///")).parent, "storage folder", "--storage")
     data.load(study.dataset)  # fails early, before anything is written, when the data is missing
     machine = describe(str(device))
-    runner = Runner(study, machine, args.search, args.storage or default_storage(study, args.results), args.results,
-                    n_trials=args.trials)
-    print(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, torch {machine.torch}")
-    try:
-        outcome = runner.run()
-    except Interrupted as stopped:
-        print(f"ablate: {stopped}", file=sys.stderr)
-        return 130  # the shell's status for a run stopped by Ctrl-C
+    with study_lock(args.results / study.name, study.name):  # refuses at once while another run holds the study
+        runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials)
+        print(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, torch {machine.torch}")
+        try:
+            outcome = runner.run()
+        except Interrupted as stopped:
+            print(f"ablate: {stopped}", file=sys.stderr)
+            _warn_offline(runner.tracker, args)
+            return 130  # the shell's status for a run stopped by Ctrl-C
     if not outcome.ran:
         print("nothing to run: every combination already has a result (results are read back from the storage)")
     print(render(outcome.table))
@@ -101,20 +112,45 @@ def _run(args: argparse.Namespace) -> int:
               f"(checked every {study.budget.eval_every_samples or study.budget.train_samples:,} samples, evaluation "
               "excluded, first step excluded); e2e: from model preparation, compilation included")
     print(f"\nresults table: {outcome.csv}")
-    print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
-          f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse with `make ui`")
+    if not runner.tracker.offline:  # else the warning at the end says what to do
+        print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
+              f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse with `make ui`")
     for built in outcome.reports:
         print(built.summary())
+    _warn_offline(runner.tracker, args)
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
+def _writable(folder: Path, what: str, option: str) -> None:
+    """One clear line, before anything is written, when `folder` cannot be created or written to."""
+    existing = folder.absolute()
+    while not existing.exists():  # False too below a regular file: its nearest existing ancestor says why
+        existing = existing.parent
+    if not existing.is_dir():
+        raise studies.StudyError(f"{what} {folder} cannot be created: {existing} is a file, not a folder; "
+                                 f"choose another with {option}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise studies.StudyError(f"{what} {folder} is not writable ({existing} does not allow writing); "
+                                 f"choose another with {option}")
+
+
+def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
+    """The run's last line when MLflow was unreachable: what is missing and the command that pushes it."""
+    if not tracker.offline:
+        return
+    options = [f"--search {args.search}", f"--device {args.device}"]
+    options += [f"--storage {args.storage}"] if args.storage else []
+    options += [f"--results {args.results}"] if args.results != RESULTS_DIR else []
+    print(f"ablate: warning: MLflow at {tracker.uri} was unreachable ({tracker.offline_reason}); the results are in "
+          f"the Optuna storage; when MLflow is back, log them with: ablate sync {args.study} {' '.join(options)}",
+          file=sys.stderr)
+
+
+def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optuna.Study, str]:
+    """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates nothing)."""
     import optuna
 
-    from ablate import records
-    from ablate.machine import describe
-    from ablate.runner import default_storage, optuna_study_name, write_reports
-    from ablate.tracking import Tracker
+    from ablate.runner import default_storage, optuna_study_name
 
     device = _device(args.device)
     study = studies.load(args.study, device.type)
@@ -129,14 +165,46 @@ def _report(args: argparse.Namespace) -> int:
     except KeyError:
         raise studies.StudyError(f"no stored trials for {name} in {storage}; run `ablate run {args.study}"
                                  f"{' --search optuna --trials N' if args.search == 'optuna' else ''}` first") from None
+    return device, study, found, storage
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ablate import records
+    from ablate.machine import describe
+    from ablate.runner import write_reports
+    from ablate.tracking import Tracker
+
+    device, study, found, storage = _stored(args)
     stored = records.load(found)
     if not any(r.complete for r in stored):
-        raise studies.StudyError(f"{name} in {storage} has no complete trial yet ({len(stored)} finished: "
+        raise studies.StudyError(f"{found.study_name} in {storage} has no complete trial yet ({len(stored)} finished: "
                                  "skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
     for built in write_reports(study, stored, args.search, args.results, tracker,
                                found.user_attrs.get("mlflow_parent_run_id")):
         print(built.summary())
+    if tracker.offline:
+        print(f"ablate: warning: the report is not attached to MLflow (unreachable at {tracker.uri})", file=sys.stderr)
+    return 0
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from ablate import records
+    from ablate.machine import describe
+    from ablate.runner import write_reports
+    from ablate.sync import push_missing
+    from ablate.tracking import Tracker
+
+    device, study, found, _ = _stored(args)
+    with study_lock(args.results / study.name, study.name):  # a running study logs its own trials
+        tracker = Tracker(study, describe(str(device)), args.results, warn=False)  # push_missing says it, once
+        csv = args.results / study.name / f"{args.search}-{device.type}.csv"
+        pushed = push_missing(study, found, args.search, tracker, [study.path, csv])
+        stored = records.load(found)
+        if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run
+            write_reports(study, stored, args.search, args.results, tracker, found.user_attrs.get("mlflow_parent_run_id"))
+    print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
+          f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0
 
 

@@ -1,0 +1,90 @@
+"""`ablate sync`: give every stored trial that has no MLflow run one, as `ablate run` would have logged it.
+
+For trials that ran while MLflow was unreachable (or were logged to another
+tracking URI). The Optuna storage is the source: params, metrics, tags, state,
+reason, status and start/end times are rebuilt from each trial. Finished
+trials' user attrs are frozen in Optuna, so the new run ids are recorded in
+the Optuna study's user attrs (`tracking.RUNS_ATTR`), after each run, so an
+interrupted sync never logs a trial twice.
+"""
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from ablate import records, results
+from ablate.machine import Machine
+from ablate.runner import INTERRUPTED, combination_label
+from ablate.study import Option, Study, StudyError
+from ablate.tracking import RUNS_ATTR, Tracker, run_ids, trial_params
+from strategies import ConflictError, Stack, compose
+
+
+def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Tracker, artifacts: list[Path]) -> int:
+    """Create the missing parent and child runs; returns how many child runs were created."""
+    if tracker.offline:
+        raise StudyError(f"MLflow at {tracker.uri} is unreachable ({tracker.offline_reason}); nothing synced")
+    known = run_ids(stored)
+    missing = [(t, built) for t in stored.get_trials(deepcopy=False, states=records.FINISHED)
+               if (built := _composed(study, t)) is not None and not tracker.has_run(known.get(t.number))]
+    if not missing:
+        return 0
+    parent = stored.user_attrs.get("mlflow_parent_run_id")
+    created = not tracker.has_run(parent)
+    if created:
+        parent = tracker.new_parent(search)
+        if parent:
+            stored.set_user_attr("mlflow_parent_run_id", parent)
+    rows = {row["trial"]: row for row in results.rows(records.load(stored))}
+    mapping = dict(stored.user_attrs.get(RUNS_ATTR, {}))
+    pushed = 0
+    for trial, (options, stack) in missing:
+        run_id = _push(tracker, parent, trial, options, stack, rows.get(trial.number, {}))
+        if not run_id:
+            break  # MLflow went away mid-sync: the Tracker said so; what was pushed is recorded
+        mapping[str(trial.number)] = run_id
+        stored.set_user_attr(RUNS_ATTR, mapping)
+        pushed += 1
+    if created:
+        tracker.finish_parent(parent, [p for p in artifacts if p.exists()])
+    if tracker.offline:
+        raise StudyError(f"MLflow at {tracker.uri} became unreachable ({tracker.offline_reason}) after {pushed} of "
+                         f"{len(missing)} runs; run the same command again to push the rest")
+    return pushed
+
+
+def _composed(study: Study, trial: FrozenTrial) -> tuple[tuple[Option, ...], Stack] | None:
+    """The trial's options and their stack; None where `ablate run` logs no run (they do not compose)."""
+    try:
+        options = tuple(study.options(dim)[trial.params[dim]] for dim, _ in study.space)
+        return options, compose(*(s for s in (o.build() for o in options) if s is not None))
+    except (KeyError, ConflictError):  # a combination that does not compose is skipped before its run starts
+        return None
+
+
+def _push(tracker: Tracker, parent: str | None, trial: FrozenTrial, options: tuple[Option, ...], stack: Stack,
+          row: dict) -> str | None:
+    a = trial.user_attrs
+    combination = a.get("combination") or combination_label(options)
+    machine = Machine(**{f.name: {**records.UNKNOWN_MACHINE, **a.get("machine", {})}[f.name]
+                         for f in dataclasses.fields(Machine)})
+    run_id = tracker.start_trial(parent, trial.number, combination, trial_params(trial.params, stack.params()),
+                                 machine=machine, start_time=_ms(trial.datetime_start))
+    state = {"complete": "complete", "skipped": "skipped", "pruned": "skipped", "failed": "failed",
+             "fail": "failed"}.get(a.get("state", trial.state.name.lower()), "killed")
+    metrics, tags = {}, {}
+    if state == "complete":
+        comparisons = {"speedup": row.get("speed-up"), "accuracy_change": row.get("Δ acc")}
+        metrics = {**a.get("metrics", {}), **{k: v for k, v in comparisons.items() if v is not None}}
+        tags = {"ablate.accuracy_from": str(a.get("accuracy_from")), "ablate.accuracy_group": str(a.get("accuracy_group"))}
+    reason = INTERRUPTED if state == "killed" else a.get("reason", "")
+    tracker.finish_trial(run_id, state, reason, metrics=metrics, tags=tags, end_time=_ms(trial.datetime_complete))
+    return None if tracker.offline else run_id
+
+
+def _ms(when: datetime | None) -> int | None:
+    return int(when.timestamp() * 1000) if when else None

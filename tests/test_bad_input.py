@@ -1,0 +1,76 @@
+"""Bad input through the CLI: exit status 2, one line on stderr naming the problem, no traceback, nothing written."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_study import BAD  # the study-file cases the loader rejects: each must reach the user the same way
+
+from ablate.cli import main
+
+TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
+MORE = {
+    "tolerance out of range": (TINY.read_text() + "accuracy_tolerance: -1\n", "accuracy_tolerance must be"),
+    "target above 100": (TINY.read_text().replace("target_accuracy: 99.0", "target_accuracy: 150"), "at most 100"),
+    "unknown device section": (TINY.read_text() + "devices: {tpu: {}}\n", "unknown key 'tpu'; valid: cpu, cuda"),
+    "wrong type of option": (TINY.read_text().replace("{n: 1}", "{n: one}"), "num_workers"),
+}
+
+
+def _one_line(err: str, expected: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and lines[0].startswith("ablate: error: "), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("case", [*BAD, *MORE])
+def test_a_bad_study_file_through_the_cli(case, tmp_path, capsys):
+    text, expected = {**BAD, **MORE}[case]
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    results = tmp_path / "results"
+    for command in ("run", "report", "sync"):
+        assert main([command, str(path), "--device", "cpu", "--results", str(results)]) == 2
+        _one_line(capsys.readouterr().err, expected)
+    assert not results.exists()
+
+
+def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ablate", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **env})
+
+
+def test_a_yaml_tag_that_would_run_python_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.yaml"
+    path.write_text(f"!!python/object/apply:os.system ['touch {marker}']\n")
+    done = _cli("run", str(path), "--device", "cpu", "--results", str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 2
+    _one_line(done.stderr, "not valid YAML at line 1: could not determine a constructor for the tag")
+    assert not marker.exists() and not (tmp_path / "results").exists()
+
+
+def test_an_unwritable_results_folder_is_one_line_before_anything_is_written(tmp_path):
+    # Tests run as root, whom permissions do not stop: a folder below a regular file cannot be created by anyone.
+    (tmp_path / "afile").write_text("not a folder")
+    done = _cli("run", str(TINY), "--device", "cpu", "--results", str(tmp_path / "afile" / "sub"), cwd=tmp_path)
+    assert done.returncode == 2
+    _one_line(done.stderr, f"results folder {tmp_path / 'afile' / 'sub'} cannot be created")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert (tmp_path / "afile").read_text() == "not a folder"
+
+
+def test_an_empty_data_folder_offline_is_one_line_naming_the_files_and_the_variable(tmp_path):
+    empty = tmp_path / "data"
+    empty.mkdir()
+    # No download either, even on a machine with internet: every request goes to a closed proxy.
+    done = _cli("run", str(TINY), "--device", "cpu", "--results", str(tmp_path / "results"), cwd=tmp_path,
+                ABLATE_DATA_DIR=str(empty), http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9",
+                HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9")
+    assert done.returncode == 2
+    _one_line(done.stderr, "MNIST is not in")
+    assert "train-images-idx3-ubyte" in done.stderr and "ABLATE_DATA_DIR" in done.stderr
+    assert not (tmp_path / "results").exists()
