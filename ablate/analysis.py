@@ -18,7 +18,7 @@ import optuna
 from scipy import stats
 
 from ablate.records import Record, baseline
-from ablate.study import OFF, Option, Study
+from ablate.study import OFF, Study
 
 CONFIDENCE = 0.95
 MIN_RESIDUAL_DF = 2  # fewer residual degrees of freedom leave no usable noise estimate
@@ -215,7 +215,7 @@ def break_even(records: list[Record], study: Study) -> list[BreakEven]:
             continue
         for dim, level in r.levels.items():
             option = study.options(dim).get(level)
-            if not option or not option.name or not type(option.build()).one_off_cost:
+            if not option or not option.name or not option.build().one_off_cost:
                 continue
             eager = index.get(tuple(sorted({**r.levels, dim: OFF}.items())))
             if eager is None or not r.batch_size:
@@ -239,7 +239,7 @@ def parity_failures(records: list[Record], tolerance: float) -> list[Record]:
 
 def pareto_front(records: list[Record]) -> list[Record]:
     """Combinations no other beats on both throughput and accuracy (Optuna's own front)."""
-    done = [r for r in records if r.complete and r.trial is not None and r.trial.values]
+    done = [r for r in records if r.complete and r.accuracy is not None and r.trial is not None and r.trial.values]
     if not done:
         return []
     scratch = optuna.create_study(directions=["maximize", "maximize"])
@@ -250,20 +250,19 @@ def pareto_front(records: list[Record]) -> list[Record]:
 
 
 def recommend(records: list[Record], tolerance: float) -> Record | None:
-    """The fastest complete combination whose accuracy is within `tolerance` of the baseline's."""
+    """The fastest complete combination whose accuracy is within `tolerance` of the baseline's.
+
+    Where accuracy could not be measured at all (stand-in data), the fastest; the report says so.
+    """
     flagged = {r.number for r in parity_failures(records, tolerance)}
-    eligible = [r for r in records if r.complete and r.accuracy is not None and r.number not in flagged]
+    eligible = [r for r in records if r.complete and r.number not in flagged
+                and (r.accuracy is not None or r.accuracy_note)]
     return max(eligible, key=lambda r: r.throughput, default=None)
 
 
 def compose_line(record: Record, study: Study) -> tuple[str, str]:
     """The import and the `compose(...)` line that reproduce `record`'s combination in a user's loop."""
     options = [study.options(d)[label] for d, label in record.levels.items() if label != OFF]
-    calls = [_call(o) for o in options if o.name]
+    calls = [o.code for o in options if o.name]
     names = sorted({c.split("(")[0] for c in calls} | {"compose"})
     return f"from strategies import {', '.join(names)}", f"stack = compose({', '.join(calls)})"
-
-
-def _call(option: Option) -> str:
-    cls = type(option.build())
-    return f"{cls.__name__}({', '.join(f'{k}={v!r}' for k, v in option.kwargs)})"

@@ -71,6 +71,12 @@ def pareto_chart(path: Path, records: list[Record], front: list[Record], base: R
                  flagged: set[int], picked: int | None, title: str) -> Path:
     done = [r for r in records if r.complete and r.accuracy is not None]
     fig, ax = plt.subplots(figsize=(10, 6.5))
+    if not done:
+        ax.text(0.5, 0.5, "accuracy was not measured: no throughput-accuracy trade-off to show",
+                ha="center", va="center", fontsize=11)
+        ax.set_axis_off()
+        ax.set_title(title, fontsize=10)
+        return _save(fig, path)
     ok = [r for r in done if r.number not in flagged]
     bad = [r for r in done if r.number in flagged]
     ax.scatter([r.throughput for r in ok], [r.accuracy for r in ok], color=GOOD, s=18, label="combination")

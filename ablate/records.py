@@ -30,6 +30,7 @@ class Record:
     accuracy_from: int | None = None
     machine: Mapping[str, str] = field(default_factory=lambda: dict(UNKNOWN_MACHINE))
     mlflow_run_id: str | None = None
+    accuracy_note: str | None = None  # why accuracy was not measured (stand-in data)
     trial: FrozenTrial | None = field(default=None, compare=False, repr=False)  # for Optuna's own Pareto front
 
     @property
@@ -69,6 +70,7 @@ def from_trial(trial: FrozenTrial) -> Record:
         accuracy_from=a.get("accuracy_from"),
         machine={**UNKNOWN_MACHINE, **a.get("machine", {})},
         mlflow_run_id=a.get("mlflow_run_id"),
+        accuracy_note=a.get("accuracy_note"),
         trial=trial,
     )
 

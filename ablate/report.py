@@ -18,6 +18,7 @@ from ablate import analysis, plots
 from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
 from ablate.records import Record, baseline, by_device
 from ablate.study import Study
+from ablate.trial import BASELINE_FP32
 
 
 @dataclass
@@ -55,7 +56,7 @@ def _build_one(study: Study, records: list[Record], search: str, folder: Path, d
     base = baseline(records)
     speedups = analysis.speedups(records)
     dims = [d for d, _ in study.space]
-    numeric_dims = [d for d, opts in study.space if any(o.name and type(o.build()).changes_numerics for o in opts)]
+    numeric_dims = [d for d, opts in study.space if any(o.name and o.build().changes_numerics for o in opts)]
     throughput = analysis.fit_effects(records, analysis.log_throughput, dims, "log throughput")
     accuracy = analysis.fit_effects(records, analysis.trained_accuracy, numeric_dims, "test accuracy")
     flagged = analysis.parity_failures(records, tolerance)
@@ -98,8 +99,13 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
         f"budget {study.budget.train_samples:,} training samples for accuracy, {study.budget.windows} timed windows "
         f"of {study.budget.window_samples:,} samples after {study.budget.warmup_samples:,} warm-up samples",
         f"- Trials: {len(records)} combinations: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
+        f"- Baseline fp32 precision: strict IEEE for matmuls and convolutions (`{BASELINE_FP32}`; on CUDA, TF32 "
+        "only where the TF32 strategy is on).",
         f"- Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `ablate report` from the stored trials.",
         "",
+        *([f"**Accuracy was not measured**: {notes[0]}. Speed-ups stand; test accuracy, parity and the effects on "
+           "accuracy do not apply.", ""] if (notes := sorted({r.accuracy_note for r in records if r.accuracy_note}))
+          else []),
         "## Recommendation",
         "",
     ]
@@ -108,7 +114,8 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
         s = next((s for s in speedups if s.record is picked), None)
         out += [f"The fastest combination whose test accuracy is within {tol:g} points of the baseline's: "
                 f"**{picked.combination}**, {_factor(s.factor) if s else 'n/a'} the baseline's throughput, "
-                f"test accuracy {picked.accuracy:.2f}% ({_points(picked.accuracy - base.accuracy) if base else ''}).",
+                + (f"test accuracy {picked.accuracy:.2f}% ({_points(picked.accuracy - base.accuracy) if base else ''})."
+                   if picked.accuracy is not None else "accuracy not measured."),
                 "", "```python", *compose, "```", ""]
         tied = [t for t in speedups if t.record is not picked and t.factor and s and s.factor
                 and t.record.number not in {r.number for r in flagged} and t.factor.high >= s.factor.low]

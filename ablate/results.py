@@ -38,7 +38,7 @@ def rows(records: list[Record]) -> list[dict[str, Any]]:
             "peak MB": m.get("peak_memory_mb"),
             "first step s": m.get("first_step_s"),
             "data wait %": 100 * m["data_wait_fraction"] if "data_wait_fraction" in m else None,
-            "reason": r.reason,
+            "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else ""),
         })
     table.sort(key=lambda r: (r["samples/s"] is None, -(r["samples/s"] or 0)))
     return table

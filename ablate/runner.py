@@ -23,7 +23,7 @@ from ablate import records, report, results
 from ablate.machine import Machine
 from ablate.study import Option, Study, StudyError
 from ablate.tracking import Tracker
-from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
+from ablate.trial import ACCURACY_NOT_MEASURED, TrialFailed, TrialSpec, run_in_fresh_process
 from strategies import ConflictError, compose
 
 SEARCHES = ("grid", "optuna")
@@ -35,7 +35,7 @@ def combination_label(options: tuple[Option, ...]) -> str:
 
 def accuracy_group(options: tuple[Option, ...]) -> str:
     """Combinations with the same numerics-changing strategies train to the same accuracy."""
-    changing = [o.label for o in options if o.name and type(o.build()).changes_numerics]
+    changing = [o.label for o in options if o.name and o.build().changes_numerics]
     return " + ".join(changing) or records.BASELINE
 
 
@@ -173,19 +173,24 @@ class Runner:
             trial.set_user_attr("state", "interrupted")  # Optuna fails it next; this says why
             trial.set_user_attr("reason", INTERRUPTED)
             raise
-        if donor is None:
+        tags = {"ablate.accuracy_group": group}
+        if note := metrics.pop(ACCURACY_NOT_MEASURED, None):  # stand-in data: throughput only
+            trial.set_user_attr("accuracy_note", note)
+            tags["ablate.accuracy_note"] = note
+        elif donor is None:
             trial.set_user_attr("accuracy_trained", True)
-            accuracy_from = trial.number
+            trial.set_user_attr("accuracy_from", trial.number)
         else:
             donated = donor.user_attrs["metrics"]
             metrics.update(test_accuracy=donated["test_accuracy"], test_loss=donated["test_loss"])
-            accuracy_from = donor.number
-        trial.set_user_attr("accuracy_from", accuracy_from)
+            trial.set_user_attr("accuracy_from", donor.number)
+        if "accuracy_from" in trial.user_attrs:
+            tags["ablate.accuracy_from"] = str(trial.user_attrs["accuracy_from"])
         trial.set_user_attr("metrics", metrics)
         trial.set_user_attr("state", "complete")
-        self.tracker.finish_trial(run_id, "complete", metrics=metrics,
-                                  tags={"ablate.accuracy_from": str(accuracy_from), "ablate.accuracy_group": group})
-        return metrics["throughput"], metrics["test_accuracy"]
+        self.tracker.finish_trial(run_id, "complete", metrics=metrics, tags=tags)
+        # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
+        return metrics["throughput"], metrics.get("test_accuracy", 0.0)
 
     def _skip(self, trial: Trial, run_id: str | None, reason: str) -> Any:
         trial.set_user_attr("state", "skipped")
@@ -204,9 +209,13 @@ class Runner:
         a = trial.user_attrs
         m = a.get("metrics", {})
         state = a.get("state", trial.state.name.lower())
-        detail = (f"{m['throughput']:.0f} samples/s, test acc {m['test_accuracy']:.2f}%"
-                  f"{'' if a.get('accuracy_trained') else ' (from #' + str(a.get('accuracy_from')) + ')'}"
-                  if state == "complete" else a.get("reason", ""))
+        if state != "complete":
+            detail = a.get("reason", "")
+        elif "test_accuracy" not in m:
+            detail = f"{m['throughput']:.0f} samples/s, accuracy not measured"
+        else:
+            detail = (f"{m['throughput']:.0f} samples/s, test acc {m['test_accuracy']:.2f}%"
+                      f"{'' if a.get('accuracy_trained') else ' (from #' + str(a.get('accuracy_from')) + ')'}")
         if self.progress:
             self.progress.write(f"#{trial.number} {a.get('combination', '?')}: {state}: {detail}")
             self.progress.update(1)

@@ -1,6 +1,8 @@
 """The training loop and the evaluation, driven only through the public `strategies` API."""
 from __future__ import annotations
 
+from typing import Iterable
+
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
@@ -13,7 +15,7 @@ def train(
     stack: Stack,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    loader: DataLoader,
+    loader: Iterable,  # a DataLoader, or any iterable of batches (DeviceResidentData's)
     device: torch.device,
     clock: StepClock,
     max_grad_norm: float | None = None,

@@ -87,3 +87,14 @@ class AllocatesATerabyte(MnistCNN):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         torch.empty(2**40, dtype=torch.uint8, device=x.device)
         return super().forward(x)
+
+
+def stand_in_data(root: Path) -> Splits:
+    """Random MNIST-shaped images, as when a real dataset is missing: throughput only."""
+    from torchvision import datasets, transforms
+
+    def fake(size: int, offset: int) -> torch.utils.data.Dataset:
+        return datasets.FakeData(size, image_size=(1, 28, 28), num_classes=10, transform=transforms.ToTensor(),
+                                 random_offset=offset)
+
+    return Splits(fake(512, 0), fake(256, 512), throughput_only="random stand-in images (test)")

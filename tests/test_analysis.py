@@ -151,3 +151,15 @@ def test_compose_line_names_the_strategies_to_paste(tmp_path: Path):
     namespace: dict = {}
     exec(f"{imports}\n{line}", namespace)  # the line really builds the stack
     assert [type(s).__name__ for s in namespace["stack"].members] == ["AMP", "Compile"]
+
+
+def test_compose_line_of_a_preset_uses_preset_and_its_flags_come_from_the_instance(tmp_path: Path):
+    path = tmp_path / "presets.yaml"
+    path.write_text("model: mnist_cnn\ndataset: mnist\nspace:\n  precision: [off, {preset: O1}]\n")
+    study = studies.load(str(path), "cpu")
+    record = Record(1, "O1", {"precision": "O1"}, "complete")
+    imports, line = analysis.compose_line(record, study)
+    assert imports == "from strategies import compose, preset" and line == "stack = compose(preset('O1'))"
+    from ablate.runner import accuracy_group
+
+    assert accuracy_group(tuple(study.options("precision").values())) == "O1"  # autocast changes the numbers
