@@ -22,7 +22,7 @@ from tqdm import tqdm
 from ablate import records, report, results
 from ablate.machine import Machine
 from ablate.study import Option, Study, StudyError
-from ablate.tracking import Tracker
+from ablate.tracking import Tracker, run_ids, trial_params
 from ablate.trial import ACCURACY_NOT_MEASURED, TrialFailed, TrialSpec, run_in_fresh_process
 from strategies import ConflictError, compose
 
@@ -121,7 +121,8 @@ class Runner:
         ran = 0
         if todo:
             self.parent_id = self.tracker.start_parent(self.search, self.optuna.user_attrs.get("mlflow_parent_run_id"))
-            self.optuna.set_user_attr("mlflow_parent_run_id", self.parent_id)
+            if self.parent_id:  # offline (MLflow unreachable): keep the stored parent for resume and sync
+                self.optuna.set_user_attr("mlflow_parent_run_id", self.parent_id)
             total = self.study.size if self.search == "grid" else (self.n_trials or todo)
             with tqdm(total=total, initial=total - todo, unit="trial", desc=self.study.name, dynamic_ncols=True) as bar, \
                     _sigterm_as_keyboard_interrupt():
@@ -151,8 +152,7 @@ class Runner:
             stack = compose(*strategies)
         except ConflictError as error:
             return self._skip(trial, None, str(error))
-        run_id = self.tracker.start_trial(self.parent_id, trial.number, combination,
-                                          {**{f"dim.{d}": l for d, l in labels.items()}, **stack.params()})
+        run_id = self.tracker.start_trial(self.parent_id, trial.number, combination, trial_params(labels, stack.params()))
         trial.set_user_attr("mlflow_run_id", run_id)
         reason = stack.check(self.machine.device)
         if reason:
@@ -232,10 +232,11 @@ class Runner:
             self.optuna._storage.set_trial_user_attr(t._trial_id, "state", "interrupted")  # still RUNNING: updatable
             self.optuna.tell(t.number, state=TrialState.FAIL)
         trials = self.optuna.get_trials(deepcopy=False)
+        ids = run_ids(self.optuna)
         for t in trials:
             if t.state != TrialState.FAIL or t.user_attrs.get("state", "running") not in ("running", "interrupted"):
                 continue
-            if run_id := t.user_attrs.get("mlflow_run_id"):
+            if run_id := ids.get(t.number):
                 self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
             later = any(u.number > t.number and _params(u) == t.params for u in trials)
             if not later and len(t.params) == len(self.options):
@@ -250,12 +251,12 @@ class Runner:
                                 self.optuna.user_attrs.get("mlflow_parent_run_id"))
         if self.parent_id:
             # Speed-ups need the baseline, which may have run after the trial: log them at the end.
-            run_ids = {t.number: t.user_attrs.get("mlflow_run_id") for t in self.optuna.get_trials(deepcopy=False)}
+            ids = run_ids(self.optuna)
             for row in table:
                 comparisons = {"speedup": row["speed-up"], "accuracy_change": row["Δ acc"]}
                 comparisons = {k: v for k, v in comparisons.items() if v is not None}
-                if run_ids.get(row["trial"]) and comparisons:
-                    self.tracker.log_metrics(run_ids[row["trial"]], comparisons)
+                if ids.get(row["trial"]) and comparisons:
+                    self.tracker.log_metrics(ids[row["trial"]], comparisons)
             self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
         return Outcome(table, csv, ran, self.tracker.uri, self.parent_id, reports)
 

@@ -141,11 +141,11 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     ctx = _context()
     parent_end, child_end = ctx.Pipe(duplex=False)
     process = ctx.Process(target=_child, args=(target, spec, child_end, time.perf_counter()), name="ablate-trial")
-    process.start()
-    child_end.close()
     limit = spec.study.budget.trial_timeout_s
     message = None
     try:
+        process.start()  # inside the try: an interrupt while the forkserver starts it must still stop it
+        child_end.close()
         if parent_end.poll(limit):  # True on a message, and on EOF when the process died
             message = parent_end.recv()
         else:
@@ -158,7 +158,8 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
         _stop(process)
         raise
     finally:
-        process.join()
+        if process.pid is not None:  # started
+            process.join()
         parent_end.close()
     if message is None:
         raise TrialFailed(_death(process.exitcode))
