@@ -20,7 +20,7 @@ ablation: $(STAMP)  ## make ablation STUDY=mnist_cnn [ARGS="--search optuna --tr
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)
 
-bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (about 17 min on 2 CPU cores) [ARGS="--no-grid"]
+bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (about 20 min on 2 CPU cores) [ARGS="--no-grid"]
 	$(BIN)/python -m benchmarks $(ARGS)
 
 ui: $(STAMP)  ## MLflow UI on http://127.0.0.1:5000

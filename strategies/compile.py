@@ -55,6 +55,10 @@ class Compile(Strategy):
         self.mode, self.fullgraph, self.backend, self.dynamic = mode, bool(fullgraph), backend, dynamic
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        if torch._dynamo.config.suppress_errors:
+            # With it set, a failed compilation silently runs eager, and eager speed would be reported as compiled.
+            raise RuntimeError("Compile: torch._dynamo.config.suppress_errors is True, so a compilation failure "
+                               "would fall back to eager unnoticed; set it to False")
         # torch.compile rejects `mode` for backends other than inductor.
         options: dict[str, Any] = {"mode": self.mode} if self.backend == "inductor" else {}
         return torch.compile(model, fullgraph=self.fullgraph, backend=self.backend, dynamic=self.dynamic, **options)

@@ -74,3 +74,13 @@ def test_a_real_cuda_out_of_memory_is_an_oom_failure(mnist):
     spec = dataclasses.replace(study_spec, device="cuda")
     assert _failure(spec).startswith("oom: OutOfMemoryError")
     assert run_in_fresh_process(dataclasses.replace(_spec(), device="cuda"))["test_accuracy"] > 0
+
+
+def test_compile_refuses_to_run_where_a_failure_would_silently_fall_back_to_eager(monkeypatch):
+    import torch
+
+    from strategies import Compile
+
+    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", True)
+    with pytest.raises(RuntimeError, match="suppress_errors"):
+        Compile().prepare_model(torch.nn.Linear(2, 2))
