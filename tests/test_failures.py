@@ -76,11 +76,11 @@ def test_a_real_cuda_out_of_memory_is_an_oom_failure(mnist):
     assert run_in_fresh_process(dataclasses.replace(_spec(), device="cuda"))["test_accuracy"] > 0
 
 
-def test_compile_refuses_to_run_where_a_failure_would_silently_fall_back_to_eager(monkeypatch):
+def test_compile_refuses_to_run_where_a_failure_would_silently_fall_back_to_eager():
     import torch
 
     from strategies import Compile
 
-    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", True)
-    with pytest.raises(RuntimeError, match="suppress_errors"):
+    with torch._dynamo.config.patch(suppress_errors=True), pytest.raises(RuntimeError, match="suppress_errors"):
         Compile().prepare_model(torch.nn.Linear(2, 2))
+    assert torch._dynamo.config.suppress_errors is False  # restored for the tests that follow
