@@ -64,6 +64,7 @@ class StepClock:
     steps: int = 0
     first_step_s: float = 0.0
     train_time_s: float = 0.0  # loop start to the end of the last step, data loading and compilation included
+    peak_memory_mb: float = 0.0  # at the end of the timed windows
     windows: list[Window] = field(default_factory=list)
     evaluations: list[Evaluation] = field(default_factory=list)
     _start: float = 0.0
@@ -144,6 +145,10 @@ class StepClock:
             self._sync()
             now = time.perf_counter()
             self.windows.append(Window(self._window_samples, now - self._window_start, self._data_wait))
+            if self.timing_done:
+                # Read here: evaluations after the windows must not count, so trials that train accuracy compare
+                # with those that do not.
+                self.peak_memory_mb = peak_memory_mb(self.device)
             self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
@@ -182,6 +187,7 @@ class StepClock:
             "throughput_cv_pct": 100 * statistics.pstdev(rates) / statistics.mean(rates),
             "data_wait_fraction": sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows),
             "first_step_s": self.first_step_s,
+            "peak_memory_mb": self.peak_memory_mb,
             "train_time_s": self.train_time_s,
             "train_samples": float(self.samples),
             "train_steps": float(self.steps),

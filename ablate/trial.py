@@ -43,7 +43,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     from ablate import data
     from ablate.failures import CompileFailed
-    from ablate.measure import StepClock, peak_memory_mb
+    from ablate.measure import StepClock
     from ablate.models import MODELS
     from ablate.registry import lookup
     from ablate.train import evaluate, train
@@ -90,7 +90,6 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     metrics["one_off_s"] = prepare_model_s + metrics["first_step_s"]  # compilation, scripting, worker start-up
     if "time_to_target_e2e_s" in metrics:
         metrics["time_to_target_e2e_s"] += prepare_model_s
-    metrics["peak_memory_mb"] = peak_memory_mb(device)
     metrics.update(stack.metrics())
     if splits.throughput_only:
         metrics[ACCURACY_NOT_MEASURED] = splits.throughput_only  # a note, not a number: the runner takes it out

@@ -74,3 +74,12 @@ def test_without_an_interval_only_the_final_evaluation_runs(fake_time):
     clock.evaluate_now()
     summary = clock.summary()
     assert summary["evaluations"] == 1 and summary["samples_to_target"] == 64
+
+
+def test_peak_memory_is_read_when_the_timed_windows_end_before_any_evaluation(fake_time, monkeypatch):
+    readings = iter([111.0, 999.0])
+    monkeypatch.setattr(measure, "peak_memory_mb", lambda device: next(readings))
+    clock = _clock(fake_time, [20.0, 30.0, 40.0, 50.0], eval_every_samples=16)
+    _train(clock, fake_time)
+    clock.evaluate_now()
+    assert clock.summary()["peak_memory_mb"] == 111.0  # read once, when the last window closed
