@@ -66,6 +66,18 @@ def _sigterm_as_keyboard_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def requeue(study: optuna.Study, trial: FrozenTrial) -> None:
+    """Queue `trial`'s combination to run again, keeping its grid point.
+
+    Like `Study.enqueue_trial`, plus the trial's `grid_id`: GridSampler reads
+    the grid id of every finished trial when one grid point is left, and
+    raises KeyError for a queued trial that has none.
+    """
+    grid = {k: trial.system_attrs[k] for k in ("grid_id", "search_space") if k in trial.system_attrs}
+    study.add_trial(optuna.trial.create_trial(state=TrialState.WAITING,
+                                              system_attrs={"fixed_params": dict(trial.params), **grid}))
+
+
 def _params(trial: FrozenTrial) -> dict[str, Any]:
     """A trial's parameters; a queued (WAITING) trial has them only as the fixed parameters it was queued with."""
     return trial.params or trial.system_attrs.get("fixed_params", {})
@@ -240,7 +252,7 @@ class Runner:
                 self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
             later = any(u.number > t.number and _params(u) == t.params for u in trials)
             if not later and len(t.params) == len(self.options):
-                self.optuna.enqueue_trial(t.params)
+                requeue(self.optuna, t)
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)
