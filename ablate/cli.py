@@ -29,21 +29,22 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="ablate", description="Measure which PyTorch training speed-ups are worth it.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = commands.add_parser("run", help="run a study (resumes where it stopped)")
-    run.add_argument("study", help="a name in studies/ or a path to a study file")
-    run.add_argument("--search", choices=("grid", "optuna"), default="grid")
-    run.add_argument("--trials", type=_positive, help="number of trials for --search optuna")
-    run.add_argument("--storage", help="Optuna storage URL (default: an SQLite file under results/STUDY/)")
-    run.add_argument("--device", default=default_device(), help="cpu or cuda[:N] (default: %(default)s)")
-    run.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
-    for name, text in (("report", "rebuild the analysis and report from stored trials (runs nothing)"),
-                       ("sync", "log the stored trials that have no MLflow run yet (after MLflow was unreachable)")):
-        stored = commands.add_parser(name, help=text)
-        stored.add_argument("study", help="a name in studies/ or a path to a study file")
-        stored.add_argument("--search", choices=("grid", "optuna"), default="grid")
-        stored.add_argument("--storage", help="Optuna storage URL (default: the SQLite file under results/STUDY/)")
-        stored.add_argument("--device", default=default_device(), help="device type the trials ran on (default: %(default)s)")
-        stored.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
+    for name, text, storage_help, device_help in (
+        ("run", "run a study (resumes where it stopped)",
+         "an SQLite file under results/STUDY/", "cpu or cuda[:N]"),
+        ("report", "rebuild the analysis and report from stored trials (runs nothing)",
+         "the SQLite file under results/STUDY/", "device type the trials ran on"),
+        ("sync", "log the stored trials that have no MLflow run yet (after MLflow was unreachable)",
+         "the SQLite file under results/STUDY/", "device type the trials ran on"),
+    ):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("study", help="a name in studies/ or a path to a study file")
+        command.add_argument("--search", choices=("grid", "optuna"), default="grid")
+        if name == "run":
+            command.add_argument("--trials", type=_positive, help="number of trials for --search optuna")
+        command.add_argument("--storage", help=f"Optuna storage URL (default: {storage_help})")
+        command.add_argument("--device", default=default_device(), help=f"{device_help} (default: %(default)s)")
+        command.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
     ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=5000)
@@ -88,11 +89,11 @@ def _run(args: argparse.Namespace) -> int:
     from ablate import data
     from ablate.machine import describe
     from ablate.results import render
-    from ablate.runner import Interrupted, Runner, default_storage
+    from ablate.runner import Interrupted, Runner, default_storage, sqlite_path
 
     storage = args.storage or default_storage(study, args.results)
-    if storage.startswith("sqlite:///"):
-        _writable(Path(storage.removeprefix("sqlite:///")).parent, "storage folder", "--storage")
+    if database := sqlite_path(storage):
+        _writable(database.parent, "storage folder", "--storage")
     data.load(study.dataset)  # fails early, before anything is written, when the data is missing
     machine = describe(str(device))
     with study_lock(args.results / study.name, study.name):  # refuses at once while another run holds the study
@@ -150,16 +151,16 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
     """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates nothing)."""
     import optuna
 
-    from ablate.runner import default_storage, optuna_study_name
+    from ablate.runner import default_storage, optuna_study_name, sqlite_path
 
     device = _device(args.device)
     study = studies.load(args.study, device.type)
     storage = args.storage or default_storage(study, args.results)
     name = optuna_study_name(study, args.search, device.type)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    stored_path = Path(storage.removeprefix("sqlite:///")) if storage.startswith("sqlite:///") else None
+    database = sqlite_path(storage)
     try:
-        if stored_path and not stored_path.exists():  # reading must not create an empty database
+        if database and not database.exists():  # reading must not create an empty database
             raise KeyError(name)
         found = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
@@ -189,7 +190,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from ablate import records
+    from ablate import records, results
     from ablate.machine import describe
     from ablate.runner import write_reports
     from ablate.sync import push_missing
@@ -198,7 +199,7 @@ def _sync(args: argparse.Namespace) -> int:
     device, study, found, _ = _stored(args)
     with study_lock(args.results / study.name, study.name):  # a running study logs its own trials
         tracker = Tracker(study, describe(str(device)), args.results, warn=False)  # push_missing says it, once
-        csv = args.results / study.name / f"{args.search}-{device.type}.csv"
+        csv = results.csv_path(args.results, study.name, args.search, device.type)
         pushed = push_missing(study, found, args.search, tracker, [study.path, csv])
         stored = records.load(found)
         if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run

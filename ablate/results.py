@@ -44,6 +44,16 @@ def rows(records: list[Record]) -> list[dict[str, Any]]:
     return table
 
 
+def comparisons(row: dict[str, Any]) -> dict[str, float]:
+    """A row's comparisons with the baseline, as MLflow metrics (those that could be computed)."""
+    found = {"speedup": row.get("speed-up"), "accuracy_change": row.get("Δ acc")}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def csv_path(results_dir: Path, study_name: str, search: str, device_type: str) -> Path:
+    return results_dir / study_name / f"{search}-{device_type}.csv"
+
+
 def _to_target(metrics: Mapping[str, float], key: str) -> float | str | None:
     if "target_reached" not in metrics:
         return None

@@ -43,6 +43,11 @@ def default_storage(study: Study, results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / study.name / 'optuna.db').resolve()}"
 
 
+def sqlite_path(storage: str) -> Path | None:
+    """The database file of an SQLite storage URL; None for any other storage."""
+    return Path(storage.removeprefix("sqlite:///")) if storage.startswith("sqlite:///") else None
+
+
 class Interrupted(Exception):
     """The study was stopped by Ctrl-C or SIGTERM; the message says how to resume."""
 
@@ -105,8 +110,8 @@ class Runner:
         self.options = {dim: study.options(dim) for dim, _ in study.space}
         sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.options.items()}, seed=study.budget.seed)
                    if search == "grid" else optuna.samplers.TPESampler(seed=study.budget.seed))
-        if storage.startswith("sqlite:///"):
-            Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        if database := sqlite_path(storage):
+            database.parent.mkdir(parents=True, exist_ok=True)
         optuna.logging.set_verbosity(optuna.logging.ERROR)  # our progress lines say it better, failures included
         self.optuna = optuna.create_study(storage=storage, sampler=sampler, load_if_exists=True,
                                           study_name=optuna_study_name(study, search, machine.device_type),
@@ -257,7 +262,7 @@ class Runner:
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)
         table = results.rows(stored)
-        csv = self.results_dir / self.study.name / f"{self.search}-{self.machine.device_type}.csv"
+        csv = results.csv_path(self.results_dir, self.study.name, self.search, self.machine.device_type)
         results.write_csv(table, csv)
         reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker,
                                 self.optuna.user_attrs.get("mlflow_parent_run_id"))
@@ -265,10 +270,8 @@ class Runner:
             # Speed-ups need the baseline, which may have run after the trial: log them at the end.
             ids = run_ids(self.optuna)
             for row in table:
-                comparisons = {"speedup": row["speed-up"], "accuracy_change": row["Δ acc"]}
-                comparisons = {k: v for k, v in comparisons.items() if v is not None}
-                if ids.get(row["trial"]) and comparisons:
-                    self.tracker.log_metrics(ids[row["trial"]], comparisons)
+                if ids.get(row["trial"]) and (found := results.comparisons(row)):
+                    self.tracker.log_metrics(ids[row["trial"]], found)
             self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
         return Outcome(table, csv, ran, self.tracker.uri, self.parent_id, reports)
 

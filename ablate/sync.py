@@ -78,8 +78,7 @@ def _push(tracker: Tracker, parent: str | None, trial: FrozenTrial, options: tup
              "fail": "failed"}.get(a.get("state", trial.state.name.lower()), "killed")
     metrics, tags = {}, {}
     if state == "complete":
-        comparisons = {"speedup": row.get("speed-up"), "accuracy_change": row.get("Δ acc")}
-        metrics = {**a.get("metrics", {}), **{k: v for k, v in comparisons.items() if v is not None}}
+        metrics = {**a.get("metrics", {}), **results.comparisons(row)}
         tags = {"ablate.accuracy_from": str(a.get("accuracy_from")), "ablate.accuracy_group": str(a.get("accuracy_group"))}
     reason = INTERRUPTED if state == "killed" else a.get("reason", "")
     tracker.finish_trial(run_id, state, reason, metrics=metrics, tags=tags, end_time=_ms(trial.datetime_complete))
