@@ -1,8 +1,10 @@
-"""Command line: `ablate run | report | sync | list | ui`. Entry points only: parse, call, print."""
+"""Command line: `ablate run | worker | report | sync | list | ui`. Entry points only: parse, call, print."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,18 +33,29 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, text, storage_help, device_help in (
         ("run", "run a study (resumes where it stopped)",
-         "an SQLite file under results/STUDY/", "cpu or cuda[:N]"),
+         "default: an SQLite file under results/STUDY/", "cpu or cuda[:N]"),
+        ("worker", "run grid trials of a study shared through a server database, alongside other workers "
+                   "on any machine", "required: a server database, e.g. postgresql://user:password@host/db",
+         "cpu or cuda[:N]"),
         ("report", "rebuild the analysis and report from stored trials (runs nothing)",
-         "the SQLite file under results/STUDY/", "device type the trials ran on"),
+         "default: the SQLite file under results/STUDY/", "device type the trials ran on"),
         ("sync", "log the stored trials that have no MLflow run yet (after MLflow was unreachable)",
-         "the SQLite file under results/STUDY/", "device type the trials ran on"),
+         "default: the SQLite file under results/STUDY/", "device type the trials ran on"),
     ):
         command = commands.add_parser(name, help=text)
         command.add_argument("study", help="a name in studies/ or a path to a study file")
-        command.add_argument("--search", choices=("grid", "optuna"), default="grid")
+        if name == "worker":  # workers share the grid's combinations
+            command.set_defaults(search="grid", trials=None, workers=1)
+            # `run --workers N` prints the table and report once, when all of its workers have finished
+            command.add_argument("--no-summary", action="store_true", help=argparse.SUPPRESS)
+        else:
+            command.add_argument("--search", choices=("grid", "optuna"), default="grid")
         if name == "run":
             command.add_argument("--trials", type=_positive, help="number of trials for --search optuna")
-        command.add_argument("--storage", help=f"Optuna storage URL (default: {storage_help})")
+            command.add_argument("--workers", type=_positive, default=1,
+                                 help="worker processes on this machine sharing --storage (a server database); "
+                                      "with --device cuda, worker i runs on cuda:i (default: %(default)s)")
+        command.add_argument("--storage", required=name == "worker", help=f"Optuna storage URL ({storage_help})")
         command.add_argument("--device", default=default_device(), help=f"{device_help} (default: %(default)s)")
         command.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
@@ -51,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ui.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
     try:
-        return {"run": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui}[args.command](args)
+        return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui}[args.command](args)
     except (studies.StudyError, DataUnavailable, Busy) as error:
         print(f"ablate: error: {error}", file=sys.stderr)
         return 2
@@ -89,22 +102,35 @@ def _run(args: argparse.Namespace) -> int:
     from ablate import data
     from ablate.machine import describe
     from ablate.results import render
-    from ablate.runner import Interrupted, Runner, default_storage, sqlite_path
+    from ablate.runner import Interrupted, Runner, default_storage, shared, sqlite_path
 
     storage = args.storage or default_storage(study, args.results)
+    if not shared(storage) and (args.command == "worker" or args.workers > 1):
+        raise studies.StudyError(f"several workers need a server database for --storage (postgresql://... or "
+                                 f"mysql://...), not {storage.split(':')[0]}: SQLite is one process's")
+    if args.workers > 1 and args.search != "grid":
+        raise studies.StudyError("--workers needs --search grid (workers share the grid's combinations)")
     if database := sqlite_path(storage):
         _writable(database.parent, "storage folder", "--storage")
     data.load(study.dataset)  # fails early, before anything is written, when the data is missing
     machine = describe(str(device))
-    with study_lock(args.results / study.name, study.name):  # refuses at once while another run holds the study
+    # The lock keeps a second process off an SQLite storage; a server database is shared by design.
+    lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
+    with lock:  # refuses at once while another run holds the study
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials)
         print(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, torch {machine.torch}")
         try:
+            if args.workers > 1:
+                runner.open_parent()  # before the workers start, so that they all log under it
+                if status := _workers(args, device, storage):
+                    return status
             outcome = runner.run()
         except Interrupted as stopped:
             print(f"ablate: {stopped}", file=sys.stderr)
             _warn_offline(runner.tracker, args)
             return 130  # the shell's status for a run stopped by Ctrl-C
+    if getattr(args, "no_summary", False):
+        return 0
     if not outcome.ran:
         print("nothing to run: every combination already has a result (results are read back from the storage)")
     print(render(outcome.table))
@@ -115,11 +141,37 @@ def _run(args: argparse.Namespace) -> int:
     print(f"\nresults table: {outcome.csv}")
     if not runner.tracker.offline:  # else the warning at the end says what to do
         print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
-              f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse with `make ui`")
+              f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse "
+              f"{'it in a web browser' if outcome.tracking_uri.startswith(('http://', 'https://')) else 'with `make ui`'}")
     for built in outcome.reports:
         print(built.summary())
     _warn_offline(runner.tracker, args)
     return 0
+
+
+def _workers(args: argparse.Namespace, device: torch.device, storage: str) -> int:
+    """Run `ablate worker` N times at once on this machine (worker i on cuda:i) and wait for all; their
+    worst exit status, 0 when all finished. The caller's runner then finds every combination done."""
+    import torch
+
+    if device.type == "cuda" and args.workers > torch.cuda.device_count():
+        raise studies.StudyError(f"--workers {args.workers} with --device cuda needs {args.workers} GPUs, "
+                                 f"this machine has {torch.cuda.device_count()}")
+    if device.type == "cpu":
+        print(f"ablate: warning: {args.workers} workers share this machine's CPU cores, so each one's throughput "
+              "is measured while the others compete with it; use several CPU workers to try the set-up, one "
+              "worker per GPU to measure", file=sys.stderr)
+    devices = [f"cuda:{i}" if device.type == "cuda" else "cpu" for i in range(args.workers)]
+    started = [subprocess.Popen([sys.executable, "-m", "ablate", "worker", str(args.study), "--storage", storage,
+                                 "--device", d, "--results", str(args.results), "--no-summary"]) for d in devices]
+    try:
+        return max((p.wait() for p in started), key=abs)
+    except KeyboardInterrupt:  # Ctrl-C reached every worker too (one process group): each stops cleanly
+        for p in started:
+            p.wait()
+        print("ablate: interrupted; the workers marked their running trials KILLED; run the same command again "
+              "to resume", file=sys.stderr)
+        return 130
 
 
 def _writable(folder: Path, what: str, option: str) -> None:

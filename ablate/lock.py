@@ -35,7 +35,7 @@ def study_lock(folder: Path, study: str) -> Iterator[None]:
         except BlockingIOError:
             holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
             raise Busy(f"study {study} is already running ({holder}; lock {path}); wait for it to finish or stop it "
-                       "- several workers on one study need a server database (not supported yet)") from None
+                       "- several workers on one study need a server database (see `ablate worker --help`)") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
         yield

@@ -13,6 +13,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 BASELINE = "baseline"
+# Finished trials without a result of their own: stopped before the end, or a concurrent duplicate (ablate.claim).
+NO_RESULT = ("interrupted", "running", "duplicate")
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 UNKNOWN_MACHINE = {"device": "unknown", "device_name": "unknown", "torch": "unknown", "commit": "unknown",
                    "host": "unknown"}
@@ -79,7 +81,7 @@ def load(study: optuna.Study) -> list[Record]:
     """The last finished trial of each combination, as records."""
     latest: dict[str, FrozenTrial] = {}
     for trial in study.get_trials(deepcopy=False, states=FINISHED):
-        if trial.user_attrs.get("state", "running") in ("interrupted", "running"):  # stopped before it finished
+        if trial.user_attrs.get("state", "running") in NO_RESULT:  # stopped before it finished, or a duplicate
             continue
         latest[trial.user_attrs.get("combination", str(trial.number))] = trial
     return [from_trial(t) for t in latest.values()]

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from tabulate import tabulate
 
-from ablate.records import Record, baseline
+from ablate.records import Record, baseline, by_device
 
 COLUMNS = ["combination", "state", "samples/s", "spread %", "speed-up", "test acc %", "Δ acc", "acc from",
            "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
@@ -15,32 +15,36 @@ NOT_REACHED = "not reached"
 
 
 def rows(records: list[Record]) -> list[dict[str, Any]]:
-    base = baseline(records)
-    base_rate = base.throughput if base else None
-    base_acc = base.accuracy if base else None
+    """One row per record; speed-ups and accuracy changes against the baseline of the same device, never another's."""
     table = []
-    for r in records:
-        m = r.metrics
-        rate, acc = r.throughput, r.accuracy
-        table.append({
-            "trial": r.number,
-            "combination": r.combination,
-            "state": r.state,
-            "samples/s": rate,
-            "spread %": m.get("throughput_spread_pct"),
-            "speed-up": rate / base_rate if rate and base_rate else None,
-            "test acc %": acc,
-            "Δ acc": acc - base_acc if acc is not None and base_acc is not None else None,
-            "acc from": r.accuracy_from,
-            # Time to the study's target accuracy: measured in the trials that trained accuracy.
-            "to target s": _to_target(m, "time_to_target_s"),
-            "to target e2e s": _to_target(m, "time_to_target_e2e_s"),
-            "peak MB": m.get("peak_memory_mb"),
-            "first step s": m.get("first_step_s"),
-            "data wait %": 100 * m["data_wait_fraction"] if "data_wait_fraction" in m else None,
-            "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else ""),
-        })
-    table.sort(key=lambda r: (r["samples/s"] is None, -(r["samples/s"] or 0)))
+    for device, group in by_device(records).items():
+        base = baseline(group)
+        base_rate = base.throughput if base else None
+        base_acc = base.accuracy if base else None
+        for r in group:
+            m = r.metrics
+            rate, acc = r.throughput, r.accuracy
+            table.append({
+                "trial": r.number,
+                "combination": r.combination,
+                "state": r.state,
+                "samples/s": rate,
+                "spread %": m.get("throughput_spread_pct"),
+                "speed-up": rate / base_rate if rate and base_rate else None,
+                "test acc %": acc,
+                "Δ acc": acc - base_acc if acc is not None and base_acc is not None else None,
+                "acc from": r.accuracy_from,
+                # Time to the study's target accuracy: measured in the trials that trained accuracy.
+                "to target s": _to_target(m, "time_to_target_s"),
+                "to target e2e s": _to_target(m, "time_to_target_e2e_s"),
+                "peak MB": m.get("peak_memory_mb"),
+                "first step s": m.get("first_step_s"),
+                "data wait %": 100 * m["data_wait_fraction"] if "data_wait_fraction" in m else None,
+                "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else ""),
+                "device": device,
+                "host": r.machine.get("host", "unknown"),
+            })
+    table.sort(key=lambda r: (r["device"], r["samples/s"] is None, -(r["samples/s"] or 0)))
     return table
 
 
@@ -73,12 +77,14 @@ def render(table: list[dict[str, Any]]) -> str:
         if isinstance(value, float):
             return f"{value:.1f}" if key != "test acc %" else f"{value:.2f}"
         return value
-    return tabulate([[cell(k, r[k]) for k in COLUMNS] for r in table], headers=COLUMNS, disable_numparse=True)
+    # Trials from several devices (workers on different machines): each row says which, and compares within it.
+    columns = (["device"] if len({r["device"] for r in table}) > 1 else []) + COLUMNS
+    return tabulate([[cell(k, r[k]) for k in columns] for r in table], headers=columns, disable_numparse=True)
 
 
 def write_csv(table: list[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["trial", *COLUMNS])
+        writer = csv.DictWriter(f, fieldnames=["trial", *COLUMNS, "device", "host"])
         writer.writeheader()
         writer.writerows(table)

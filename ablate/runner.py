@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
 import threading
+import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import optuna
+import sqlalchemy.exc
+from optuna.storages import RDBStorage, fail_stale_trials
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import records, report, results
+from ablate import claim, records, report, results
 from ablate.machine import Machine
 from ablate.study import Option, Study, StudyError
 from ablate.tracking import Tracker, run_ids, trial_params
@@ -27,6 +32,9 @@ from ablate.trial import ACCURACY_NOT_MEASURED, TrialFailed, TrialSpec, run_in_f
 from strategies import ConflictError, compose
 
 SEARCHES = ("grid", "optuna")
+# Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
+for experimental in (".*fail_stale_trials is experimental", ".*heartbeat_interval.* is an experimental feature"):
+    warnings.filterwarnings("ignore", message=experimental, category=optuna.exceptions.ExperimentalWarning)
 
 
 def combination_label(options: tuple[Option, ...]) -> str:
@@ -83,9 +91,36 @@ def requeue(study: optuna.Study, trial: FrozenTrial) -> None:
                                               system_attrs={"fixed_params": dict(trial.params), **grid}))
 
 
-def _params(trial: FrozenTrial) -> dict[str, Any]:
-    """A trial's parameters; a queued (WAITING) trial has them only as the fixed parameters it was queued with."""
-    return trial.params or trial.system_attrs.get("fixed_params", {})
+_params = claim.params
+# How often a worker's running trial says it is alive (Optuna's heartbeat); stale after 3 missed beats.
+HEARTBEAT_S = int(os.environ.get("ABLATE_HEARTBEAT_S", "10"))
+CONNECT_ATTEMPTS = 5
+PARENT_ATTR = "mlflow_parent_run_id"
+PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for its creator's MLflow parent run
+
+
+def shared(storage: str) -> bool:
+    """A server database (PostgreSQL, MySQL) that several workers share; SQLite is one process's."""
+    return not storage.startswith("sqlite:")
+
+
+def _create_study(storage: str, heartbeat: dict[str, Any] | None, **kwargs: Any) -> tuple[optuna.Study, bool]:
+    """The study, and whether this call created it: the database lets exactly one of several workers started
+    together create it (the others get DuplicatedStudyError and load it). Retried, because they also race to
+    create Optuna's tables, and the losers of that get an integrity error from the database."""
+    for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            backend = RDBStorage(storage, **heartbeat) if heartbeat is not None else storage
+            try:
+                return optuna.create_study(storage=backend, **kwargs), True
+            except optuna.exceptions.DuplicatedStudyError:
+                return optuna.load_study(storage=backend, study_name=kwargs["study_name"],
+                                         sampler=kwargs["sampler"]), False
+        except sqlalchemy.exc.SQLAlchemyError:
+            if attempt == CONNECT_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def optuna_study_name(study: Study, search: str, device_type: str) -> str:
@@ -104,7 +139,7 @@ class Outcome:
 
 class Runner:
     def __init__(self, study: Study, machine: Machine, search: str, storage: str, results_dir: Path,
-                 n_trials: int | None = None) -> None:
+                 n_trials: int | None = None, heartbeat_s: int = HEARTBEAT_S) -> None:
         self.study, self.machine, self.search, self.n_trials = study, machine, search, n_trials
         self.results_dir = results_dir
         self.options = {dim: study.options(dim) for dim, _ in study.space}
@@ -113,54 +148,101 @@ class Runner:
         if database := sqlite_path(storage):
             database.parent.mkdir(parents=True, exist_ok=True)
         optuna.logging.set_verbosity(optuna.logging.ERROR)  # our progress lines say it better, failures included
-        self.optuna = optuna.create_study(storage=storage, sampler=sampler, load_if_exists=True,
-                                          study_name=optuna_study_name(study, search, machine.device_type),
-                                          directions=["maximize", "maximize"])  # throughput, accuracy
+        self.tracker = Tracker(study, machine, results_dir)
+        # On a shared database a dead worker's trial is found by Optuna's heartbeat (stale after the grace
+        # period) and queued again by _stale; SQLite is one process's, recovered by _recover_interrupted.
+        heartbeat = dict(heartbeat_interval=heartbeat_s, grace_period=3 * heartbeat_s,
+                         heartbeat_stale_trial_callback=self._stale) if shared(storage) else None
+        self.optuna, self.created = _create_study(storage, heartbeat, sampler=sampler,
+                                                  study_name=optuna_study_name(study, search, machine.device_type),
+                                                  directions=["maximize", "maximize"])  # throughput, accuracy
+        self.heartbeat = shared(storage)
         stored = self.optuna.user_attrs.get("file_hash")
         if stored and stored != study.file_hash:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "
                              f"{study.file_hash}); move {results_dir / study.name} away or pass --storage to start afresh")
         self.optuna.set_user_attr("file_hash", study.file_hash)
-        self.tracker = Tracker(study, machine, results_dir)
         self.parent_id: str | None = None
         self.progress: tqdm | None = None
 
     def remaining(self) -> int:
+        if self.search == "grid":  # combinations with a result (interrupted attempts and duplicates have none)
+            return self.study.size - len(records.load(self.optuna))
         finished = self.optuna.get_trials(deepcopy=False, states=records.FINISHED)
-        if self.search == "grid":
-            visited = {t.system_attrs.get("grid_id") for t in finished} - {None}
-            return self.study.size - len(visited)
         return max(0, (self.n_trials or 0) - len(finished))
 
     def run(self) -> Outcome:
         self._recover_interrupted()
         todo = self.remaining() + len(self.optuna.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
         ran = 0
-        if todo:
-            self.parent_id = self.tracker.start_parent(self.search, self.optuna.user_attrs.get("mlflow_parent_run_id"))
-            if self.parent_id:  # offline (MLflow unreachable): keep the stored parent for resume and sync
-                self.optuna.set_user_attr("mlflow_parent_run_id", self.parent_id)
+        # A grid worker also stays while only others' trials run: one may die and its trial be queued again.
+        if todo or (self.search == "grid" and self._next_step() != "done"):
+            self.open_parent()
             total = self.study.size if self.search == "grid" else (self.n_trials or todo)
             with tqdm(total=total, initial=total - todo, unit="trial", desc=self.study.name, dynamic_ncols=True) as bar, \
                     _sigterm_as_keyboard_interrupt():
                 self.progress = bar
                 try:
-                    self.optuna.optimize(self._objective, n_trials=todo, catch=(TrialFailed,), callbacks=[self._after])
+                    if self.search == "grid":
+                        self._work()
+                    else:
+                        self.optuna.optimize(self._objective, n_trials=todo, catch=(TrialFailed,),
+                                             callbacks=[self._after])
                 except KeyboardInterrupt:
                     self._recover_interrupted()  # the trial that was running: KILLED, queued for the next run
-                    self.tracker.finish_parent(self.parent_id, [], status="KILLED")
+                    if not self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                        self.tracker.finish_parent(self.parent_id, [], status="KILLED")  # else others go on in it
                     done = len(records.load(self.optuna))
                     raise Interrupted(f"interrupted after {done} of {total} combinations; the running trial was "
                                       "marked KILLED; run the same command again to resume") from None
             ran = todo
         return self._finish(ran)
 
+    def open_parent(self) -> None:
+        """Start (or reopen) the study's MLflow parent run and record it in the Optuna study."""
+        self.parent_id = self.parent_id or self.tracker.start_parent(self.search, self._stored_parent())
+        if self.parent_id:  # offline (MLflow unreachable): keep the stored parent for resume and sync
+            self.optuna.set_user_attr(PARENT_ATTR, self.parent_id)
+
+    def _stored_parent(self) -> str | None:
+        """The study's MLflow parent run. Workers started together share one: the worker that created the Optuna
+        study makes it, and the others wait (up to PARENT_WAIT_S) for its id to appear in the study."""
+        deadline = time.monotonic() + (PARENT_WAIT_S if self.heartbeat and not self.created else 0)
+        while (parent := self.optuna.user_attrs.get(PARENT_ATTR)) is None and time.monotonic() < deadline:
+            time.sleep(claim.POLL_S * 5)
+        return parent
+
+    def _work(self) -> None:
+        """Grid trials, one at a time, until every combination has a result: from this worker and any other
+        sharing the storage. While only others' trials run, wait: one may die and its trial be queued again."""
+        while (step := self._next_step()) != "done":
+            if step == "wait":
+                time.sleep(claim.POLL_S * 10)
+                continue
+            self.optuna.optimize(self._objective, n_trials=1, catch=(TrialFailed, claim.Duplicate),
+                                 callbacks=[self._after])
+
+    def _next_step(self) -> str:
+        """"run" (a queued trial or an unclaimed combination), "wait" (others' trials run) or "done"."""
+        fail_stale_trials(self.optuna)  # a dead worker's trial: failed and queued again (no-op without heartbeat)
+        trials = self.optuna.get_trials(deepcopy=False)
+        held = {tuple(sorted(_params(t).items())) for t in trials if claim.owns(t) and len(_params(t)) == len(self.options)}
+        if any(t.state == TrialState.WAITING for t in trials) or len(held) < self.study.size:
+            return "run"
+        return "wait" if any(t.state == TrialState.RUNNING for t in trials) else "done"
+
     def _objective(self, trial: Trial) -> tuple[float, float]:
         labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in self.options.items()}
+        if self.search == "grid" and (owner := claim.earlier_owner(
+                self.optuna, trial.number, labels, len(self.options), poll=lambda: fail_stale_trials(self.optuna))):
+            trial.set_user_attr("state", claim.DUPLICATE)
+            trial.set_user_attr("reason", f"duplicate: trial #{owner.number} has this combination")
+            raise claim.Duplicate(f"trial #{owner.number} has this combination")
         options = tuple(self.options[dim][label] for dim, label in labels.items())
         combination = combination_label(options)
         trial.set_user_attr("combination", combination)
         trial.set_user_attr("machine", dataclasses.asdict(self.machine))
+        trial.set_user_attr("worker", f"{self.machine.host}:{os.getpid()}")  # which process ran it (several per host)
         trial.set_user_attr("state", "running")  # replaced when it ends; still there if the study was stopped
         if self.progress:
             self.progress.set_postfix_str(combination)
@@ -218,7 +300,9 @@ class Runner:
 
     def _accuracy_donor(self, group: str) -> FrozenTrial | None:
         for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if t.user_attrs.get("accuracy_group") == group and t.user_attrs.get("accuracy_trained"):
+            # Same device only: another GPU model (or a CPU) may round differently.
+            if (t.user_attrs.get("accuracy_group") == group and t.user_attrs.get("accuracy_trained")
+                    and t.user_attrs.get("machine", {}).get("device_name") == self.machine.device_name):
                 return t
         return None
 
@@ -226,6 +310,8 @@ class Runner:
         a = trial.user_attrs
         m = a.get("metrics", {})
         state = a.get("state", trial.state.name.lower())
+        if state == claim.DUPLICATE:  # another worker's trial: not this worker's progress
+            return
         if state != "complete":
             detail = a.get("reason", "")
         elif "test_accuracy" not in m:
@@ -245,7 +331,8 @@ class Runner:
         Optuna fails the trial it was running). A combination is queued once: not when a later
         trial, queued ones included, already has it.
         """
-        for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        # With a heartbeat, RUNNING trials may be live workers': Optuna fails only the stale ones (see _stale).
+        for t in [] if self.heartbeat else self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self.optuna._storage.set_trial_user_attr(t._trial_id, "state", "interrupted")  # still RUNNING: updatable
             self.optuna.tell(t.number, state=TrialState.FAIL)
         trials = self.optuna.get_trials(deepcopy=False)
@@ -259,13 +346,20 @@ class Runner:
             if not later and len(t.params) == len(self.options):
                 requeue(self.optuna, t)
 
+    def _stale(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Optuna's heartbeat callback for a trial whose worker died (called once, by the worker that failed it):
+        its MLflow run KILLED, its combination queued again."""
+        self.tracker.finish_trial(trial.user_attrs.get("mlflow_run_id"), "killed", INTERRUPTED)
+        if len(trial.params) == len(self.options):
+            requeue(study, trial)
+
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)
         table = results.rows(stored)
         csv = results.csv_path(self.results_dir, self.study.name, self.search, self.machine.device_type)
         results.write_csv(table, csv)
         reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker,
-                                self.optuna.user_attrs.get("mlflow_parent_run_id"))
+                                self.optuna.user_attrs.get(PARENT_ATTR))
         if self.parent_id:
             # Speed-ups need the baseline, which may have run after the trial: log them at the end.
             ids = run_ids(self.optuna)

@@ -30,7 +30,8 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
         raise StudyError(f"MLflow at {tracker.uri} is unreachable ({tracker.offline_reason}); nothing synced")
     known = run_ids(stored)
     missing = [(t, built) for t in stored.get_trials(deepcopy=False, states=records.FINISHED)
-               if (built := _composed(study, t)) is not None and not tracker.has_run(known.get(t.number))]
+               if t.user_attrs.get("state") != "duplicate"  # a concurrent duplicate never had a run of its own
+               and (built := _composed(study, t)) is not None and not tracker.has_run(known.get(t.number))]
     if not missing:
         return 0
     parent = stored.user_attrs.get("mlflow_parent_run_id")

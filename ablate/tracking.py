@@ -23,7 +23,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from mlflow.entities import Metric, Param, RunTag
-from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+from mlflow.environment_variables import (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT,
+                                          MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT)
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
@@ -38,6 +41,9 @@ RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
 STATUS = {"complete": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
 
 T = TypeVar("T")
+# MLflow's client prints a "View run ... at" link for every run it ends on a server, between our progress
+# lines; the CLI names the server and the parent run once instead. A user's own setting wins.
+os.environ.setdefault(MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT.name, "true")
 
 
 def tracking_uri(results: Path) -> str:
@@ -106,12 +112,23 @@ class Tracker:
                 results.mkdir(parents=True, exist_ok=True)
             self.client = MlflowClient(tracking_uri=self.uri)
             with _quick_requests():
-                name = f"ablate/{study.name}"
-                experiment = self.client.get_experiment_by_name(name)
-                self.experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(
-                    name, artifact_location=(results / "mlartifacts").resolve().as_uri())
+                self.experiment_id = self._experiment(f"ablate/{study.name}", results)
         except Exception as error:  # noqa: BLE001 - unreachable, refused, misconfigured: all mean "no MLflow now"
             self._go_offline(error)
+
+    def _experiment(self, name: str, results: Path) -> str:
+        """The study's experiment id, created if missing. A tracking server stores artifacts where it was told
+        to (`--artifacts-destination`); a local database keeps them beside itself in the results folder."""
+        if experiment := self.client.get_experiment_by_name(name):
+            return experiment.experiment_id
+        local = None if self.uri.startswith(("http://", "https://")) else (results / "mlartifacts").resolve().as_uri()
+        try:
+            return self.client.create_experiment(name, artifact_location=local)
+        except MlflowException as error:
+            if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+                raise
+            # Workers started together: another one created it between our lookup and our create.
+            return self.client.get_experiment_by_name(name).experiment_id
 
     @property
     def offline(self) -> bool:

@@ -74,3 +74,11 @@ def test_an_empty_data_folder_offline_is_one_line_naming_the_files_and_the_varia
     _one_line(done.stderr, "MNIST is not in")
     assert "train-images-idx3-ubyte" in done.stderr and "ABLATE_DATA_DIR" in done.stderr
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("argv", [["worker", str(TINY), "--storage", "sqlite:///x.db"],
+                                  ["run", str(TINY), "--workers", "2"]])
+def test_several_workers_refuse_sqlite(argv, tmp_path, capsys):
+    assert main([*argv, "--device", "cpu", "--results", str(tmp_path / "results")]) == 2
+    _one_line(capsys.readouterr().err, "several workers need a server database")
+    assert not (tmp_path / "results").exists()
