@@ -110,6 +110,9 @@ def _run(args: argparse.Namespace) -> int:
                                  f"mysql://...), not {storage.split(':')[0]}: SQLite is one process's")
     if args.workers > 1 and args.search != "grid":
         raise studies.StudyError("--workers needs --search grid (workers share the grid's combinations)")
+    if args.workers > 1 and device.type == "cuda" and args.workers > torch.cuda.device_count():
+        raise studies.StudyError(f"--workers {args.workers} with --device cuda needs {args.workers} GPUs (worker i "
+                                 f"on cuda:i), this machine has {torch.cuda.device_count()}")
     if database := sqlite_path(storage):
         _writable(database.parent, "storage folder", "--storage")
     data.load(study.dataset)  # fails early, before anything is written, when the data is missing
@@ -123,6 +126,8 @@ def _run(args: argparse.Namespace) -> int:
             if args.workers > 1:
                 runner.open_parent()  # before the workers start, so that they all log under it
                 if status := _workers(args, device, storage):
+                    if status == 130:  # the workers have stopped; the parent run they shared is ended here
+                        runner.stop_parent()
                     return status
             outcome = runner.run()
         except Interrupted as stopped:
@@ -152,21 +157,24 @@ def _run(args: argparse.Namespace) -> int:
 def _workers(args: argparse.Namespace, device: torch.device, storage: str) -> int:
     """Run `ablate worker` N times at once on this machine (worker i on cuda:i) and wait for all; their
     worst exit status, 0 when all finished. The caller's runner then finds every combination done."""
-    import torch
+    from ablate.runner import sigterm_as_keyboard_interrupt
 
-    if device.type == "cuda" and args.workers > torch.cuda.device_count():
-        raise studies.StudyError(f"--workers {args.workers} with --device cuda needs {args.workers} GPUs, "
-                                 f"this machine has {torch.cuda.device_count()}")
     if device.type == "cpu":
         print(f"ablate: warning: {args.workers} workers share this machine's CPU cores, so each one's throughput "
               "is measured while the others compete with it; use several CPU workers to try the set-up, one "
               "worker per GPU to measure", file=sys.stderr)
     devices = [f"cuda:{i}" if device.type == "cuda" else "cpu" for i in range(args.workers)]
+    # Own sessions: a Ctrl-C or SIGTERM reaches the workers once, forwarded from here, never twice.
     started = [subprocess.Popen([sys.executable, "-m", "ablate", "worker", str(args.study), "--storage", storage,
-                                 "--device", d, "--results", str(args.results), "--no-summary"]) for d in devices]
+                                 "--device", d, "--results", str(args.results), "--no-summary"],
+                                start_new_session=True) for d in devices]
     try:
-        return max((p.wait() for p in started), key=abs)
-    except KeyboardInterrupt:  # Ctrl-C reached every worker too (one process group): each stops cleanly
+        with sigterm_as_keyboard_interrupt():
+            return max((p.wait() for p in started), key=abs)
+    except KeyboardInterrupt:  # each worker stops as on SIGTERM: its trial KILLED and queued again
+        for p in started:
+            if p.poll() is None:
+                p.terminate()
         for p in started:
             p.wait()
         print("ablate: interrupted; the workers marked their running trials KILLED; run the same command again "

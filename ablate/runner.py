@@ -16,7 +16,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import optuna
 import sqlalchemy.exc
@@ -63,20 +63,75 @@ class Interrupted(Exception):
 INTERRUPTED = "interrupted: the study was stopped before this trial finished"
 
 
-@contextlib.contextmanager
-def _sigterm_as_keyboard_interrupt() -> Iterator[None]:
-    """SIGTERM (a scheduler's or `kill`'s stop) ends the study as cleanly as Ctrl-C does."""
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
+
+@contextlib.contextmanager
+def sigterm_as_keyboard_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's or `kill`'s stop) ends the study as cleanly as Ctrl-C does."""
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class DeferredInterrupts:
+    """Ctrl-C and SIGTERM held back while Optuna opens or closes a grid trial, and raised inside the trial.
+
+    Raised inside the objective, KeyboardInterrupt makes Optuna fail the trial, which `_recover_interrupted`
+    then queues again. Raised during Optuna's `ask()`, it would leave a RUNNING trial with no parameters
+    and no heartbeat, that no worker could tell from a live one for a while (see `Runner._fail_stale`).
+    Signal handlers are the main thread's: elsewhere (tests) this does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.active = False
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def _raise_pending(self) -> None:
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {s: signal.signal(s, self._hold) for s in self.SIGNALS}
+        self.active = True
+        try:
+            yield
+        finally:
+            self.active = False
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        self._raise_pending()  # one that came while Optuna was closing the trial: between trials now
+
+    def deliver_in(self, objective: Callable[[Trial], Any]) -> Callable[[Trial], Any]:
+        """`objective`, with Ctrl-C and SIGTERM raised as KeyboardInterrupt while it runs."""
+        def delivered(trial: Trial) -> Any:
+            if not self.active:
+                return objective(trial)
+            for s in self.SIGNALS:
+                signal.signal(s, _interrupt)
+            try:
+                self._raise_pending()
+                return objective(trial)
+            finally:
+                for s in self.SIGNALS:
+                    signal.signal(s, self._hold)
+        return delivered
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial) -> None:
@@ -88,7 +143,7 @@ def requeue(study: optuna.Study, trial: FrozenTrial) -> None:
     """
     grid = {k: trial.system_attrs[k] for k in ("grid_id", "search_space") if k in trial.system_attrs}
     study.add_trial(optuna.trial.create_trial(state=TrialState.WAITING,
-                                              system_attrs={"fixed_params": dict(trial.params), **grid}))
+                                              system_attrs={"fixed_params": dict(claim.params(trial)), **grid}))
 
 
 _params = claim.params
@@ -157,6 +212,7 @@ class Runner:
                                                   study_name=optuna_study_name(study, search, machine.device_type),
                                                   directions=["maximize", "maximize"])  # throughput, accuracy
         self.heartbeat = shared(storage)
+        self.grace_s = 3 * heartbeat_s
         stored = self.optuna.user_attrs.get("file_hash")
         if stored and stored != study.file_hash:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "
@@ -164,6 +220,8 @@ class Runner:
         self.optuna.set_user_attr("file_hash", study.file_hash)
         self.parent_id: str | None = None
         self.progress: tqdm | None = None
+        self.signals = DeferredInterrupts()
+        self.paramless_since: dict[int, float] = {}  # RUNNING trials without parameters -> first seen (monotonic)
 
     def remaining(self) -> int:
         if self.search == "grid":  # combinations with a result (interrupted attempts and duplicates have none)
@@ -180,7 +238,7 @@ class Runner:
             self.open_parent()
             total = self.study.size if self.search == "grid" else (self.n_trials or todo)
             with tqdm(total=total, initial=total - todo, unit="trial", desc=self.study.name, dynamic_ncols=True) as bar, \
-                    _sigterm_as_keyboard_interrupt():
+                    sigterm_as_keyboard_interrupt():
                 self.progress = bar
                 try:
                     if self.search == "grid":
@@ -190,8 +248,7 @@ class Runner:
                                              callbacks=[self._after])
                 except KeyboardInterrupt:
                     self._recover_interrupted()  # the trial that was running: KILLED, queued for the next run
-                    if not self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                        self.tracker.finish_parent(self.parent_id, [], status="KILLED")  # else others go on in it
+                    self.stop_parent()
                     done = len(records.load(self.optuna))
                     raise Interrupted(f"interrupted after {done} of {total} combinations; the running trial was "
                                       "marked KILLED; run the same command again to resume") from None
@@ -203,6 +260,11 @@ class Runner:
         self.parent_id = self.parent_id or self.tracker.start_parent(self.search, self._stored_parent())
         if self.parent_id:  # offline (MLflow unreachable): keep the stored parent for resume and sync
             self.optuna.set_user_attr(PARENT_ATTR, self.parent_id)
+
+    def stop_parent(self) -> None:
+        """After Ctrl-C or SIGTERM: the parent run KILLED, unless other workers' trials still run in it."""
+        if not self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            self.tracker.finish_parent(self.parent_id, [], status="KILLED")
 
     def _stored_parent(self) -> str | None:
         """The study's MLflow parent run. Workers started together share one: the worker that created the Optuna
@@ -219,12 +281,13 @@ class Runner:
             if step == "wait":
                 time.sleep(claim.POLL_S * 10)
                 continue
-            self.optuna.optimize(self._objective, n_trials=1, catch=(TrialFailed, claim.Duplicate),
-                                 callbacks=[self._after])
+            with self.signals.held():
+                self.optuna.optimize(self.signals.deliver_in(self._objective), n_trials=1,
+                                     catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
 
     def _next_step(self) -> str:
         """"run" (a queued trial or an unclaimed combination), "wait" (others' trials run) or "done"."""
-        fail_stale_trials(self.optuna)  # a dead worker's trial: failed and queued again (no-op without heartbeat)
+        self._fail_stale()
         trials = self.optuna.get_trials(deepcopy=False)
         held = {tuple(sorted(_params(t).items())) for t in trials if claim.owns(t) and len(_params(t)) == len(self.options)}
         if any(t.state == TrialState.WAITING for t in trials) or len(held) < self.study.size:
@@ -234,7 +297,7 @@ class Runner:
     def _objective(self, trial: Trial) -> tuple[float, float]:
         labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in self.options.items()}
         if self.search == "grid" and (owner := claim.earlier_owner(
-                self.optuna, trial.number, labels, len(self.options), poll=lambda: fail_stale_trials(self.optuna))):
+                self.optuna, trial.number, labels, len(self.options), poll=self._fail_stale)):
             trial.set_user_attr("state", claim.DUPLICATE)
             trial.set_user_attr("reason", f"duplicate: trial #{owner.number} has this combination")
             raise claim.Duplicate(f"trial #{owner.number} has this combination")
@@ -342,15 +405,40 @@ class Runner:
                 continue
             if run_id := ids.get(t.number):
                 self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
-            later = any(u.number > t.number and _params(u) == t.params for u in trials)
-            if not later and len(t.params) == len(self.options):
+            later = any(u.number > t.number and _params(u) == _params(t) for u in trials)
+            if not later and len(_params(t)) == len(self.options):
                 requeue(self.optuna, t)
+
+    def _fail_stale(self) -> None:
+        """Dead workers' trials: failed, their runs KILLED and their combinations queued again (see _stale).
+
+        Optuna's heartbeat check finds those whose worker stopped beating. It cannot see a trial whose
+        worker died inside `ask()`, before its first beat: RUNNING, without parameters, forever. A live
+        worker gives its trial parameters within moments, so one seen without them for the heartbeat's
+        grace period (on this worker's clock: machines' clocks may disagree) is failed here.
+        """
+        if not self.heartbeat:
+            return
+        fail_stale_trials(self.optuna)
+        now = time.monotonic()
+        paramless = {t.number: t for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                     if not t.params}
+        self.paramless_since = {n: self.paramless_since.get(n, now) for n in paramless}
+        for number, since in self.paramless_since.items():
+            if now - since > self.grace_s:
+                trial = paramless[number]
+                try:
+                    failed = self.optuna._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+                except optuna.exceptions.UpdateFinishedTrialError:  # another worker failed it first
+                    failed = False
+                if failed:
+                    self._stale(self.optuna, trial)
 
     def _stale(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Optuna's heartbeat callback for a trial whose worker died (called once, by the worker that failed it):
         its MLflow run KILLED, its combination queued again."""
         self.tracker.finish_trial(trial.user_attrs.get("mlflow_run_id"), "killed", INTERRUPTED)
-        if len(trial.params) == len(self.options):
+        if len(_params(trial)) == len(self.options):  # a queued combination it had taken counts too
             requeue(study, trial)
 
     def _finish(self, ran: int) -> Outcome:

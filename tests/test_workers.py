@@ -122,3 +122,53 @@ def test_run_with_workers_spreads_the_study_over_processes_on_this_machine(mnist
     trials = _check_exactly_once(postgres, mlflow_server)
     assert len({t.user_attrs["worker"] for t in trials if "worker" in t.user_attrs}) == 2
     assert "baseline" in done.stdout and "recommended:" in done.stdout  # the table and report, once all finished
+
+
+def test_ctrl_c_stops_every_worker_and_the_same_command_resumes(mnist, postgres, mlflow_server, tmp_path):
+    _storage(postgres)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_server}
+    command = [sys.executable, "-m", "ablate", "run", str(TINY), "--workers", "2", "--storage", postgres,
+               "--device", "cpu", "--results", str(tmp_path / "results")]
+    first = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not [t for t in _trials(postgres) if t.state == TrialState.RUNNING and "mlflow_run_id" in t.user_attrs]:
+        assert time.monotonic() < deadline and first.poll() is None, "no worker ever reached a running trial"
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGINT)  # Ctrl-C in the terminal: the coordinator passes it on to its workers
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 130, out + err
+    assert "run the same command again" in err
+    trials = _trials(postgres)
+    assert not [t for t in trials if t.state == TrialState.RUNNING]  # every worker stopped its trial
+    interrupted = [t for t in trials if t.user_attrs.get("state") == "interrupted"]
+    assert interrupted and all(t.state == TrialState.FAIL for t in interrupted)
+    client = MlflowClient(tracking_uri=mlflow_server)
+    assert {client.get_run(t.user_attrs["mlflow_run_id"]).info.status for t in interrupted} == {"KILLED"}
+
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    _check_exactly_once(postgres, mlflow_server)  # each interrupted combination ran again, once
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_a_trial_a_worker_left_without_parameters_is_failed_after_the_grace_period(mnist, postgres, tmp_path):
+    # A worker killed inside Optuna's ask() leaves a RUNNING trial with no parameters and no heartbeat,
+    # which Optuna's own stale check never finds.
+    from ablate import study as studies
+    from ablate.machine import describe
+    from ablate.runner import Runner
+
+    runner = Runner(studies.load(str(TINY), "cpu"), describe("cpu"), "grid", postgres, tmp_path, heartbeat_s=1)
+    combination = {dim: list(options)[-1] for dim, options in runner.options.items()}
+    runner.optuna.enqueue_trial(combination)
+    took_queued = runner.optuna.ask()  # died holding a queued combination
+    took_fresh = runner.optuna.ask()  # died before its grid point had parameters
+    runner._fail_stale()
+    assert {t.state for t in _trials(postgres)} == {TrialState.RUNNING}  # too early to tell from a live worker
+    time.sleep(runner.grace_s + 0.5)
+    runner._fail_stale()
+    trials = {t.number: t for t in _trials(postgres)}
+    assert trials[took_queued.number].state == trials[took_fresh.number].state == TrialState.FAIL
+    waiting = [t for t in trials.values() if t.state == TrialState.WAITING]
+    assert [t.system_attrs["fixed_params"] for t in waiting] == [combination]  # the queued one runs again
