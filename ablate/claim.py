@@ -22,9 +22,8 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.records import NO_RESULT
+from ablate.records import DUPLICATE, NO_RESULT
 
-DUPLICATE = "duplicate"
 POLL_S = 0.1
 
 

@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     if not runner.tracker.offline:  # else the warning at the end says what to do
         print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
               f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse "
-              f"{'it in a web browser' if outcome.tracking_uri.startswith(('http://', 'https://')) else 'with `make ui`'}")
+              f"{'it in a web browser' if runner.tracker.on_server else 'with `make ui`'}")
     for built in outcome.reports:
         print(built.summary())
     _warn_offline(runner.tracker, args)
@@ -233,7 +233,7 @@ def _report(args: argparse.Namespace) -> int:
     from ablate import records
     from ablate.machine import describe
     from ablate.runner import write_reports
-    from ablate.tracking import Tracker
+    from ablate.tracking import PARENT_ATTR, Tracker
 
     device, study, found, storage = _stored(args)
     stored = records.load(found)
@@ -242,7 +242,7 @@ def _report(args: argparse.Namespace) -> int:
                                  "skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
     for built in write_reports(study, stored, args.search, args.results, tracker,
-                               found.user_attrs.get("mlflow_parent_run_id")):
+                               found.user_attrs.get(PARENT_ATTR)):
         print(built.summary())
     if tracker.offline:
         print(f"ablate: warning: the report is not attached to MLflow (unreachable at {tracker.uri})", file=sys.stderr)
@@ -254,7 +254,7 @@ def _sync(args: argparse.Namespace) -> int:
     from ablate.machine import describe
     from ablate.runner import write_reports
     from ablate.sync import push_missing
-    from ablate.tracking import Tracker
+    from ablate.tracking import PARENT_ATTR, Tracker
 
     device, study, found, _ = _stored(args)
     with study_lock(args.results / study.name, study.name):  # a running study logs its own trials
@@ -263,7 +263,7 @@ def _sync(args: argparse.Namespace) -> int:
         pushed = push_missing(study, found, args.search, tracker, [study.path, csv])
         stored = records.load(found)
         if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run
-            write_reports(study, stored, args.search, args.results, tracker, found.user_attrs.get("mlflow_parent_run_id"))
+            write_reports(study, stored, args.search, args.results, tracker, found.user_attrs.get(PARENT_ATTR))
     print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
           f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0

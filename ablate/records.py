@@ -13,8 +13,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 BASELINE = "baseline"
-# Finished trials without a result of their own: stopped before the end, or a concurrent duplicate (ablate.claim).
-NO_RESULT = ("interrupted", "running", "duplicate")
+DUPLICATE = "duplicate"  # a trial that found its combination held by another (ablate.claim); never logged
+# Finished trials without a result of their own: stopped before the end, or a concurrent duplicate.
+NO_RESULT = ("interrupted", "running", DUPLICATE)
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 UNKNOWN_MACHINE = {"device": "unknown", "device_name": "unknown", "torch": "unknown", "commit": "unknown",
                    "host": "unknown"}

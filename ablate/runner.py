@@ -27,7 +27,7 @@ from tqdm import tqdm
 from ablate import claim, records, report, results
 from ablate.machine import Machine
 from ablate.study import Option, Study, StudyError
-from ablate.tracking import Tracker, run_ids, trial_params
+from ablate.tracking import PARENT_ATTR, Tracker, run_ids, trial_params
 from ablate.trial import ACCURACY_NOT_MEASURED, TrialFailed, TrialSpec, run_in_fresh_process
 from strategies import ConflictError, compose
 
@@ -150,7 +150,6 @@ _params = claim.params
 # How often a worker's running trial says it is alive (Optuna's heartbeat); stale after 3 missed beats.
 HEARTBEAT_S = int(os.environ.get("ABLATE_HEARTBEAT_S", "10"))
 CONNECT_ATTEMPTS = 5
-PARENT_ATTR = "mlflow_parent_run_id"
 PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for its creator's MLflow parent run
 
 
@@ -206,13 +205,12 @@ class Runner:
         self.tracker = Tracker(study, machine, results_dir)
         # On a shared database a dead worker's trial is found by Optuna's heartbeat (stale after the grace
         # period) and queued again by _stale; SQLite is one process's, recovered by _recover_interrupted.
-        heartbeat = dict(heartbeat_interval=heartbeat_s, grace_period=3 * heartbeat_s,
-                         heartbeat_stale_trial_callback=self._stale) if shared(storage) else None
+        self.heartbeat, self.grace_s = shared(storage), 3 * heartbeat_s
+        heartbeat = dict(heartbeat_interval=heartbeat_s, grace_period=self.grace_s,
+                         heartbeat_stale_trial_callback=self._stale) if self.heartbeat else None
         self.optuna, self.created = _create_study(storage, heartbeat, sampler=sampler,
                                                   study_name=optuna_study_name(study, search, machine.device_type),
                                                   directions=["maximize", "maximize"])  # throughput, accuracy
-        self.heartbeat = shared(storage)
-        self.grace_s = 3 * heartbeat_s
         stored = self.optuna.user_attrs.get("file_hash")
         if stored and stored != study.file_hash:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "

@@ -20,7 +20,7 @@ from ablate import records, results
 from ablate.machine import Machine
 from ablate.runner import INTERRUPTED, combination_label
 from ablate.study import Option, Study, StudyError
-from ablate.tracking import RUNS_ATTR, Tracker, run_ids, trial_params
+from ablate.tracking import PARENT_ATTR, RUNS_ATTR, Tracker, run_ids, trial_params
 from strategies import ConflictError, Stack, compose
 
 
@@ -30,16 +30,16 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
         raise StudyError(f"MLflow at {tracker.uri} is unreachable ({tracker.offline_reason}); nothing synced")
     known = run_ids(stored)
     missing = [(t, built) for t in stored.get_trials(deepcopy=False, states=records.FINISHED)
-               if t.user_attrs.get("state") != "duplicate"  # a concurrent duplicate never had a run of its own
+               if t.user_attrs.get("state") != records.DUPLICATE  # a concurrent duplicate never had a run of its own
                and (built := _composed(study, t)) is not None and not tracker.has_run(known.get(t.number))]
     if not missing:
         return 0
-    parent = stored.user_attrs.get("mlflow_parent_run_id")
+    parent = stored.user_attrs.get(PARENT_ATTR)
     created = not tracker.has_run(parent)
     if created:
         parent = tracker.new_parent(search)
         if parent:
-            stored.set_user_attr("mlflow_parent_run_id", parent)
+            stored.set_user_attr(PARENT_ATTR, parent)
     rows = {row["trial"]: row for row in results.rows(records.load(stored))}
     mapping = dict(stored.user_attrs.get(RUNS_ATTR, {}))
     pushed = 0

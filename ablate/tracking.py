@@ -38,6 +38,7 @@ PROBE_TIMEOUT_S = 5
 # Trials that finished without an MLflow run get one from `ablate sync`; a finished Optuna trial's
 # user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
 RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
+PARENT_ATTR = "mlflow_parent_run_id"  # the Optuna study's user attr holding its MLflow parent run
 STATUS = {"complete": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
 
 T = TypeVar("T")
@@ -121,7 +122,7 @@ class Tracker:
         to (`--artifacts-destination`); a local database keeps them beside itself in the results folder."""
         if experiment := self.client.get_experiment_by_name(name):
             return experiment.experiment_id
-        local = None if self.uri.startswith(("http://", "https://")) else (results / "mlartifacts").resolve().as_uri()
+        local = None if self.on_server else (results / "mlartifacts").resolve().as_uri()
         try:
             return self.client.create_experiment(name, artifact_location=local)
         except MlflowException as error:
@@ -129,6 +130,11 @@ class Tracker:
                 raise
             # Workers started together: another one created it between our lookup and our create.
             return self.client.get_experiment_by_name(name).experiment_id
+
+    @property
+    def on_server(self) -> bool:
+        """Logging to an MLflow tracking server (http), not to a database file or folder on this machine."""
+        return self.uri.startswith(("http://", "https://"))
 
     @property
     def offline(self) -> bool:
