@@ -196,6 +196,8 @@ class BreakEven:
 
 
 def _one_off_s(r: Record) -> float:
+    if "one_off_s" in r.metrics:  # the trial's own sum, which includes steps 2-3's one-off work
+        return r.metrics["one_off_s"]
     return r.metrics.get("prepare_model_s", 0.0) + r.metrics.get("first_step_s", 0.0)
 
 

@@ -5,7 +5,7 @@ The kind is what a user filters on (Optuna user attribute and MLflow tag
 
     diverged     the loss became NaN or infinite
     oom          out of device or host memory
-    compile      scripting or compilation failed (never timed as if compiled)
+    compile      scripting or compilation failed, or CUDA graphs were skipped (never timed as if compiled)
     worker       a DataLoader worker died or stopped delivering batches
     timeout      the trial ran past the study's per-trial time limit
     killed       the trial process was killed by a signal
@@ -44,7 +44,8 @@ def kind_of(error: BaseException) -> str:
             or "can't allocate memory" in text:
         return "oom"
     if isinstance(error, CompileFailed) or type(error).__module__.startswith(("torch._dynamo", "torch._inductor",
-                                                                              "torch.jit")):
+                                                                              "torch.jit")) \
+            or "skipping cudagraphs" in text:  # Inductor's words when it falls back from CUDA graphs
         return "compile"
     if "dataloader worker" in text or "dataloader timed out" in text:
         return "worker"

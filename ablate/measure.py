@@ -16,6 +16,14 @@ timed window - and the training time at which `target_accuracy` was first
 reached is recorded twice: from the end of the first step (compilation
 excluded) and from the start of the loop (compilation included; the trial
 adds the model preparation time).
+
+Peak memory (CUDA) covers the timed windows only: the device's peak is reset
+when the first window opens (so compilation and warm-up allocations do not
+count), and an evaluation that falls inside the windows is left out (the peak
+so far is kept, and reset after it), so a trial that evaluates for accuracy
+reads the same as one that borrows the accuracy. On a CPU the reading is the
+process's peak resident set size, which cannot be reset: it covers the whole
+trial, evaluations included.
 """
 from __future__ import annotations
 
@@ -30,6 +38,9 @@ import torch
 from ablate.failures import Diverged
 from ablate.study import Budget
 
+# Steps a one-off cost can still reach: TorchScript's profiling executor optimises the graph at the third call,
+# CUDA-graph trees run the first call eagerly and record at the second.
+ONE_OFF_STEPS = 3
 DIVERGENCE_CHECK_EVERY = 50  # steps between reads of the finiteness flag outside timed windows
 
 
@@ -74,7 +85,10 @@ class StepClock:
     _warm_from: int = 0
     _paused: float = 0.0  # seconds spent evaluating, excluded from training time
     _next_eval: int = 0
-    _nonfinite: torch.Tensor | None = None  # any loss so far NaN or infinite, kept on the device
+    _loss_sum: torch.Tensor | None = None  # the sum of the losses so far, on the device: NaN or inf once one was
+    _early_s: float = 0.0  # steps 2 to ONE_OFF_STEPS, timed when they end before the first window opens
+    _early_samples: int = 0
+    _peak_outside_evals: float = 0.0  # the windows' peak memory up to the last evaluation inside them
 
     def _sync(self) -> None:
         """Wait for the device (CUDA only), then fail the run if a loss so far was NaN or infinite.
@@ -85,7 +99,7 @@ class StepClock:
         """
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        if self._nonfinite is not None and bool(self._nonfinite):
+        if self._loss_sum is not None and not bool(torch.isfinite(self._loss_sum)):
             raise Diverged(f"the training loss became NaN or infinite by step {self.steps} "
                            f"({self.samples:,} samples); the trial was stopped there")
 
@@ -120,8 +134,12 @@ class StepClock:
         self.steps += 1
         self.samples += n
         if loss is not None:
-            bad = ~torch.isfinite(loss.detach())
-            self._nonfinite = bad if self._nonfinite is None else self._nonfinite | bad
+            # One kernel a step: the loss is never negative, so the sum is finite until a loss is NaN or
+            # infinite, and stays so after (fp32, so a long run of finite fp16 losses cannot overflow it).
+            if self._loss_sum is None:
+                self._loss_sum = loss.detach().to(torch.float32, copy=True)
+            else:
+                self._loss_sum.add_(loss.detach())
             if self.steps % DIVERGENCE_CHECK_EVERY == 0 and (self.timing_done or self._window_start is None):
                 self._sync()  # outside timed windows: stop a diverged run without waiting for the budget
         if self.steps == 1:
@@ -130,6 +148,10 @@ class StepClock:
             self._warm_from = self.samples
             self._next_eval = self.budget.eval_every_samples or 0
             return
+        if self.steps == ONE_OFF_STEPS and self._window_start is None:
+            self._sync()
+            self._early_s = time.perf_counter() - self._start - self._paused - self.first_step_s
+            self._early_samples = self.samples - self._warm_from
         if self.train_for_accuracy and self._next_eval and self.samples >= self._next_eval:
             self.evaluate_now()
             while self._next_eval <= self.samples:
@@ -139,6 +161,7 @@ class StepClock:
         if self._window_start is None:
             if self.samples - self._warm_from >= self.budget.warmup_samples:
                 self._open_window()
+                reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
             return
         self._window_samples += n
         if self._window_samples >= self.budget.window_samples:
@@ -148,7 +171,7 @@ class StepClock:
             if self.timing_done:
                 # Read here: evaluations after the windows must not count, so trials that train accuracy compare
                 # with those that do not.
-                self.peak_memory_mb = peak_memory_mb(self.device)
+                self.peak_memory_mb = max(self._peak_outside_evals, peak_memory_mb(self.device))
             self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
@@ -158,9 +181,14 @@ class StepClock:
         if self.evaluations and self.evaluations[-1].samples == self.samples:
             return self.evaluations[-1]
         self._sync()
+        in_windows = self._window_start is not None and not self.timing_done
+        if in_windows:  # the windows' peak so far; the evaluation's own is left out below
+            self._peak_outside_evals = max(self._peak_outside_evals, peak_memory_mb(self.device))
         began = time.perf_counter()
         accuracy, loss = self.evaluate()
         ended = time.perf_counter()  # evaluate() reads results back with .item(), so the device is done
+        if in_windows:
+            reset_peak_memory(self.device)
         self.evaluations.append(Evaluation(self.samples, began - self._start - self._paused, accuracy, loss))
         self._paused += ended - began
         if self._window_start is not None:  # a window open across the evaluation must not count it
@@ -187,6 +215,9 @@ class StepClock:
             "throughput_cv_pct": 100 * statistics.pstdev(rates) / statistics.mean(rates),
             "data_wait_fraction": sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows),
             "first_step_s": self.first_step_s,
+            # What steps 2-3 took beyond the steady-state speed: one-off work that lands after the first step
+            # (CUDA-graph recording, TorchScript's optimisation). 0 when the warm-up is too short to time them.
+            "early_steps_excess_s": max(0.0, self._early_s - self._early_samples / median) if self._early_s else 0.0,
             "peak_memory_mb": self.peak_memory_mb,
             "train_time_s": self.train_time_s,
             "train_samples": float(self.samples),
@@ -220,6 +251,12 @@ def _timed(iterator: Iterator[Any], clock: StepClock) -> Iterator[Any]:
             return
         clock.add_data_wait(time.perf_counter() - t)
         yield batch
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """CUDA: start a new peak from what is allocated now. CPU: nothing (a process's peak RSS cannot be reset)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -5,7 +5,7 @@ from typing import Any, ContextManager
 
 import torch
 
-from strategies.base import Strategy, as_device
+from strategies.base import Strategy, as_device, capability_reason
 from strategies.stack import clip_and_step, clip_gradients
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -17,26 +17,53 @@ def half_dtype_reason(device: torch.device | str, dtype: str, what: str) -> str 
     if device.type == "cuda":
         if not torch.cuda.is_available():
             return "no CUDA device is available"
-        if dtype == "bf16" and not torch.cuda.is_bf16_supported():
-            return f"{torch.cuda.get_device_name(device)} has no native bf16 support"
+        if dtype == "bf16" and not torch.version.hip:
+            # Native bf16 on `device` itself: torch.cuda.is_bf16_supported() asks about the current device and
+            # counts emulation (a V100 or T4 runs bf16 emulated, slower than fp32), which is not worth timing.
+            return capability_reason(device, (8, 0), "native bf16")
     elif device.type != "cpu":
         return f"{what} for {device.type} is not supported by this strategy"
     return None
 
 
+class SkipCounter:
+    """Steps a GradScaler skipped, counted on the device and read only when asked.
+
+    Reading the scale (``get_scale()``) or a found-inf flag on the host waits for
+    the device, and a fused optimizer lets GradScaler step with no such wait at
+    all; so the count is a device tensor, summed without leaving the device, and
+    read by `metrics()` between steps.
+    """
+
+    def __init__(self) -> None:
+        self._count: torch.Tensor | None = None
+
+    def add(self, scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> None:
+        """Call after ``scaler.step(optimizer)`` and before ``scaler.update()`` (which forgets the flags)."""
+        flags = list(scaler._found_inf_per_device(optimizer).values())  # 1.0 per device with an inf/nan gradient
+        if not flags:
+            return
+        skipped = flags[0] if len(flags) == 1 else torch.stack([f.to(flags[0].device) for f in flags]).amax()
+        self._count = skipped.clone() if self._count is None else self._count.add_(skipped)
+
+    @property
+    def value(self) -> int:
+        """The count so far (waits for the device)."""
+        return 0 if self._count is None else int(self._count.item())
+
+
 def scaled_step(scaler: torch.amp.GradScaler | None, optimizer: torch.optim.Optimizer,
-                max_grad_norm: float | None) -> bool:
-    """Optional clipping and the optimizer step through `scaler` (plain without one); True if it skipped the step."""
+                max_grad_norm: float | None, skipped: SkipCounter) -> None:
+    """Optional clipping and the optimizer step through `scaler` (plain without one); a skipped step is counted in `skipped`."""
     if scaler is None:
         clip_and_step(optimizer, max_grad_norm)
-        return False
+        return
     if max_grad_norm is not None:
         scaler.unscale_(optimizer)  # so the threshold applies to the true gradients
         clip_gradients(optimizer, max_grad_norm)
     scaler.step(optimizer)  # skips the step if any gradient is inf/nan
-    before = scaler.get_scale()
+    skipped.add(scaler, optimizer)
     scaler.update()
-    return scaler.get_scale() < before  # the scale only shrinks after an overflow
 
 
 class AMP(Strategy):
@@ -70,7 +97,7 @@ class AMP(Strategy):
             raise ValueError(f"AMP: growth_interval must be a whole number >= 1, got {growth_interval!r}")
         self.dtype, self.init_scale, self.growth_interval = dtype, float(init_scale), growth_interval
         self.scaler: torch.amp.GradScaler | None = None
-        self.skipped_steps = 0
+        self._skipped = SkipCounter()
 
     def _ensure_scaler(self, device_type: str) -> None:
         if self.dtype == "fp16" and self.scaler is None:
@@ -88,7 +115,12 @@ class AMP(Strategy):
         (self.scaler.scale(loss) if self.scaler else loss).backward()
 
     def step(self, optimizer: torch.optim.Optimizer, max_grad_norm: float | None = None) -> None:
-        self.skipped_steps += scaled_step(self.scaler, optimizer, max_grad_norm)
+        scaled_step(self.scaler, optimizer, max_grad_norm, self._skipped)
+
+    @property
+    def skipped_steps(self) -> int:
+        """Steps skipped for inf/nan gradients so far (waits for the device: read between steps)."""
+        return self._skipped.value
 
     @property
     def loss_scale(self) -> float:

@@ -23,7 +23,7 @@ import contextlib
 from typing import Any, Callable, ClassVar, ContextManager, Iterable
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 Batch = Any  # a tensor, or a tuple/list/dict of tensors, as a DataLoader yields
 
@@ -56,8 +56,11 @@ class Strategy:
         return kwargs
 
     def make_loader(self, dataset: Dataset, device: torch.device | str, **kwargs: Any) -> Iterable[Batch]:
-        """The batches of `dataset`; `kwargs` are DataLoader arguments (after `loader_kwargs`)."""
-        return DataLoader(dataset, **kwargs)
+        """The batches of `dataset`; `kwargs` are DataLoader arguments (after `loader_kwargs`).
+
+        Epoch after epoch in the same order whether workers persist or not (see `same_order_every_epoch`).
+        """
+        return DataLoader(dataset, **same_order_every_epoch(dataset, kwargs))
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         return model
@@ -96,6 +99,35 @@ class Strategy:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({args})"
+
+
+class _PersistentRandomSampler(RandomSampler):
+    """RandomSampler that makes, from its second epoch on, the one draw persistent workers skip.
+
+    A DataLoader draws its workers' base seed from its generator each time it
+    builds an iterator: every epoch without persistent workers, only the first
+    with them. With a seeded shuffle the permutation is drawn from the same
+    generator just after, so persistent workers would shuffle epoch 2 onwards
+    differently from the plain loop. Drawing the missing int64 here keeps the
+    generator, and so the batch order, exactly the plain loop's.
+    """
+
+    _epochs = 0
+
+    def __iter__(self) -> Any:
+        if self._epochs:
+            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        self._epochs += 1
+        yield from super().__iter__()
+
+
+def same_order_every_epoch(dataset: Dataset, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """DataLoader `kwargs` whose shuffle order does not depend on whether its workers persist."""
+    if kwargs.get("persistent_workers") and kwargs.get("num_workers") and kwargs.get("shuffle") \
+            and kwargs.get("generator") is not None:
+        kwargs = dict(kwargs, shuffle=False)  # the sampler shuffles; DataLoader rejects a sampler with shuffle
+        kwargs["sampler"] = _PersistentRandomSampler(dataset, generator=kwargs["generator"])
+    return kwargs
 
 
 def map_tensors(batch: Batch, fn: Callable[[torch.Tensor], torch.Tensor]) -> Batch:

@@ -37,6 +37,14 @@ class CUDAGraphs(Strategy):
     kernels, then graphs (needs Triton). kernels="eager" is the "cudagraphs"
     backend: the eager kernels, unchanged, in graphs - which isolates the
     launch-overhead saving from kernel fusion (Compile measures fusion).
+
+    A silent fallback is refused: where ``torch.compile`` cannot capture
+    (CPU tensors in the graph, an input mutation, an op graphs cannot hold)
+    it logs "skipping cudagraphs due to ..." and runs without graphs, which
+    would be timed as if graphed. `prepare_model` makes that an error
+    (Inductor's ``cudagraph_or_error``), and `metrics` reports the number of
+    skips (``cudagraph_skips``), so a caller on a PyTorch without that
+    setting can still refuse the result.
     """
 
     name = "cuda_graphs"
@@ -51,6 +59,11 @@ class CUDAGraphs(Strategy):
         self.kernels = kernels
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        from torch._inductor import config
+
+        triton = config.triton
+        if hasattr(triton, "cudagraph_or_error"):  # process-wide, as trials run one per process
+            triton.cudagraph_or_error = True
         if self.kernels == "inductor":
             return torch.compile(model, mode="reduce-overhead")
         return torch.compile(model, backend="cudagraphs")
@@ -62,3 +75,13 @@ class CUDAGraphs(Strategy):
 
     def params(self) -> dict[str, Any]:
         return {"kernels": self.kernels}
+
+    def metrics(self) -> dict[str, float]:
+        return {"cudagraph_skips": float(cudagraph_skips())}
+
+
+def cudagraph_skips() -> int:
+    """How many times this process's ``torch.compile`` fell back from CUDA graphs ("skipping cudagraphs due to")."""
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["cudagraph_skips"]

@@ -5,7 +5,7 @@ from typing import Any
 
 import torch
 
-from strategies.amp import DTYPES, half_dtype_reason, scaled_step
+from strategies.amp import DTYPES, SkipCounter, half_dtype_reason, scaled_step
 from strategies.base import Strategy, map_tensors, rebuild_optimizer
 from strategies.stack import clip_and_step
 
@@ -34,12 +34,15 @@ class HalfPrecision(Strategy):
     Volta+, bf16 on Ampere+). Does little for launch-bound small models; on
     CPUs without native half instructions it is slower than fp32. Norm
     layers run in half too. Cannot be composed with AMP: both own backward
-    and step.
+    and step. Cannot be composed with TorchScript: the input-casting forward
+    pre-hook cannot be scripted. Evaluation through the same model runs in
+    half precision too.
     """
 
     name = "half_precision"
     changes_numerics = True
     owns = frozenset({"backward", "step"})
+    conflicts_with = frozenset({"torchscript"})  # torch.jit.script cannot compile the forward pre-hook
 
     def __init__(self, dtype: str = "fp16", master_weights: bool = False) -> None:
         if dtype not in DTYPES:
@@ -50,7 +53,7 @@ class HalfPrecision(Strategy):
         self._masters: dict[torch.Tensor, torch.Tensor] = {}  # half parameter -> its fp32 master
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # in the rebuilt optimizer's order
         self.scaler: torch.amp.GradScaler | None = None
-        self.skipped_steps = 0
+        self._skipped = SkipCounter()
 
     def _cast_inputs(self, module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
         dtype = DTYPES[self.dtype]
@@ -72,7 +75,14 @@ class HalfPrecision(Strategy):
 
         def master(p: torch.Tensor) -> torch.Tensor:
             m = self._masters.get(p)
-            m = p.detach().float() if m is None else m  # a parameter prepare_model did not see
+            if m is None:  # a parameter prepare_model did not see
+                m = p.detach().float()
+            elif m.stride() != p.stride():
+                # A later prepare_model (ChannelsLast) changed the parameter's layout after the masters were
+                # copied: the master must share it, or its gradient (p.grad.float(), in p's layout) does not
+                # match it - fused optimizers then pair the wrong elements, foreach ones leave their fast path.
+                m = torch.empty_like(p, dtype=torch.float32).copy_(m)
+                self._masters[p] = m
             self._pairs.append((p, m))
             return m
 
@@ -93,10 +103,15 @@ class HalfPrecision(Strategy):
         for p, m in self._pairs:
             m.grad = None if p.grad is None else p.grad.float()
             p.grad = None  # copied; the optimizer's zero_grad only reaches the masters
-        self.skipped_steps += scaled_step(self.scaler, optimizer, max_grad_norm)
+        scaled_step(self.scaler, optimizer, max_grad_norm, self._skipped)
         with torch.no_grad():
             for p, m in self._pairs:
                 p.copy_(m)
+
+    @property
+    def skipped_steps(self) -> int:
+        """Steps skipped for inf/nan gradients so far (waits for the device: read between steps)."""
+        return self._skipped.value
 
     @property
     def loss_scale(self) -> float:

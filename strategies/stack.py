@@ -28,6 +28,18 @@ from strategies.base import Batch, Strategy, move
 OWNED_HOOKS = ("make_loader", "backward", "step", "zero_grad")
 
 
+def owned_hooks(strategy: Strategy) -> frozenset[str]:
+    """The owned hooks `strategy` declares in `owns`, and any it overrides without declaring.
+
+    A subclass that overrides ``step`` but forgets ``owns = {"step"}`` would
+    otherwise never be called (the stack calls only an owner), and silently;
+    inferring ownership from the override makes it run, and conflicts with
+    another owner are then reported as for a declared one.
+    """
+    overridden = {h for h in OWNED_HOOKS if getattr(type(strategy), h) is not getattr(Strategy, h)}
+    return frozenset(strategy.owns) | overridden
+
+
 class ConflictError(ValueError):
     """Two strategies cannot be composed: same kind, same owned hook, or declared incompatible."""
 
@@ -58,11 +70,16 @@ class Stack(Strategy):
             flat.extend(member.members if isinstance(member, Stack) else [member])
         _raise_on_conflicts(flat)
         self.members: tuple[Strategy, ...] = tuple(sorted(flat, key=lambda s: s.order))
-        self._owner = {hook: next((m for m in self.members if hook in m.owns), None) for hook in OWNED_HOOKS}
+        self._owner = {hook: next((m for m in self.members if hook in owned_hooks(m)), None) for hook in OWNED_HOOKS}
 
     @property
     def changes_numerics(self) -> bool:  # type: ignore[override]
         return any(m.changes_numerics for m in self.members)
+
+    @property
+    def one_off_cost(self) -> bool:  # type: ignore[override]
+        """True when any member pays a one-off cost (a preset holding a compiling strategy, say)."""
+        return any(m.one_off_cost for m in self.members)
 
     def get(self, name: str) -> Strategy | None:
         """The member registered under `name`, if any."""
@@ -147,7 +164,7 @@ def _raise_on_conflicts(members: list[Strategy]) -> None:
         why = None
         if a.name == b.name:
             why = "are the same technique"
-        elif shared := sorted(a.owns & b.owns):
+        elif shared := sorted(owned_hooks(a) & owned_hooks(b)):
             why = f"both own {' and '.join(shared)}"
         elif b.name in a.conflicts_with or a.name in b.conflicts_with:
             why = "are declared incompatible"

@@ -14,20 +14,20 @@ def set_fp32_precision(precision: str) -> None:
     PyTorch's own defaults differ between the two (matmuls strict, cuDNN
     convolutions TF32), so a baseline that claims true fp32 must call this
     with "ieee" first.
+
+    Through the long-standing ``allow_tf32`` flags only: PyTorch 2.9 added
+    ``fp32_precision`` settings, and once those are set the legacy getters
+    (``torch.get_float32_matmul_precision()``, which Inductor's max-autotune
+    calls, and ``matmul.allow_tf32``) raise "mix of the legacy and new APIs".
+    Setting the legacy flags keeps both getters, old and new, consistent.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"fp32 precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # the API since PyTorch 2.9
-        torch.backends.cuda.matmul.fp32_precision = precision
-        torch.backends.cudnn.conv.fp32_precision = precision
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
 
 
 def fp32_precision() -> str:
     """The current setting, as "matmul=<p> conv=<p>" (for reports)."""
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        return f"matmul={torch.backends.cuda.matmul.fp32_precision} conv={torch.backends.cudnn.conv.fp32_precision}"
     name = {True: "tf32", False: "ieee"}
     return f"matmul={name[torch.backends.cuda.matmul.allow_tf32]} conv={name[torch.backends.cudnn.allow_tf32]}"
 

@@ -1,6 +1,8 @@
 """Shared fixtures: a tiny CNN and a small synthetic data set, both deterministic."""
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -40,6 +42,37 @@ def make_dataset(n: int = N_SAMPLES, seed: int = 1234) -> TensorDataset:
     inputs = torch.randn(n, 1, 8, 8, generator=g)
     targets = torch.randint(0, N_CLASSES, (n,), generator=g)
     return TensorDataset(inputs, targets)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sigint_raises_keyboard_interrupt():
+    """Ctrl-C as Python sets it up, even when the suite was started with SIGINT ignored (a shell's background job).
+
+    Python leaves SIGINT ignored when it starts with it ignored, and an ignored
+    signal stays ignored across fork and exec, so the tests of interrupts (in
+    this process and in the `ablate` processes they start) would never see it.
+    A Python handler, unlike SIG_IGN, is reset to the default by exec, so
+    every subprocess starts with Python's usual Ctrl-C as well.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_mlflow_settings():
+    """Tests neither read nor write the user's MLflow store: every MLFLOW_* variable of the shell is unset.
+
+    For the whole session, servers started by fixtures and subprocesses included; a test that needs one
+    sets it itself.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("MLFLOW_")]:
+            patch.delenv(name)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -175,3 +175,40 @@ def test_amp_check():
     assert isinstance(reason, str) and "mps" in reason
     if not torch.cuda.is_available():
         assert AMP("bf16").check("cuda")
+
+
+def test_counting_skipped_steps_does_not_read_the_scale(model, batch, monkeypatch):
+    # Each get_scale() is a device-to-host read (a sync on CUDA); with a fused optimizer GradScaler needs none,
+    # so the count must stay on the device until it is read between steps.
+    reads = []
+    original = torch.amp.GradScaler.get_scale
+    monkeypatch.setattr(torch.amp.GradScaler, "get_scale", lambda self: reads.append(1) or original(self))
+    amp = AMP("fp16")
+    stack = compose(amp)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for poisoned in (False, True, False):
+        stack.backward(_forward(stack, model, batch))
+        if poisoned:
+            next(model.parameters()).grad.view(-1)[0] = math.inf
+        stack.step(optimizer)
+    assert reads == []
+    assert amp.skipped_steps == 1
+
+
+@pytest.mark.parametrize("capability, reason", [((7, 5), True), ((8, 0), False)])
+def test_bf16_needs_native_support_on_the_trials_own_device(monkeypatch, capability, reason):
+    from strategies import HalfPrecision
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # emulation counts by default
+    monkeypatch.setattr(torch.cuda, "get_device_capability",
+                        lambda device=None: asked.append(torch.device(device)) or capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    monkeypatch.setattr(torch.version, "hip", None)
+    for strategy in (AMP("bf16"), HalfPrecision("bf16")):
+        got = strategy.check("cuda:1")
+        assert (got is not None) is reason
+        if reason:
+            assert "bf16" in got and "7.5" in got
+    assert asked and all(d == torch.device("cuda:1") for d in asked)

@@ -6,8 +6,11 @@ import torch
 import yaml
 
 import strategies
+from torch.nn import functional as F
+
 from strategies import (
-    AMP, BatchSize, Compile, ConflictError, NumWorkers, PinMemory, SetToNone, Stack, Strategy, TorchScript, compose,
+    AMP, BatchSize, Compile, ConflictError, HalfPrecision, NumWorkers, PinMemory, SetToNone, Stack, Strategy,
+    TorchScript, compose,
 )
 
 
@@ -188,3 +191,44 @@ def test_stack_hooks_default_to_plain_loop(model, batch):
     stack.step(optimizer)
     assert any(not torch.equal(p, b) for p, b in zip(model.parameters(), before))
     assert all(p.grad is not None and torch.count_nonzero(p.grad) == 0 for p in model.parameters())
+
+
+class _OwnStep(Strategy):
+    """A user's strategy that overrides step() and forgets to declare owns = {"step"}."""
+
+    name = "own_step"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def step(self, optimizer, max_grad_norm=None):
+        self.calls += 1
+        optimizer.step()
+
+
+def test_an_undeclared_override_of_an_owned_hook_is_called(model, batch):
+    own = _OwnStep()
+    stack = compose(own, SetToNone())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(5):
+        F.cross_entropy(model(batch[0]), batch[1]).backward()
+        stack.step(optimizer)
+    assert own.calls == 5
+
+
+def test_an_undeclared_override_of_an_owned_hook_conflicts_like_a_declared_one():
+    with pytest.raises(ConflictError, match="both own step"):
+        compose(_OwnStep(), AMP("bf16"))
+
+
+def test_a_stack_carries_its_members_one_off_cost():
+    assert compose(Compile()).one_off_cost is True
+    assert compose(SetToNone()).one_off_cost is False
+    assert compose(compose(Compile()), SetToNone()).one_off_cost is True
+
+
+def test_half_precision_and_torchscript_are_refused_up_front():
+    # torch.jit.script cannot compile HalfPrecision's forward pre-hook: every such trial would fail.
+    for master_weights in (False, True):
+        with pytest.raises(ConflictError, match="declared incompatible"):
+            compose(HalfPrecision("bf16", master_weights=master_weights), TorchScript())

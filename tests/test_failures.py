@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ablate import failures
 from ablate import study as studies
 from ablate.study import Option
 from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
@@ -84,3 +85,9 @@ def test_compile_refuses_to_run_where_a_failure_would_silently_fall_back_to_eage
     with torch._dynamo.config.patch(suppress_errors=True), pytest.raises(RuntimeError, match="suppress_errors"):
         Compile().prepare_model(torch.nn.Linear(2, 2))
     assert torch._dynamo.config.suppress_errors is False  # restored for the tests that follow
+
+
+def test_a_cuda_graph_fallback_is_a_compile_failure():
+    # Inductor's cudagraph_or_error raises a RuntimeError with its log line; it must not pass as a plain error.
+    error = RuntimeError("skipping cudagraphs due to mutated inputs (1 instances)")
+    assert failures.describe(error).startswith("compile: ")

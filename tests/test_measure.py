@@ -76,10 +76,72 @@ def test_without_an_interval_only_the_final_evaluation_runs(fake_time):
     assert summary["evaluations"] == 1 and summary["samples_to_target"] == 64
 
 
-def test_peak_memory_is_read_when_the_timed_windows_end_before_any_evaluation(fake_time, monkeypatch):
-    readings = iter([111.0, 999.0])
-    monkeypatch.setattr(measure, "peak_memory_mb", lambda device: next(readings))
-    clock = _clock(fake_time, [20.0, 30.0, 40.0, 50.0], eval_every_samples=16)
-    _train(clock, fake_time)
-    clock.evaluate_now()
-    assert clock.summary()["peak_memory_mb"] == 111.0  # read once, when the last window closed
+class FakeDeviceMemory:
+    """A CUDA device's allocator statistics, as far as the clock reads them: a current level and a peak."""
+
+    def __init__(self) -> None:
+        self.level = self.peak = 0.0
+
+    def use(self, mb: float) -> None:  # a transient allocation of `mb` on top of the current level
+        self.peak = max(self.peak, self.level + mb)
+
+    def reset(self, device) -> None:
+        self.peak = self.level
+
+
+def test_peak_memory_covers_the_timed_windows_without_warm_up_or_evaluations(fake_time, monkeypatch):
+    memory = FakeDeviceMemory()
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(measure, "peak_memory_mb", lambda device: memory.peak)
+    monkeypatch.setattr(measure, "reset_peak_memory", memory.reset, raising=False)
+
+    def evaluate():
+        memory.use(1000.0)  # the test set's batches: not training memory
+        return 50.0, 0.5
+
+    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=2, eval_every_samples=16)
+    clock = StepClock(budget, torch.device("cuda"), train_for_accuracy=True, evaluate=evaluate)
+    for _ in clock.batches([None] * 1000):
+        fake_time.now += STEP_S
+        memory.use(500.0 if clock.steps == 0 else 10.0)  # the first step compiles, with large temporaries
+        clock.count(BATCH)
+    assert any(e.samples > 8 for e in clock.evaluations)  # some evaluations ran while the windows were open
+    assert clock.summary()["peak_memory_mb"] == 10.0
+
+
+class _OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func not in (torch.ops.aten.detach.default, torch.ops.aten.alias.default):  # views: no kernel
+            self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_divergence_check_costs_one_kernel_a_step(fake_time):
+    clock = StepClock(Budget(train_samples=64, warmup_samples=8, window_samples=1000, windows=1),
+                      torch.device("cpu"), train_for_accuracy=False)
+    steps = iter(clock.batches([None] * 1000))
+    for _ in range(3):
+        next(steps)
+        clock.count(BATCH, torch.tensor(2.3))
+    next(steps)
+    counter, loss = _OpCounter(), torch.tensor(2.3)
+    with counter:
+        clock.count(BATCH, loss)  # inside a timed window
+    assert len(counter.ops) <= 1, counter.ops
+    with pytest.raises(measure.Diverged):
+        next(steps)
+        clock.count(BATCH, torch.tensor(float("nan")))
+        clock._sync()
+
+
+def test_steps_after_the_first_that_pay_a_one_off_cost_are_reported(fake_time):
+    clock = _clock(fake_time, [], warmup_samples=24)  # steps 2 and 3 end before the first window opens
+    for _ in clock.batches([None] * 1000):
+        # CUDA-graph recording or TorchScript's optimisation at steps 2 and 3; 1 s a step after that.
+        fake_time.now += 5 * STEP_S if clock.steps in (1, 2) else STEP_S
+        clock.count(BATCH)
+    assert clock.summary()["early_steps_excess_s"] == pytest.approx(2 * 4 * STEP_S)

@@ -203,3 +203,25 @@ def test_order_of_compose_arguments_does_not_matter(model, dataset):
 def test_members_sorted_by_order_ties_kept_in_given_order():
     stack = compose(Compile(backend="eager"), SetToNone(), AMP("bf16"), PinMemory())
     assert [m.name for m in stack] == ["set_to_none", "amp", "pin_memory", "compile"]
+
+
+def test_workers_keep_the_batch_order_over_several_epochs(model, dataset):
+    # Persistent workers draw the DataLoader's per-epoch seed only once; from epoch 2 on the order must still be
+    # the plain loop's (256 samples in batches of 16: three epochs).
+    plain = stack_losses(compose(), model, dataset, 48)
+    for workers in (NumWorkers(2), NumWorkers(2, persistent=False)):
+        assert stack_losses(compose(workers), model, dataset, 48) == plain
+
+
+def test_o2_masters_follow_channels_last(model, dataset):
+    # The fp32 masters are copied before ChannelsLast converts the model: they must take its layout, or the
+    # fused optimizer pairs master and gradient elements wrongly.
+    def run(*extra):
+        half = HalfPrecision("bf16", master_weights=True)
+        stack = compose(half, FusedOptimizer("fused"), *extra)
+        return stack_losses(stack, model, dataset, 3), half
+
+    plain, _ = run()
+    nhwc, half = run(ChannelsLast())
+    assert all(m.stride() == p.stride() for p, m in half._pairs)
+    assert nhwc == pytest.approx(plain, rel=1e-3)

@@ -144,11 +144,11 @@ def effect_channels_last(s: Strategy, env: dict) -> None:
 @pytest.fixture(autouse=True)
 def _restore_backend_flags():
     # TF32 and CudnnBenchmark set process-wide flags; keep them from leaking into other tests.
-    precision, benchmark = fp32_precision(), torch.backends.cudnn.benchmark
+    # Through the same (legacy) flags set_fp32_precision uses: mixing in the new API makes the getters raise.
+    matmul, conv, benchmark = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, \
+        torch.backends.cudnn.benchmark
     yield
-    set_fp32_precision("tf32" if "matmul=tf32" in precision else "ieee")
-    if hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision"):
-        torch.backends.cudnn.conv.fp32_precision = precision.split("conv=")[1]
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, conv
     torch.backends.cudnn.benchmark = benchmark
 
 
@@ -276,7 +276,7 @@ SETTINGS: dict[str, Setting] = {
         {"impl": "fused"}, effect_fused_optimizer, frozenset({"prepare_optimizer", "check", "params"})
     ),
     "device_resident_data": Setting({}, effect_device_resident_data, frozenset({"make_loader"})),
-    "cuda_graphs": Setting({}, effect_cuda_graphs, frozenset({"prepare_model", "check", "params"})),
+    "cuda_graphs": Setting({}, effect_cuda_graphs, frozenset({"prepare_model", "check", "params", "metrics"})),
     "half_precision": Setting(
         {"dtype": "fp16", "master_weights": True}, effect_half_precision,
         frozenset({"prepare_model", "prepare_optimizer", "backward", "step", "check", "params", "metrics"}),

@@ -35,3 +35,20 @@ def test_dataloader_workers_start_the_way_a_plain_script_starts_them():
 def test_an_exception_in_the_trial_comes_back_with_its_type_and_message():
     with pytest.raises(TrialFailed, match="ValueError: injected"):
         run_in_fresh_process(_spec(), raise_value_error)
+
+
+class _DeviceSet(Exception):
+    pass
+
+
+def test_a_trial_on_a_cuda_device_makes_it_the_current_device(monkeypatch):
+    # Without it, anything that asks for "the" device (pinning threads, capability queries) works on cuda:0.
+    from ablate import trial
+
+    def set_device(device):
+        raise _DeviceSet(str(device))
+
+    monkeypatch.setattr("torch.cuda.set_device", set_device)
+    spec = _spec()
+    with pytest.raises(_DeviceSet, match="cuda:1"):
+        trial.run(TrialSpec(spec.study, spec.options, "cuda:1", train_for_accuracy=False))
