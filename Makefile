@@ -6,7 +6,10 @@ STAMP  := $(VENV)/.installed
 STUDY  ?= mnist_cnn
 ARGS   ?=
 
-.PHONY: ablation test bench ui list clean
+.PHONY: ablation test bench gpu ui list clean
+
+# `make gpu` runs where the project is not pip-installed too (a lent GPU machine: see README, "On a lent GPU").
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +25,9 @@ test: $(STAMP)
 
 bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (about 20 min on 2 CPU cores) [ARGS="--no-grid"]
 	$(BIN)/python -m benchmarks $(ARGS)
+
+gpu:  ## on a CUDA machine: GPU tests, every strategy end to end, mnist_cnn, a ResNet subset, the GPU bench; logs in $$OUT or results/gpu; exit 2 at once without a GPU
+	$(GPU_PYTHON) -m benchmarks.gpu $(ARGS)
 
 ui: $(STAMP)  ## MLflow UI on http://127.0.0.1:5000
 	$(BIN)/ablate ui

@@ -15,7 +15,8 @@ technique without knowing which one it is. Each hook has one job:
 
 Owned hooks: at most one strategy in a stack may implement each, which is how
 AMP (backward + step), SetToNone (zero_grad) and DeviceResidentData
-(make_loader) compose without knowing about each other.
+(make_loader) compose without knowing about each other. Overriding one makes a
+strategy its owner even if `owns` does not say so (see `strategies.stack`).
 """
 from __future__ import annotations
 

@@ -18,6 +18,13 @@ class NumWorkers(Strategy):
     so long that loading hides behind it; each worker costs a process, start-up
     time and memory, and more workers than cores only adds contention.
     ``persistent=True`` avoids re-spawning workers every epoch.
+
+    Numerics are unchanged, epoch after epoch: through a stack's
+    `make_loader`, a seeded shuffle gives the plain loop's batch order whether
+    the workers persist or not (persistent workers skip the DataLoader's
+    per-epoch seed draw, which `make_loader` makes up for). A DataLoader you
+    build yourself from `loader_kwargs` with persistent workers and
+    ``shuffle=True, generator=g`` shuffles differently from the second epoch.
     """
 
     name = "num_workers"

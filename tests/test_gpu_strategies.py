@@ -1,6 +1,8 @@
 """The CUDA-only behaviour of the newer techniques; every test here is skipped cleanly without a GPU."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch.utils.data import DataLoader
@@ -84,3 +86,116 @@ def test_tf32_switches_the_process_flags():
         pytest.skip(reason)
     TF32().prepare_model(torch.nn.Linear(2, 2))
     assert fp32_precision() == "matmul=tf32 conv=tf32"
+
+
+def test_tf32_changes_a_convolutions_result():
+    # Behaviour, not flags: TF32 rounds the inputs' mantissa to 10 bits, so the result moves by ~1e-3 relative.
+    if reason := TF32().check("cuda"):
+        pytest.skip(reason)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(8, 64, 32, 32, device="cuda", generator=g)
+    w = torch.randn(64, 64, 3, 3, device="cuda", generator=g)
+    set_fp32_precision("ieee")
+    strict = torch.nn.functional.conv2d(x, w, padding=1)
+    exact = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
+    TF32().prepare_model(torch.nn.Identity())
+    tf32 = torch.nn.functional.conv2d(x, w, padding=1)
+    assert not torch.equal(strict, tf32)
+    assert (tf32.double() - exact).abs().max() > 10 * (strict.double() - exact).abs().max()
+    assert torch.get_float32_matmul_precision() == "high"  # the getter Inductor's max-autotune calls still works
+
+
+def test_cuda_graphs_really_replay(dataset):
+    from torch._dynamo.utils import counters
+    from torch.profiler import ProfilerActivity, profile
+
+    stack = compose(CUDAGraphs("eager"))
+    if reason := stack.check("cuda"):
+        pytest.skip(reason)
+    counters.clear()
+    model = stack.prepare_model(make_model().cuda())
+    optimizer = stack.prepare_optimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    inputs, targets = dataset.tensors[0][:16].cuda(), dataset.tensors[1][:16].cuda()
+
+    def step():
+        stack.backward(torch.nn.functional.cross_entropy(model(inputs), targets))
+        stack.step(optimizer)
+
+    for _ in range(3):  # warm-up, then recording
+        step()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert any("cudaGraphLaunch" in event.name for event in prof.events())
+
+
+def test_fp16_loss_scaling_skips_an_injected_overflow_on_cuda(dataset):
+    from strategies import AMP
+
+    amp = AMP("fp16")
+    stack = compose(amp, FusedOptimizer("fused"))
+    model = make_model().cuda()
+    optimizer = stack.prepare_optimizer(torch.optim.Adam(model.parameters(), lr=1e-3))
+    inputs, targets = dataset.tensors[0][:16].cuda(), dataset.tensors[1][:16].cuda()
+    with stack.autocast("cuda"):
+        loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+    stack.backward(loss)
+    next(model.parameters()).grad.view(-1)[0] = float("inf")
+    before = [p.detach().clone() for p in model.parameters()]
+    stack.step(optimizer)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert amp.skipped_steps == 1 and amp.loss_scale == 2.0**15
+
+
+def test_a_fused_fp16_step_does_not_synchronise(dataset):
+    # GradScaler with a fused optimizer needs no host read; counting skipped steps must not add one.
+    from strategies import AMP
+
+    amp = AMP("fp16")
+    stack = compose(amp, FusedOptimizer("fused"))
+    model = make_model().cuda()
+    optimizer = stack.prepare_optimizer(torch.optim.Adam(model.parameters(), lr=1e-3))
+    inputs, targets = dataset.tensors[0][:16].cuda(), dataset.tensors[1][:16].cuda()
+
+    def forward_backward():
+        with stack.autocast("cuda"):
+            stack.backward(torch.nn.functional.cross_entropy(model(inputs), targets))
+
+    forward_backward()
+    stack.step(optimizer)  # the first step creates the scaler's state
+    forward_backward()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        stack.step(optimizer)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert amp.skipped_steps == 0
+
+
+def test_o2_channels_last_and_fused_adam_step_together(dataset):
+    stack = compose(preset("O2"), ChannelsLast(), FusedOptimizer("fused"))
+    losses = stack_losses(stack, make_model(), dataset, STEPS, device="cuda")
+    (half, *_) = stack
+    assert all(m.stride() == p.stride() for p, m in half._pairs)
+    assert all(math.isfinite(loss) for loss in losses) and losses[-1] != losses[0]
+
+
+def test_peak_memory_leaves_out_an_evaluation_inside_the_windows():
+    from ablate import measure
+    from ablate.study import Budget
+
+    held = []
+
+    def evaluate():
+        held.append(torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda"))  # 256 MiB the windows never use
+        held.clear()
+        return 50.0, 0.5
+
+    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=2, eval_every_samples=16)
+    clock = measure.StepClock(budget, torch.device("cuda"), train_for_accuracy=True, evaluate=evaluate)
+    for _ in clock.batches([None] * 1000):
+        torch.empty(2**20, dtype=torch.uint8, device="cuda")  # 1 MiB a step
+        clock.count(8)
+    assert clock.summary()["peak_memory_mb"] < 64
