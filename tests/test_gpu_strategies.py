@@ -130,26 +130,8 @@ def test_cuda_graphs_really_replay(dataset):
     assert any("cudaGraphLaunch" in event.name for event in prof.events())
 
 
-def test_fp16_loss_scaling_skips_an_injected_overflow_on_cuda(dataset):
-    from strategies import AMP
-
-    amp = AMP("fp16")
-    stack = compose(amp, FusedOptimizer("fused"))
-    model = make_model().cuda()
-    optimizer = stack.prepare_optimizer(torch.optim.Adam(model.parameters(), lr=1e-3))
-    inputs, targets = dataset.tensors[0][:16].cuda(), dataset.tensors[1][:16].cuda()
-    with stack.autocast("cuda"):
-        loss = torch.nn.functional.cross_entropy(model(inputs), targets)
-    stack.backward(loss)
-    next(model.parameters()).grad.view(-1)[0] = float("inf")
-    before = [p.detach().clone() for p in model.parameters()]
-    stack.step(optimizer)
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
-    assert amp.skipped_steps == 1 and amp.loss_scale == 2.0**15
-
-
-def test_a_fused_fp16_step_does_not_synchronise(dataset):
-    # GradScaler with a fused optimizer needs no host read; counting skipped steps must not add one.
+def _fused_fp16(dataset):
+    """AMP fp16 with fused Adam on a fresh model, and a function that runs one forward and backward."""
     from strategies import AMP
 
     amp = AMP("fp16")
@@ -160,8 +142,25 @@ def test_a_fused_fp16_step_does_not_synchronise(dataset):
 
     def forward_backward():
         with stack.autocast("cuda"):
-            stack.backward(torch.nn.functional.cross_entropy(model(inputs), targets))
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        stack.backward(loss)
 
+    return amp, stack, model, optimizer, forward_backward
+
+
+def test_fp16_loss_scaling_skips_an_injected_overflow_on_cuda(dataset):
+    amp, stack, model, optimizer, forward_backward = _fused_fp16(dataset)
+    forward_backward()
+    next(model.parameters()).grad.view(-1)[0] = float("inf")
+    before = [p.detach().clone() for p in model.parameters()]
+    stack.step(optimizer)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert amp.skipped_steps == 1 and amp.loss_scale == 2.0**15
+
+
+def test_a_fused_fp16_step_does_not_synchronise(dataset):
+    # GradScaler with a fused optimizer needs no host read; counting skipped steps must not add one.
+    amp, stack, _, optimizer, forward_backward = _fused_fp16(dataset)
     forward_backward()
     stack.step(optimizer)  # the first step creates the scaler's state
     forward_backward()
