@@ -62,7 +62,7 @@ def test_tf32_needs_ampere(volta):
 
 def test_bf16_needs_native_support(volta):
     for strategy in (AMP("bf16"), HalfPrecision("bf16"), HalfPrecision("bf16", master_weights=True)):
-        assert strategy.check("cuda") == "Tesla V100 has no native bf16 support"
+        assert strategy.check("cuda") == "native bf16 needs compute capability >= 8.0; Tesla V100 has 7.0"
     assert AMP("fp16").check("cuda") is None and HalfPrecision("fp16").check("cuda") is None
 
 
