@@ -8,8 +8,12 @@ for a fork and its own data loading, not for `import torch`.
 """
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
+import os
+import shutil
 import signal
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -120,6 +124,7 @@ def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn:
     # on the reference machine) instead of the platform default a user's own
     # script gets (fork on Linux up to Python 3.13). Measure what users get.
     mp.set_start_method(None, force=True)
+    _cold_compile_cache()
     try:
         metrics = target(spec)
         metrics["process_start_s"] = process_start_s
@@ -128,6 +133,18 @@ def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn:
         conn.send(("error", failures.describe(error), traceback.format_exc()))
     finally:
         conn.close()
+
+
+def _cold_compile_cache() -> None:
+    """Inductor's and Triton's on-disk caches in a new empty folder, removed when this trial process exits.
+
+    So a compiled combination never reuses code compiled by an earlier trial, and cannot get faster only by
+    running later in the study (the order of measurements is random per block; see ablate.protocol).
+    """
+    cache = tempfile.mkdtemp(prefix="ablate-compile-cache-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
 
 
 def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str, Any]] = run) -> dict[str, Any]:
