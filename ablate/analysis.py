@@ -1,23 +1,24 @@
 """What each technique is worth: speed-ups with confidence intervals, factorial effects,
 break-even of one-off costs, accuracy parity, the Pareto front and a recommendation.
 
-Statistics are computed by scipy (Welch's t interval) and statsmodels (least
-squares with t intervals); this module only builds the inputs and reads the
-answers. Throughput is analysed on the log scale, so speed-ups and effects are
-factors (x1.30 = 30% more samples per second) and intervals stay positive.
+Speed-ups are the protocol's one estimator (`ablate.protocol.estimates`:
+paired against the baseline of the same block, intervals from
+between-process noise); effects come from a least-squares fit (statsmodels)
+of every measurement's log throughput with the block as a factor. Throughput
+is analysed on the log scale, so speed-ups and effects are factors (x1.30 =
+30% more samples per second) and intervals stay positive.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable
 
 import numpy as np
 import optuna
-from scipy import stats
 
-from ablate.records import Record, baseline
+from ablate import protocol
+from ablate.records import BASELINE, Record, baseline
 from ablate.study import OFF, Study
 
 CONFIDENCE = 0.95
@@ -42,37 +43,38 @@ class Interval:
 @dataclass(frozen=True)
 class Speedup:
     record: Record
-    log: Interval | None  # log of the ratio of geometric-mean window throughputs; None without repeats
+    estimate: protocol.Estimate
+
+    @property
+    def log(self) -> Interval | None:
+        bounds = self.estimate.interval(CONFIDENCE)
+        return Interval(self.estimate.log, *bounds) if bounds else None
 
     @property
     def factor(self) -> Interval | None:
         return self.log.exp() if self.log else None
 
+    @property
+    def point(self) -> float:
+        return self.estimate.factor
+
+
+def protocol_measurements(records: list[Record]) -> list[protocol.Measurement]:
+    """The complete measurements of combination records, as the protocol reads them (keyed by combination)."""
+    return [protocol.Measurement(r.combination, m.block, m.phase, m.log_throughput)
+            for r in records for m in (r.measurements or (r,)) if m.log_throughput is not None]
+
 
 def speedups(records: list[Record]) -> list[Speedup]:
-    """Speed-up of every complete combination over the baseline, with a 95% CI from the timed windows.
+    """Speed-up of every complete combination over the baseline of the same blocks (`protocol.estimates`),
+    fastest first."""
+    found = protocol.estimates(protocol_measurements(records), BASELINE)
+    out = [Speedup(r, found[r.combination]) for r in records if r.complete and r.combination in found]
+    return sorted(out, key=lambda s: -s.estimate.log)
 
-    Welch's t interval on the difference of mean log window throughputs: it
-    treats the windows of one trial as repeated measurements, so it captures
-    noise within a trial but not between trials (a second run of the same
-    combination varies more; see benchmarks/RESULTS.md).
-    """
-    base = baseline(records)
-    out = []
-    for r in records:
-        if not r.complete:
-            continue
-        if base is None or len(r.windows) < 2 or len(base.windows) < 2:
-            out.append(Speedup(r, None))
-            continue
-        a, b = np.log(r.windows), np.log(base.windows)
-        diff = float(a.mean() - b.mean())
-        if r is base or np.ptp(a) == np.ptp(b) == 0:  # no spread: nothing to test
-            out.append(Speedup(r, Interval(diff, diff, diff)))
-            continue
-        ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(CONFIDENCE)
-        out.append(Speedup(r, Interval(diff, float(ci.low), float(ci.high))))
-    return sorted(out, key=lambda s: -(s.log.estimate if s.log else -math.inf))
+
+def speedup_of(records: list[Record]) -> dict[str, Speedup]:
+    return {s.record.combination: s for s in speedups(records)}
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,26 @@ class EffectFit:
         return [e for e in self.effects if e.interaction]
 
 
-def fit_effects(records: list[Record], response: Callable[[Record], float | None], dims: list[str],
-                name: str) -> EffectFit | str:
+@dataclass(frozen=True)
+class Observation:
+    levels: dict[str, str]
+    value: float
+    block: int | None = None  # None: no block factor (one value per combination)
+
+
+def throughput_observations(records: list[Record]) -> list[Observation]:
+    """Every complete measurement's log throughput, with its block."""
+    return [Observation(dict(m.levels), m.log_throughput, m.block)
+            for r in records for m in (r.measurements or (r,)) if m.log_throughput is not None]
+
+
+def accuracy_observations(records: list[Record]) -> list[Observation]:
+    """Accuracy of the trials that trained it (inherited copies would count one measurement many times)."""
+    return [Observation(dict(r.levels), r.accuracy) for r in records
+            if r.complete and r.accuracy_trained and r.accuracy is not None]
+
+
+def fit_effects(observations: list[Observation], dims: list[str], name: str) -> EffectFit | str:
     """Main effects and two-way interactions of the techniques in `dims` on `response`.
 
     Each technique (a dimension's non-off choice) is a 0/1 column; each pair of
@@ -117,13 +137,15 @@ def fit_effects(records: list[Record], response: Callable[[Record], float | None
     columns. In a full factorial this makes a main effect's coefficient the
     average change when the technique is switched on, over every combination
     of the others, and an interaction's coefficient the extra change when both
-    are on beyond the sum of their separate changes. The residual (three-way
-    and higher interactions plus trial-to-trial noise) is the noise estimate.
-    Returns the reason instead when the records cannot support a fit.
+    are on beyond the sum of their separate changes. Observations with a block
+    add the block as a factor (a column per block but the first), so drift
+    between blocks does not pass for an effect. The residual (three-way and
+    higher interactions plus process-to-process noise) is the noise estimate.
+    Returns the reason instead when the observations cannot support a fit.
     """
     import statsmodels.api as sm
 
-    rows = [(r, y) for r in records if (y := response(r)) is not None and math.isfinite(y)]
+    rows = [(r, r.value) for r in observations if math.isfinite(r.value)]
     techniques = [(d, level) for d in dims
                   for level in sorted({r.levels.get(d, OFF) for r, _ in rows} - {OFF})]
     if not rows or not techniques:
@@ -140,11 +162,13 @@ def fit_effects(records: list[Record], response: Callable[[Record], float | None
 
     cells = {tuple(sorted(r.levels.items())) for r, _ in rows}
     levels_per_dim = [1 + sum(1 for d, _ in techniques if d == dim) for dim in dict.fromkeys(d for d, _ in techniques)]
-    full = len(cells) == len(rows) == math.prod(levels_per_dim)
+    full = len(cells) == math.prod(levels_per_dim)
+    blocks = sorted({r.block for r, _ in rows if r.block is not None})
+    block_cols = [np.array([float(r.block == b) for r, _ in rows]) for b in blocks[1:]]
 
     for with_pairs in (True, False):
         cols = main_cols + (list(pair_cols) if with_pairs else [])
-        design = np.column_stack([np.ones(len(y))] + [x[c] if c in x else pair_cols[c] for c in cols])
+        design = np.column_stack([np.ones(len(y))] + [x[c] if c in x else pair_cols[c] for c in cols] + block_cols)
         residual_df = len(y) - design.shape[1]
         separable = np.linalg.matrix_rank(design) == design.shape[1]
         if residual_df >= MIN_RESIDUAL_DF and separable:
@@ -158,28 +182,21 @@ def fit_effects(records: list[Record], response: Callable[[Record], float | None
     fit = sm.OLS(y, design).fit()
     ci = fit.conf_int(alpha=1 - CONFIDENCE)
     effects = []
-    for i, col in enumerate(cols, start=1):
+    for i, col in enumerate(cols, start=1):  # the block columns come after: nuisance, not reported
         keys = (col,) if col in labels else col
         effects.append(Effect(tuple(labels[k] for k in keys), tuple(k.split("=", 1)[0] for k in keys), Interval(float(fit.params[i]), float(ci[i][0]), float(ci[i][1])),
                               float(fit.pvalues[i])))
+    blocked = f", with the block as a factor ({len(blocks)} blocks)" if len(blocks) > 1 else ""
     if full:
-        note = (f"Full factorial ({len(y)} combinations, one trial each): main effects are averages over every "
-                f"combination of the other techniques; the noise estimate is the residual after main effects"
-                f"{' and two-way interactions' if with_pairs else ''} ({residual_df} degrees of freedom).")
+        note = (f"Full factorial ({len(cells)} combinations, {len(y)} measurements{blocked}): main effects are "
+                f"averages over every combination of the other techniques; the noise estimate is the residual after "
+                f"main effects{' and two-way interactions' if with_pairs else ''} ({residual_df} degrees of freedom).")
     else:
-        note = (f"Not a full factorial ({len(y)} measured combinations): effects are least-squares estimates from "
+        note = (f"Not a full factorial ({len(cells)} measured combinations{blocked}): effects are least-squares "
+                f"estimates from "
                 f"what was run, and are biased where the untried combinations would have behaved differently"
                 f"{'' if with_pairs else '; too few trials to estimate interactions'}.")
     return EffectFit(name, tuple(effects), len(y), residual_df, full, with_pairs, note)
-
-
-def log_throughput(record: Record) -> float | None:
-    return float(np.log(record.windows).mean()) if record.complete and record.windows else None
-
-
-def trained_accuracy(record: Record) -> float | None:
-    """Accuracy of the trials that trained it (inherited copies would count one measurement many times)."""
-    return record.accuracy if record.complete and record.accuracy_trained else None
 
 
 @dataclass(frozen=True)
@@ -241,25 +258,27 @@ def parity_failures(records: list[Record], tolerance: float) -> list[Record]:
 
 def pareto_front(records: list[Record]) -> list[Record]:
     """Combinations no other beats on both throughput and accuracy (Optuna's own front)."""
-    done = [r for r in records if r.complete and r.accuracy is not None and r.trial is not None and r.trial.values]
+    done = [r for r in records if r.complete and r.accuracy is not None and r.throughput]
     if not done:
         return []
     scratch = optuna.create_study(directions=["maximize", "maximize"])
-    scratch.add_trials([r.trial for r in done])
+    scratch.add_trials([optuna.trial.create_trial(values=[r.throughput, r.accuracy]) for r in done])
     front = {t.number for t in scratch.best_trials}
-    by_number = {i: r for i, r in enumerate(done)}  # add_trials renumbers in order
-    return sorted((by_number[n] for n in front), key=lambda r: -r.throughput)
+    return sorted((done[n] for n in front), key=lambda r: -r.throughput)  # add_trials numbers them in order
+
+
+def eligible(records: list[Record], tolerance: float) -> list[Record]:
+    """Complete combinations that may be recommended: within `tolerance` of the baseline's accuracy, or any
+    where accuracy could not be measured at all (stand-in data; the report says so)."""
+    flagged = {r.number for r in parity_failures(records, tolerance)}
+    return [r for r in records if r.complete and r.number not in flagged and (r.accuracy is not None or r.accuracy_note)]
 
 
 def recommend(records: list[Record], tolerance: float) -> Record | None:
-    """The fastest complete combination whose accuracy is within `tolerance` of the baseline's.
-
-    Where accuracy could not be measured at all (stand-in data), the fastest; the report says so.
-    """
-    flagged = {r.number for r in parity_failures(records, tolerance)}
-    eligible = [r for r in records if r.complete and r.number not in flagged
-                and (r.accuracy is not None or r.accuracy_note)]
-    return max(eligible, key=lambda r: r.throughput, default=None)
+    """The combination with the highest speed-up estimate among the eligible (the race's leader)."""
+    found = speedup_of(records)
+    ranked = [r for r in eligible(records, tolerance) if r.combination in found]
+    return max(ranked, key=lambda r: found[r.combination].estimate.log, default=None)
 
 
 def compose_line(record: Record, study: Study) -> tuple[str, str]:

@@ -1,10 +1,13 @@
-"""Exactly once under concurrency: which of several trials on one grid combination runs it.
+"""Exactly once under concurrency: which of several trials on one planned measurement runs it.
 
-Optuna's GridSampler can hand one grid point to two workers that ask at the
-same moment (each reads the other's trial before its grid id is written). So
-every trial, once its parameters are in the storage, looks for another trial
-with the same combination; the lower trial number wins and the other ends at
-once as a "duplicate" (FAIL in Optuna, no MLflow run, ignored by the records).
+Optuna's storage hands each queued trial to one worker, but two workers that
+find a block finished at the same moment both plan the next one (the plan is
+deterministic, so they queue the same measurements), and Optuna's GridSampler
+can hand one grid point to two workers that ask at once. So every trial, once
+its parameters are in the storage, looks for another trial with the same
+combination in the same slot (block and place: a screening block measures the
+baseline twice); the lower trial number wins and the other ends
+at once as a "duplicate" (FAIL in Optuna, no MLflow run, ignored by the records).
 
 Why this is race-free: a trial's number is fixed when the storage creates it,
 before its parameters are chosen, and each trial writes its parameters before
@@ -22,7 +25,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.records import DUPLICATE, NO_RESULT
+from ablate.records import has_result
 
 POLL_S = 0.1
 
@@ -36,19 +39,20 @@ def params(trial: FrozenTrial) -> dict[str, Any]:
     return trial.params or trial.system_attrs.get("fixed_params", {})
 
 
-def has_result(trial: FrozenTrial) -> bool:
-    """Finished with a result of its own: complete, skipped or failed (not interrupted, not a duplicate)."""
-    return trial.state.is_finished() and trial.user_attrs.get("state", "running") not in NO_RESULT
-
-
 def owns(trial: FrozenTrial) -> bool:
     """Holds its combination: queued, running, or finished with a result."""
     return trial.state in (TrialState.WAITING, TrialState.RUNNING) or has_result(trial)
 
 
-def earlier_owner(study: optuna.Study, number: int, combination: dict[str, Any], n_dims: int,
+def slot(trial: FrozenTrial) -> tuple[Any, Any]:
+    """Where a measurement sits in the protocol: (block, place in the block's order)."""
+    return trial.user_attrs.get("block"), trial.user_attrs.get("position")
+
+
+def earlier_owner(study: optuna.Study, number: int, combination: dict[str, Any], n_dims: int, at: tuple[Any, Any],
                   poll: Callable[[], None] = lambda: None) -> FrozenTrial | None:
-    """The trial that holds `combination` ahead of trial `number`, or None when `number` runs it.
+    """The trial that holds `combination` at slot `at` (block, place) ahead of trial `number`, or None when
+    `number` runs it.
 
     `poll` runs while waiting for lower-numbered trials to write their parameters
     (failing stale trials there ends the wait for a worker that died before writing them).
@@ -60,7 +64,7 @@ def earlier_owner(study: optuna.Study, number: int, combination: dict[str, Any],
             time.sleep(POLL_S)
             continue
         for t in trials:
-            if t.number != number and params(t) == combination and (
+            if t.number != number and params(t) == combination and slot(t) == at and (
                     has_result(t) or (t.number < number and owns(t))):
                 return t
         return None

@@ -50,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--no-summary", action="store_true", help=argparse.SUPPRESS)
         else:
             command.add_argument("--search", choices=("grid", "optuna"), default="grid")
+        if name in ("run", "worker"):
+            command.add_argument("--single-pass", action="store_true",
+                                 help="measure every combination once against one baseline, with no blocks and no "
+                                      "racing (the design before blocks; its speed-ups carry no interval); stored "
+                                      "apart from the study's own protocol, so give it its own --results")
         if name == "run":
             command.add_argument("--trials", type=_positive, help="number of trials for --search optuna")
             command.add_argument("--workers", type=_positive, default=1,
@@ -102,7 +107,9 @@ def _run(args: argparse.Namespace) -> int:
     from ablate import data
     from ablate.machine import describe
     from ablate.results import render
-    from ablate.runner import Interrupted, Runner, default_storage, shared, sqlite_path
+    from ablate.interrupts import Interrupted
+    from ablate.runner import Runner
+    from ablate.storage import default_storage, shared, sqlite_path
 
     storage = args.storage or default_storage(study, args.results)
     if not shared(storage) and (args.command == "worker" or args.workers > 1):
@@ -120,8 +127,12 @@ def _run(args: argparse.Namespace) -> int:
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
     with lock:  # refuses at once while another run holds the study
-        runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials)
-        print(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, torch {machine.torch}")
+        from ablate.protocol import SINGLE_PASS
+
+        runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
+                        design=SINGLE_PASS if args.single_pass else None)
+        print(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, torch {machine.torch}; "
+              f"protocol: {runner.design.describe()}")
         try:
             if args.workers > 1:
                 runner.open_parent()  # before the workers start, so that they all log under it
@@ -157,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
 def _workers(args: argparse.Namespace, device: torch.device, storage: str) -> int:
     """Run `ablate worker` N times at once on this machine (worker i on cuda:i) and wait for all; their
     worst exit status, 0 when all finished. The caller's runner then finds every combination done."""
-    from ablate.runner import sigterm_as_keyboard_interrupt
+    from ablate.interrupts import sigterm_as_keyboard_interrupt
 
     if device.type == "cpu":
         print(f"ablate: warning: {args.workers} workers share this machine's CPU cores, so each one's throughput "
@@ -166,7 +177,8 @@ def _workers(args: argparse.Namespace, device: torch.device, storage: str) -> in
     devices = [f"cuda:{i}" if device.type == "cuda" else "cpu" for i in range(args.workers)]
     # Own sessions: a Ctrl-C or SIGTERM reaches the workers once, forwarded from here, never twice.
     started = [subprocess.Popen([sys.executable, "-m", "ablate", "worker", str(args.study), "--storage", storage,
-                                 "--device", d, "--results", str(args.results), "--no-summary"],
+                                 "--device", d, "--results", str(args.results), "--no-summary",
+                                 *(["--single-pass"] if args.single_pass else [])],
                                 start_new_session=True) for d in devices]
     try:
         with sigterm_as_keyboard_interrupt():
@@ -211,7 +223,7 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
     """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates nothing)."""
     import optuna
 
-    from ablate.runner import default_storage, optuna_study_name, sqlite_path
+    from ablate.storage import default_storage, optuna_study_name, sqlite_path
 
     device = _device(args.device)
     study = studies.load(args.study, device.type)
@@ -233,7 +245,7 @@ def _report(args: argparse.Namespace) -> int:
     from ablate import records
     from ablate.machine import describe
     from ablate.runner import write_reports
-    from ablate.tracking import PARENT_ATTR, Tracker
+    from ablate.tracking import Tracker
 
     device, study, found, storage = _stored(args)
     stored = records.load(found)
@@ -241,8 +253,7 @@ def _report(args: argparse.Namespace) -> int:
         raise studies.StudyError(f"{found.study_name} in {storage} has no complete trial yet ({len(stored)} finished: "
                                  "skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
-    for built in write_reports(study, stored, args.search, args.results, tracker,
-                               found.user_attrs.get(PARENT_ATTR)):
+    for built in write_reports(study, stored, args.search, args.results, tracker, found.user_attrs):
         print(built.summary())
     if tracker.offline:
         print(f"ablate: warning: the report is not attached to MLflow (unreachable at {tracker.uri})", file=sys.stderr)
@@ -254,7 +265,7 @@ def _sync(args: argparse.Namespace) -> int:
     from ablate.machine import describe
     from ablate.runner import write_reports
     from ablate.sync import push_missing
-    from ablate.tracking import PARENT_ATTR, Tracker
+    from ablate.tracking import Tracker
 
     device, study, found, _ = _stored(args)
     with study_lock(args.results / study.name, study.name):  # a running study logs its own trials
@@ -263,7 +274,7 @@ def _sync(args: argparse.Namespace) -> int:
         pushed = push_missing(study, found, args.search, tracker, [study.path, csv])
         stored = records.load(found)
         if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run
-            write_reports(study, stored, args.search, args.results, tracker, found.user_attrs.get(PARENT_ATTR))
+            write_reports(study, stored, args.search, args.results, tracker, found.user_attrs)
     print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
           f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0

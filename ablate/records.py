@@ -1,24 +1,44 @@
-"""A study's trials as plain records: what the table, the analysis and the report read.
+"""The trial record: the one place that reads and writes what a trial stored, and what MLflow gets of it.
 
-Read back from the Optuna study (the source of truth for what ran), one record
-per combination: a combination re-run after an interruption replaces the
-interrupted attempt.
+A *measurement* is one Optuna trial: one combination in one block of the
+protocol (`ablate.protocol`), in its own process. The Optuna study is the
+source of truth for what ran; `load` reads it back as one `Record` per
+combination and device, holding its measurements, which is what the table,
+the analysis and the report read. The user attrs a trial carries are named
+here (`Attr`), so the runner, `ablate sync` and the readers spell them once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Mapping
+import math
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Mapping
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 BASELINE = "baseline"
-DUPLICATE = "duplicate"  # a trial that found its combination held by another (ablate.claim); never logged
+
+
+class State(str, Enum):
+    """A trial's `state` user attr. COMPLETE, SKIPPED and FAILED are results; the others are not."""
+
+    COMPLETE = "complete"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    RUNNING = "running"  # set when it starts; still there if the study was killed during it
+    INTERRUPTED = "interrupted"  # the study was stopped during it; it runs again
+    DUPLICATE = "duplicate"  # another trial holds its (combination, block) (ablate.claim); never logged
+
+
+DUPLICATE = State.DUPLICATE.value
 # Finished trials without a result of their own: stopped before the end, or a concurrent duplicate.
-NO_RESULT = ("interrupted", "running", DUPLICATE)
+NO_RESULT = (State.INTERRUPTED.value, State.RUNNING.value, State.DUPLICATE.value)
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 UNKNOWN_MACHINE = {"device": "unknown", "device_name": "unknown", "torch": "unknown", "commit": "unknown",
                    "host": "unknown"}
+# MLflow run status of each state; an interrupted or dead trial's run is KILLED.
+MLFLOW_STATE = {"complete": "complete", "skipped": "skipped", "pruned": "skipped", "failed": "failed", "fail": "failed"}
 
 
 @dataclass(frozen=True)
@@ -34,11 +54,16 @@ class Record:
     machine: Mapping[str, str] = field(default_factory=lambda: dict(UNKNOWN_MACHINE))
     mlflow_run_id: str | None = None
     accuracy_note: str | None = None  # why accuracy was not measured (stand-in data)
+    block: int = 0  # the protocol's block this measurement ran in
+    phase: str = "screen"  # screen, race or full (ablate.protocol)
+    position: int = 0  # its place in the block's random order
+    # A combination's record holds all its measurements with a result; a measurement's own record holds none.
+    measurements: tuple[Record, ...] = field(default=(), compare=False, repr=False)
     trial: FrozenTrial | None = field(default=None, compare=False, repr=False)  # for Optuna's own Pareto front
 
     @property
     def complete(self) -> bool:
-        return self.state == "complete"
+        return self.state == State.COMPLETE
 
     @property
     def throughput(self) -> float | None:
@@ -55,9 +80,20 @@ class Record:
         return tuple(self.metrics[f"throughput_window_{i}"] for i in range(n))
 
     @property
+    def log_throughput(self) -> float | None:
+        """Mean log throughput of the timed windows: one process's measurement, as the protocol uses it."""
+        if not self.complete or not self.windows:
+            return None
+        return sum(math.log(w) for w in self.windows) / len(self.windows)
+
+    @property
     def batch_size(self) -> int | None:
         steps = self.metrics.get("train_steps")
         return round(self.metrics["train_samples"] / steps) if steps else None
+
+    @property
+    def device(self) -> str:
+        return self.machine["device_name"]
 
 
 def from_trial(trial: FrozenTrial) -> Record:
@@ -74,18 +110,48 @@ def from_trial(trial: FrozenTrial) -> Record:
         machine={**UNKNOWN_MACHINE, **a.get("machine", {})},
         mlflow_run_id=a.get("mlflow_run_id"),
         accuracy_note=a.get("accuracy_note"),
+        block=int(a.get("block", 0)),
+        phase=a.get("phase", "screen"),
+        position=int(a.get("position", 0)),
         trial=trial,
     )
 
 
+def has_result(trial: FrozenTrial) -> bool:
+    """Finished with a result of its own: complete, skipped or failed (not interrupted, not a duplicate)."""
+    return trial.state.is_finished() and trial.user_attrs.get("state", State.RUNNING) not in NO_RESULT
+
+
+def load_measurements(study: optuna.Study) -> list[Record]:
+    """Every trial with a result, as a record of its own, in trial order."""
+    return [from_trial(t) for t in study.get_trials(deepcopy=False, states=FINISHED) if has_result(t)]
+
+
 def load(study: optuna.Study) -> list[Record]:
-    """The last finished trial of each combination, as records."""
-    latest: dict[str, FrozenTrial] = {}
-    for trial in study.get_trials(deepcopy=False, states=FINISHED):
-        if trial.user_attrs.get("state", "running") in NO_RESULT:  # stopped before it finished, or a duplicate
-            continue
-        latest[trial.user_attrs.get("combination", str(trial.number))] = trial
-    return [from_trial(t) for t in latest.values()]
+    """One record per combination and device, holding its measurements (see `combine`)."""
+    return combine(load_measurements(study))
+
+
+def combine(measurements: list[Record]) -> list[Record]:
+    """Measurements grouped by (device, combination) into one record each.
+
+    The combination's record is its *primary* measurement - the one that trained (or borrowed) its accuracy,
+    else its first complete one, else its last - with `measurements` set to all of them and `throughput` the
+    geometric mean over its complete measurements. The analysis reads the measurements; one-off costs,
+    memory and accuracy come from the primary.
+    """
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for m in measurements:
+        groups.setdefault((m.device, m.combination), []).append(m)
+    out = []
+    for ms in groups.values():
+        done = [m for m in ms if m.complete]
+        primary = next((m for m in done if m.accuracy_trained), None) or (done[0] if done else ms[-1])
+        metrics = dict(primary.metrics)
+        if done:
+            metrics["throughput"] = math.exp(sum(math.log(m.throughput) for m in done) / len(done))
+        out.append(replace(primary, metrics=metrics, measurements=tuple(ms)))
+    return out
 
 
 def baseline(records: list[Record]) -> Record | None:
@@ -96,5 +162,25 @@ def by_device(records: list[Record]) -> dict[str, list[Record]]:
     """Records grouped by the device they ran on: results from different devices are never compared."""
     groups: dict[str, list[Record]] = {}
     for r in records:
-        groups.setdefault(r.machine["device_name"], []).append(r)
+        groups.setdefault(r.device, []).append(r)
     return groups
+
+
+def mlflow_payload(attrs: Mapping[str, Any], fallback_state: str) -> tuple[str, str, dict[str, float], dict[str, str]]:
+    """A finished trial's MLflow state, reason, metrics and tags, from its user attrs.
+
+    The one builder for the run that `ablate run` logs live and the run that `ablate sync` logs later.
+    """
+    state = MLFLOW_STATE.get(attrs.get("state", fallback_state), "killed")
+    tags = {"ablate.block": str(attrs.get("block", 0)), "ablate.phase": str(attrs.get("phase", "screen")),
+            "ablate.position": str(attrs.get("position", 0))}
+    metrics: dict[str, float] = {}
+    if state == State.COMPLETE:
+        metrics = dict(attrs.get("metrics", {}))
+        if attrs.get("accuracy_group") is not None:
+            tags["ablate.accuracy_group"] = str(attrs["accuracy_group"])
+        if attrs.get("accuracy_note"):
+            tags["ablate.accuracy_note"] = attrs["accuracy_note"]
+        if attrs.get("accuracy_from") is not None:
+            tags["ablate.accuracy_from"] = str(attrs["accuracy_from"])
+    return state, attrs.get("reason", ""), metrics, tags

@@ -6,17 +6,19 @@ different devices are never mixed: each device gets its own report.
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections import Counter
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import markdown
 
-from ablate import analysis, plots
+from ablate import analysis, plots, protocol
 from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
-from ablate.records import Record, baseline, by_device
+from ablate.records import BASELINE, Record, baseline, by_device
 from ablate.study import Study
 from ablate.trial import BASELINE_FP32
 
@@ -27,38 +29,53 @@ class Report:
     folder: Path
     markdown: Path
     html: Path
+    summary_json: Path
     plots: list[Path]
     recommended: Record | None
     compose: tuple[str, str] | None
     metrics: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
-        lines = [f"report ({self.device}): {self.html}"]
+        lines = [f"report ({self.device}): {self.html}", f"summary for scripts: {self.summary_json}"]
         if self.recommended:
+            m = self.metrics
+            interval = (f" [{m['recommended.speedup.low']:.2f}, {m['recommended.speedup.high']:.2f}] (95%, "
+                        f"{m['recommended.blocks']:.0f} blocks)" if "recommended.speedup.low" in m
+                        and self.recommended.combination != BASELINE else "")
             lines.append(f"recommended: {self.recommended.combination} "
-                         f"({self.metrics.get('recommended.speedup', float('nan')):.2f}x the baseline's throughput)")
+                         f"(x{m.get('recommended.speedup', float('nan')):.2f}{interval} the baseline's throughput)")
             lines += [f"  {line}" for line in self.compose or ()]
         else:
             lines.append("recommended: none (no complete combination within the accuracy tolerance)")
         return "\n".join(lines)
 
 
-def build(study: Study, records: list[Record], search: str, folder: Path) -> list[Report]:
+# Written down because it decides whether a compiled combination could get faster only by running later.
+CACHES = ("Each measurement runs in a fresh process with a cold compile cache: inductor's and Triton's caches "
+          "live in a new empty folder per trial process, deleted when it ends, so no measurement reuses another's "
+          "compiled code and a compiled combination pays its full compilation every time, whatever ran before it. "
+          "The dataset files are read from disk by every trial (the operating system's file cache may be warm "
+          "after the first); that affects the data loading time only, which is outside the timed windows.")
+NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the log scale: say so
+
+
+def build(study: Study, records: list[Record], search: str, folder: Path,
+          race: dict | None = None) -> list[Report]:
     """One report per device the study's trials ran on, written under `folder`."""
     groups = by_device(records)
     return [_build_one(study, group, search, folder / (f"{search}-{_slug(device)}" if len(groups) > 1 else search),
-                       device) for device, group in groups.items()]
+                       device, race or {}) for device, group in groups.items()]
 
 
-def _build_one(study: Study, records: list[Record], search: str, folder: Path, device: str) -> Report:
+def _build_one(study: Study, records: list[Record], search: str, folder: Path, device: str, race: dict) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
     tolerance = study.accuracy_tolerance
     base = baseline(records)
     speedups = analysis.speedups(records)
     dims = [d for d, _ in study.space]
     numeric_dims = [d for d, opts in study.space if any(o.name and o.build().changes_numerics for o in opts)]
-    throughput = analysis.fit_effects(records, analysis.log_throughput, dims, "log throughput")
-    accuracy = analysis.fit_effects(records, analysis.trained_accuracy, numeric_dims, "test accuracy")
+    throughput = analysis.fit_effects(analysis.throughput_observations(records), dims, "log throughput")
+    accuracy = analysis.fit_effects(analysis.accuracy_observations(records), numeric_dims, "test accuracy")
     flagged = analysis.parity_failures(records, tolerance)
     flagged_numbers = {r.number for r in flagged}
     front = analysis.pareto_front(records)
@@ -73,20 +90,58 @@ def _build_one(study: Study, records: list[Record], search: str, folder: Path, d
         plots.pareto_chart(folder / "pareto.png", records, front, base, tolerance, flagged_numbers,
                            picked and picked.number, title),
     ]
+    cv = protocol.baseline_cv(analysis.protocol_measurements(records), BASELINE)
     text = _markdown(study, records, search, device, speedups, throughput, accuracy, numeric_dims, flagged, front,
-                     picked, compose, breaks)
+                     picked, compose, breaks, cv, race)
     md = folder / "report.md"
     md.write_text(text)
     html = folder / "report.html"
     html.write_text(_html(text, figures, title))
-    return Report(device, folder, md, html, figures, picked, compose,
-                  _metrics(speedups, throughput, accuracy, picked, flagged))
+    summary = folder / "summary.json"
+    summary.write_text(json.dumps(_summary(study, records, search, device, speedups, flagged, picked, compose, cv,
+                                           race), indent=2) + "\n")
+    return Report(device, folder, md, html, summary, figures, picked, compose,
+                  _metrics(speedups, throughput, accuracy, picked, flagged, cv))
+
+
+def _design(study: Study, stored: dict) -> protocol.Settings:
+    """The protocol the stored measurements followed (a run may override the study file's)."""
+    return protocol.Settings(**stored["protocol"]) if stored.get("protocol") else study.protocol
+
+
+def _summary(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
+             flagged: list[Record], picked: Record | None, compose: tuple[str, str] | None, cv: float | None,
+             race: dict) -> dict:
+    """summary.json: what a user's CI reads to notice that the best stack has changed."""
+    base = baseline(records)
+    flagged_numbers = {r.number for r in flagged}
+
+    def entry(s: Speedup) -> dict:
+        r, e = s.record, s.estimate
+        return {"combination": r.combination, "speedup": e.factor,
+                "low": s.factor.low if s.factor else None, "high": s.factor.high if s.factor else None,
+                "blocks": e.blocks, "log_se": e.se, "df": e.df, "phase": e.phase, "noise": e.noise,
+                "samples_per_s": r.throughput, "accuracy": r.accuracy,
+                "accuracy_change": (r.accuracy - base.accuracy
+                                    if base and base.accuracy is not None and r.accuracy is not None else None),
+                "parity": None if r.accuracy is None else r.number not in flagged_numbers}
+    chosen = next((s for s in speedups if picked and s.record is picked), None)
+    machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
+    return {
+        "study": study.name, "study_hash": study.file_hash, "search": search, "device": device,
+        "torch": ", ".join(machines["torch"]), "commit": ", ".join(machines["commit"]),
+        "protocol": {**_design(study, race).__dict__, "description": _design(study, race).describe(),
+                     "confidence": analysis.CONFIDENCE, "race": race.get("race"), "baseline_cv_across_blocks": cv,
+                     "compile_cache": "cold per measurement"},
+        "recommendation": None if chosen is None else {**entry(chosen), "compose": list(compose or ())},
+        "speedups": [entry(s) for s in speedups],
+    }
 
 
 def _markdown(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
               throughput: EffectFit | str, accuracy: EffectFit | str, numeric_dims: list[str], flagged: list[Record],
               front: list[Record], picked: Record | None, compose: tuple[str, str] | None,
-              breaks: list[BreakEven]) -> str:
+              breaks: list[BreakEven], cv: float | None, stored: dict) -> str:
     base = baseline(records)
     states = Counter(r.state for r in records)
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
@@ -98,7 +153,15 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
         f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, dataset `{study.dataset}`; "
         f"budget {study.budget.train_samples:,} training samples for accuracy, {study.budget.windows} timed windows "
         f"of {study.budget.window_samples:,} samples after {study.budget.warmup_samples:,} warm-up samples",
-        f"- Trials: {len(records)} combinations: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
+        f"- Trials: {len(records)} combinations: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+        + f"; {sum(len([m for m in r.measurements if m.complete]) for r in records)} throughput measurements in "
+        f"{len({m.block for r in records for m in r.measurements})} blocks",
+        f"- Protocol: {_design(study, stored).describe()}. "
+        + (f"Race: {stored['race']['why']}." if stored.get("race") else ""),
+        f"- Host noise: the baseline's throughput varied by {100 * cv:.1f}% (coefficient of variation) across "
+        f"blocks" if cv is not None else "- Host noise: the baseline ran in one block only, so its variation across "
+        "blocks is unknown",
+        f"- Compile cache: {CACHES}",
         f"- Baseline fp32 precision: strict IEEE for matmuls and convolutions (`{BASELINE_FP32}`; on CUDA, TF32 "
         "only where the TF32 strategy is on).",
         f"- Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `ablate report` from the stored trials.",
@@ -113,30 +176,43 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
     if picked and compose:
         s = next((s for s in speedups if s.record is picked), None)
         out += [f"The fastest combination whose test accuracy is within {tol:g} points of the baseline's: "
-                f"**{picked.combination}**, {_factor(s.factor) if s else 'n/a'} the baseline's throughput, "
+                f"**{picked.combination}**, {_factor(s.factor, s) if s else 'n/a'} the baseline's throughput "
+                f"({_basis(s) if s else ''}), "
                 + (f"test accuracy {picked.accuracy:.2f}% ({_points(picked.accuracy - base.accuracy) if base else ''})."
                    if picked.accuracy is not None else "accuracy not measured."),
                 "", "```python", *compose, "```", ""]
         tied = [t for t in speedups if t.record is not picked and t.factor and s and s.factor
                 and t.record.number not in {r.number for r in flagged} and t.factor.high >= s.factor.low]
         if tied:
-            out += [f"Not distinguishable from it by the windows' intervals: "
-                    + "; ".join(f"{t.record.combination} ({_factor(t.factor)})" for t in tied[:5])
+            out += [f"Not distinguishable from it (the intervals overlap): "
+                    + "; ".join(f"{t.record.combination} ({_factor(t.factor, t)})" for t in tied[:5])
                     + (f"; and {len(tied) - 5} more" if len(tied) > 5 else "") + ".", ""]
     else:
         out += [f"None: no complete combination has a test accuracy within {tol:g} points of the baseline's.", ""]
 
+    if cv is not None and cv > NOISY_CV:
+        out += [f"**A noisy host.** The baseline's throughput moved by {100 * cv:.0f}% between blocks (coefficient "
+                "of variation): a single measurement cannot resolve effects of that size, and the speed-ups rest "
+                "on pairing within blocks. Trust the intervals, which come from repeated blocks; where a "
+                "combination has none (\"baseline\" noise), measure again on a quieter machine.", ""]
+
     out += ["## Speed-up of every combination", "",
-            "Ratio of geometric-mean throughput over the timed windows to the baseline's, with a 95% Welch t "
-            "interval on the log scale. The windows of one trial are its repeats, so the interval covers noise "
-            "within a trial, not between trials.", "", "![speed-up per combination](speedup.png)", "",
-            "| combination | samples/s | speed-up (95% CI) | test acc % | Δ acc (points) | acc from | parity |",
-            "|---|---:|---|---:|---:|---:|---|"]
+            "Each measurement is one fresh process. A combination's speed-up is the geometric mean, over the blocks "
+            "it ran in, of its throughput divided by the same block's baseline's (paired, so drift and a lucky "
+            "baseline cancel). A raced combination's estimate comes from its race blocks only, so picking the "
+            "leader from the screening does not inflate it. The 95% t interval rests on between-process noise: "
+            "the paired differences of the combinations measured in several blocks, pooled (\"paired\"), or, "
+            "without such repeats, the baseline's spread across blocks (\"baseline\", which errs wide).", "",
+            "![speed-up per combination](speedup.png)", "",
+            "| combination | samples/s | speed-up (95% CI) | blocks | noise | test acc % | Δ acc (points) | acc from | parity |",
+            "|---|---:|---|---:|---|---:|---:|---:|---|"]
     flagged_numbers = {r.number for r in flagged}
     for s in speedups:
         r = s.record
         delta = _points(r.accuracy - base.accuracy) if base and base.accuracy is not None and r.accuracy is not None else ""
-        out.append(f"| {r.combination} | {r.throughput:.0f} | {_factor(s.factor)} | "
+        out.append(f"| {r.combination} | {r.throughput:.0f} | {_factor(s.factor, s)} | "
+                   f"{'' if r.combination == BASELINE else s.estimate.blocks} | "
+                   f"{'' if r.combination == BASELINE else s.estimate.noise} | "
                    f"{'' if r.accuracy is None else f'{r.accuracy:.2f}'} | {delta} | "
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
                    f"{'**below tolerance**' if r.number in flagged_numbers else 'ok'} |")
@@ -226,18 +302,23 @@ def _effects_section(throughput: EffectFit | str, accuracy: EffectFit | str, num
 
 
 def _metrics(speedups: list[Speedup], throughput: EffectFit | str, accuracy: EffectFit | str,
-             picked: Record | None, flagged: list[Record]) -> dict[str, float]:
+             picked: Record | None, flagged: list[Record], cv: float | None) -> dict[str, float]:
     m: dict[str, float] = {"parity_failures": float(len(flagged))}
+    if cv is not None:
+        m["baseline_cv_across_blocks"] = cv
     for fit, kind, exp in ((throughput, "throughput_factor", True), (accuracy, "accuracy_points", False)):
         if isinstance(fit, EffectFit):
             for e in fit.effects:
                 i = e.interval.exp() if exp else e.interval
                 key = _metric_key(f"effect.{kind}.{e.term}")
                 m.update({key: i.estimate, f"{key}.low": i.low, f"{key}.high": i.high})
-    s = next((s for s in speedups if picked and s.record is picked and s.factor), None)
-    if s:
+    s = next((s for s in speedups if picked and s.record is picked), None)
+    if s and not s.factor:
+        m["recommended.speedup"] = s.point
+    elif s:
         m.update({"recommended.speedup": s.factor.estimate, "recommended.speedup.low": s.factor.low,
-                  "recommended.speedup.high": s.factor.high, "recommended.trial": float(picked.number)})
+                  "recommended.speedup.high": s.factor.high, "recommended.blocks": float(s.estimate.blocks),
+                  "recommended.trial": float(picked.number)})
     return m
 
 
@@ -250,8 +331,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^\w.-]+", "-", text).strip("-").lower()
 
 
-def _factor(i: Interval | None) -> str:
-    return "n/a" if i is None else f"x{i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}]"
+def _factor(i: Interval | None, s: Speedup | None = None) -> str:
+    if i is None:
+        return "n/a" if s is None else f"x{s.point:.2f} (no interval: one block, no repeats)"
+    return f"x{i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}]"
+
+
+def _basis(s: Speedup) -> str:
+    e = s.estimate
+    if s.record.combination == BASELINE:
+        return "the baseline itself"
+    return f"{e.blocks} {e.phase} block{'s' if e.blocks != 1 else ''}, noise from {e.noise}, {e.df} degrees of freedom"
 
 
 def _points(x: float) -> str:

@@ -1,31 +1,35 @@
-"""Running a study: Optuna picks the combinations, each trial runs in a fresh process.
+"""Running a study: the measurement protocol (ablate.protocol) over fresh trial processes, stored in Optuna.
 
-Resuming is Optuna's: finished trials stay in the storage and the grid
-sampler hands out only unvisited combinations. A trial left RUNNING by a run
-that was killed is marked failed ("interrupted"), its MLflow run KILLED, and
-its combination queued to run again.
+Every measurement is one Optuna trial, queued with its slot (combination,
+block, place in the block's random order): screening first, then race blocks
+planned from the stored results once every queued measurement has one. The
+Optuna storage hands each queued trial to exactly one worker, so a kill, a
+resume or several workers neither lose a measurement nor run one twice.
+A grid search screens every combination; `--search optuna` screens the
+combinations Optuna's TPE sampler picks (`--trials N` of them), with a
+baseline at a random place in every block; both then race.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
-import threading
+import random
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import optuna
-import sqlalchemy.exc
-from optuna.storages import RDBStorage, fail_stale_trials
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import claim, records, report, results
+from ablate import analysis, claim, protocol, records, report, results
+from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
+from ablate.recovery import Recovery
+from ablate.records import BASELINE, State
+from ablate.storage import create_study, enqueue, optuna_study_name, shared, sqlite_path
 from ablate.study import Option, Study, StudyError
 from ablate.tracking import PARENT_ATTR, Tracker, run_ids, trial_params
 from ablate.trial import ACCURACY_NOT_MEASURED, TrialFailed, TrialSpec, run_in_fresh_process
@@ -36,149 +40,21 @@ SEARCHES = ("grid", "optuna")
 for experimental in (".*fail_stale_trials is experimental", ".*heartbeat_interval.* is an experimental feature"):
     warnings.filterwarnings("ignore", message=experimental, category=optuna.exceptions.ExperimentalWarning)
 
+# How often a worker's running trial says it is alive (Optuna's heartbeat); stale after 3 missed beats.
+HEARTBEAT_S = int(os.environ.get("ABLATE_HEARTBEAT_S", "10"))
+PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for its creator's MLflow parent run
+PROTOCOL_ATTR = "protocol"  # the Optuna study's user attr: the protocol its measurements follow
+RACE_ATTR = "race"  # the Optuna study's user attr: where the race stood when it ended
+
 
 def combination_label(options: tuple[Option, ...]) -> str:
-    return " + ".join(o.label for o in options if o.name) or records.BASELINE
+    return " + ".join(o.label for o in options if o.name) or BASELINE
 
 
 def accuracy_group(options: tuple[Option, ...]) -> str:
     """Combinations with the same numerics-changing strategies train to the same accuracy."""
     changing = [o.label for o in options if o.name and o.build().changes_numerics]
-    return " + ".join(changing) or records.BASELINE
-
-
-def default_storage(study: Study, results_dir: Path) -> str:
-    return f"sqlite:///{(results_dir / study.name / 'optuna.db').resolve()}"
-
-
-def sqlite_path(storage: str) -> Path | None:
-    """The database file of an SQLite storage URL; None for any other storage."""
-    return Path(storage.removeprefix("sqlite:///")) if storage.startswith("sqlite:///") else None
-
-
-class Interrupted(Exception):
-    """The study was stopped by Ctrl-C or SIGTERM; the message says how to resume."""
-
-
-INTERRUPTED = "interrupted: the study was stopped before this trial finished"
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def sigterm_as_keyboard_interrupt() -> Iterator[None]:
-    """SIGTERM (a scheduler's or `kill`'s stop) ends the study as cleanly as Ctrl-C does."""
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class DeferredInterrupts:
-    """Ctrl-C and SIGTERM held back while Optuna opens or closes a grid trial, and raised inside the trial.
-
-    Raised inside the objective, KeyboardInterrupt makes Optuna fail the trial, which `_recover_interrupted`
-    then queues again. Raised during Optuna's `ask()`, it would leave a RUNNING trial with no parameters
-    and no heartbeat, that no worker could tell from a live one for a while (see `Runner._fail_stale`).
-    Signal handlers are the main thread's: elsewhere (tests) this does nothing.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.pending = False
-        self.active = False
-
-    def _hold(self, signum: int, frame: Any) -> None:
-        self.pending = True
-
-    def _raise_pending(self) -> None:
-        if self.pending:
-            self.pending = False
-            raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {s: signal.signal(s, self._hold) for s in self.SIGNALS}
-        self.active = True
-        try:
-            yield
-        finally:
-            self.active = False
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-        self._raise_pending()  # one that came while Optuna was closing the trial: between trials now
-
-    def deliver_in(self, objective: Callable[[Trial], Any]) -> Callable[[Trial], Any]:
-        """`objective`, with Ctrl-C and SIGTERM raised as KeyboardInterrupt while it runs."""
-        def delivered(trial: Trial) -> Any:
-            if not self.active:
-                return objective(trial)
-            for s in self.SIGNALS:
-                signal.signal(s, _interrupt)
-            try:
-                self._raise_pending()
-                return objective(trial)
-            finally:
-                for s in self.SIGNALS:
-                    signal.signal(s, self._hold)
-        return delivered
-
-
-def requeue(study: optuna.Study, trial: FrozenTrial) -> None:
-    """Queue `trial`'s combination to run again, keeping its grid point.
-
-    Like `Study.enqueue_trial`, plus the trial's `grid_id`: GridSampler reads
-    the grid id of every finished trial when one grid point is left, and
-    raises KeyError for a queued trial that has none.
-    """
-    grid = {k: trial.system_attrs[k] for k in ("grid_id", "search_space") if k in trial.system_attrs}
-    study.add_trial(optuna.trial.create_trial(state=TrialState.WAITING,
-                                              system_attrs={"fixed_params": dict(claim.params(trial)), **grid}))
-
-
-_params = claim.params
-# How often a worker's running trial says it is alive (Optuna's heartbeat); stale after 3 missed beats.
-HEARTBEAT_S = int(os.environ.get("ABLATE_HEARTBEAT_S", "10"))
-CONNECT_ATTEMPTS = 5
-PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for its creator's MLflow parent run
-
-
-def shared(storage: str) -> bool:
-    """A server database (PostgreSQL, MySQL) that several workers share; SQLite is one process's."""
-    return not storage.startswith("sqlite:")
-
-
-def _create_study(storage: str, heartbeat: dict[str, Any] | None, **kwargs: Any) -> tuple[optuna.Study, bool]:
-    """The study, and whether this call created it: the database lets exactly one of several workers started
-    together create it (the others get DuplicatedStudyError and load it). Retried, because they also race to
-    create Optuna's tables, and the losers of that get an integrity error from the database."""
-    for attempt in range(CONNECT_ATTEMPTS):
-        try:
-            backend = RDBStorage(storage, **heartbeat) if heartbeat is not None else storage
-            try:
-                return optuna.create_study(storage=backend, **kwargs), True
-            except optuna.exceptions.DuplicatedStudyError:
-                return optuna.load_study(storage=backend, study_name=kwargs["study_name"],
-                                         sampler=kwargs["sampler"]), False
-        except sqlalchemy.exc.SQLAlchemyError:
-            if attempt == CONNECT_ATTEMPTS - 1:
-                raise
-            time.sleep(0.5 * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
-def optuna_study_name(study: Study, search: str, device_type: str) -> str:
-    return f"{study.name}:{search}:{device_type}"
+    return " + ".join(changing) or BASELINE
 
 
 @dataclass
@@ -193,8 +69,10 @@ class Outcome:
 
 class Runner:
     def __init__(self, study: Study, machine: Machine, search: str, storage: str, results_dir: Path,
-                 n_trials: int | None = None, heartbeat_s: int = HEARTBEAT_S) -> None:
+                 n_trials: int | None = None, heartbeat_s: int = HEARTBEAT_S,
+                 design: protocol.Settings | None = None) -> None:
         self.study, self.machine, self.search, self.n_trials = study, machine, search, n_trials
+        self.design = design or study.protocol
         self.results_dir = results_dir
         self.options = {dim: study.options(dim) for dim, _ in study.space}
         sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.options.items()}, seed=study.budget.seed)
@@ -204,54 +82,265 @@ class Runner:
         optuna.logging.set_verbosity(optuna.logging.ERROR)  # our progress lines say it better, failures included
         self.tracker = Tracker(study, machine, results_dir)
         # On a shared database a dead worker's trial is found by Optuna's heartbeat (stale after the grace
-        # period) and queued again by _stale; SQLite is one process's, recovered by _recover_interrupted.
-        self.heartbeat, self.grace_s = shared(storage), 3 * heartbeat_s
-        heartbeat = dict(heartbeat_interval=heartbeat_s, grace_period=self.grace_s,
-                         heartbeat_stale_trial_callback=self._stale) if self.heartbeat else None
-        self.optuna, self.created = _create_study(storage, heartbeat, sampler=sampler,
-                                                  study_name=optuna_study_name(study, search, machine.device_type),
-                                                  directions=["maximize", "maximize"])  # throughput, accuracy
+        # period) and queued again; SQLite is one process's, recovered by Recovery.interrupted.
+        self.heartbeat, grace_s = shared(storage), 3 * heartbeat_s
+        self.recovery: Recovery | None = None
+        heartbeat = dict(heartbeat_interval=heartbeat_s, grace_period=grace_s,
+                         heartbeat_stale_trial_callback=lambda s, t: self.recovery.dead(s, t)) if self.heartbeat else None
+        self.optuna, self.created = create_study(storage, heartbeat, sampler=sampler,
+                                                 study_name=optuna_study_name(study, search, machine.device_type),
+                                                 directions=["maximize", "maximize"])  # throughput, accuracy
         stored = self.optuna.user_attrs.get("file_hash")
         if stored and stored != study.file_hash:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "
                              f"{study.file_hash}); move {results_dir / study.name} away or pass --storage to start afresh")
+        planned = self.optuna.user_attrs.get(PROTOCOL_ATTR)
+        if planned and planned != dataclasses.asdict(self.design):
+            raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
+                             f"run with the same protocol, or pass --results or --storage to start afresh")
         self.optuna.set_user_attr("file_hash", study.file_hash)
+        self.optuna.set_user_attr(PROTOCOL_ATTR, dataclasses.asdict(self.design))
+        self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
         self.parent_id: str | None = None
         self.progress: tqdm | None = None
         self.signals = DeferredInterrupts()
-        self.paramless_since: dict[int, float] = {}  # RUNNING trials without parameters -> first seen (monotonic)
+        self.ran = 0
 
-    def remaining(self) -> int:
-        if self.search == "grid":  # combinations with a result (interrupted attempts and duplicates have none)
-            return self.study.size - len(records.load(self.optuna))
-        finished = self.optuna.get_trials(deepcopy=False, states=records.FINISHED)
-        return max(0, (self.n_trials or 0) - len(finished))
+    # -- the protocol ---------------------------------------------------------------------------------------
 
     def run(self) -> Outcome:
-        self._recover_interrupted()
-        todo = self.remaining() + len(self.optuna.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-        ran = 0
-        # A grid worker also stays while only others' trials run: one may die and its trial be queued again.
-        if todo or (self.search == "grid" and self._next_step() != "done"):
+        self.recovery.interrupted()
+        if self._next_step() != "done":
             self.open_parent()
-            total = self.study.size if self.search == "grid" else (self.n_trials or todo)
-            with tqdm(total=total, initial=total - todo, unit="trial", desc=self.study.name, dynamic_ncols=True) as bar, \
-                    sigterm_as_keyboard_interrupt():
+            with tqdm(total=self._planned(), initial=self._measured(), unit="trial", desc=self.study.name,
+                      dynamic_ncols=True) as bar, sigterm_as_keyboard_interrupt():
                 self.progress = bar
                 try:
-                    if self.search == "grid":
-                        self._work()
-                    else:
-                        self.optuna.optimize(self._objective, n_trials=todo, catch=(TrialFailed,),
-                                             callbacks=[self._after])
+                    self._work()
                 except KeyboardInterrupt:
-                    self._recover_interrupted()  # the trial that was running: KILLED, queued for the next run
+                    self.recovery.interrupted()  # the trial that was running: KILLED, queued for the next run
                     self.stop_parent()
-                    done = len(records.load(self.optuna))
-                    raise Interrupted(f"interrupted after {done} of {total} combinations; the running trial was "
-                                      "marked KILLED; run the same command again to resume") from None
-            ran = todo
-        return self._finish(ran)
+                    raise Interrupted(f"interrupted after {self._measured()} of {self._planned()} planned "
+                                      "measurements; the running trial was marked KILLED; run the same command "
+                                      "again to resume") from None
+        return self._finish(self.ran)
+
+    def _work(self) -> None:
+        """Measurements, one at a time, until the protocol has planned its last and every one has a result:
+        from this worker and any other sharing the storage. While only others' trials run, wait: one may die
+        and its trial be queued again, or its result decide the next race block."""
+        while (step := self._next_step()) != "done":
+            if step == "wait":
+                time.sleep(claim.POLL_S * 10)
+                continue
+            with self.signals.held():
+                self.optuna.optimize(self.signals.deliver_in(self._objective), n_trials=1,
+                                     catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
+            if self.progress:
+                self.progress.total = max(self._planned(), self.progress.n)
+                self.progress.refresh()
+
+    def _next_step(self) -> str:
+        """"run" (a queued measurement, or one for TPE to pick), "wait" (others' trials run) or "done"."""
+        self.recovery.stale()
+        trials = self.optuna.get_trials(deepcopy=False)
+        if self.search == "grid" and not any("block" in t.user_attrs for t in trials):
+            self._plan_screening()
+            return "run"
+        if self.search == "optuna" and self._plan_tpe_block(trials):
+            return "run"
+        if any(t.state == TrialState.WAITING for t in trials):
+            return "run"
+        if self.search == "optuna" and self._tpe_screened(trials) < (self.n_trials or 0):
+            return "run"
+        if any(t.state == TrialState.RUNNING for t in trials):
+            return "wait"
+        return "run" if self._plan_race() else "done"
+
+    def _plan_screening(self) -> None:
+        """Queue the screening blocks (deterministic: workers that plan at once queue the same, and
+        `claim` keeps one of each)."""
+        runnable, unrunnable = [], []
+        for combo in _grid(self.options):
+            (runnable if self._runnable(combo) else unrunnable).append(combo)
+        baseline = tuple(baseline_levels(self.options))
+        plan = protocol.screening_plan(runnable, baseline, self.design, self.study.budget.seed, unrunnable)
+        for slot in plan:
+            self._enqueue(slot)
+
+    def _enqueue(self, slot: protocol.Slot) -> None:
+        labels = dict(slot.combination)
+        options = tuple(self.options[d][labels[d]] for d in self.options)
+        enqueue(self.optuna, labels, {"block": slot.block, "position": slot.position, "phase": slot.phase,
+                                      "combination": combination_label(options)})
+
+    def _runnable(self, combo: tuple[tuple[str, str], ...]) -> bool:
+        """Whether a combination can run here at all (else it is recorded as skipped, taking no time)."""
+        labels = dict(combo)
+        try:
+            stack = compose(*(s for s in (self.options[d][labels[d]].build() for d in self.options) if s is not None))
+        except ConflictError:
+            return False
+        return stack.check(self.machine.device) is None
+
+    def _plan_tpe_block(self, trials: list[FrozenTrial]) -> bool:
+        """`--search optuna`: queue a baseline of the current screening block when one of its random places
+        comes, or when screening has ended without it. True when it queued one."""
+        screened = self._tpe_screened(trials)
+        size = min(self.design.block_size, max(1, self.n_trials or 1))
+        done = screened >= (self.n_trials or 0)
+        block = (screened - 1) // size if done else screened // size
+        if block < 0:
+            return False
+        places = sorted(random.Random(f"{self.study.budget.seed}:{block}:baseline").choices(
+            range(size), k=self.design.screen_baselines))
+        due = len(places) if done else sum(1 for p in places if p <= screened - block * size)
+        have = sum(1 for t in trials if t.user_attrs.get("block") == block and claim.owns(t)
+                   and t.user_attrs.get("combination") == BASELINE and t.user_attrs.get("phase") == protocol.SCREEN)
+        if have >= due:
+            return False
+        self._enqueue(protocol.Slot(baseline_levels(self.options), block, places[have], protocol.SCREEN))
+        return True
+
+    def _tpe_screened(self, trials: list[FrozenTrial]) -> int:
+        """Screening measurements TPE picked (queued baselines not counted)."""
+        return sum(1 for t in trials if t.user_attrs.get("picked") and claim.owns(t))
+
+    def _plan_race(self) -> bool:
+        """Every planned measurement has a result: queue the next race block, if the race goes on."""
+        if not self.design.racing:
+            return False
+        stored = [r for r in records.load(self.optuna) if r.device == self.machine.device_name]
+        measurements = analysis.protocol_measurements(stored)
+        eligible = {r.combination for r in analysis.eligible(stored, self.study.accuracy_tolerance)}
+        standing = protocol.race(measurements, BASELINE, eligible, self.design)
+        self.optuna.set_user_attr(RACE_ATTR, {"leader": standing.leader, "why": standing.why,
+                                              "race_blocks": standing.race_blocks})
+        if standing.next_block is None:
+            return False
+        by_label = {r.combination: tuple(sorted(r.levels.items())) for r in stored}
+        block = 1 + max((m.block for m in measurements), default=-1)
+        slots = protocol.race_plan([by_label[c] for c in standing.next_block], by_label[BASELINE], block,
+                                   self.study.budget.seed)
+        for slot in slots:
+            self._enqueue(slot)
+        return True
+
+    def _planned(self) -> int:
+        trials = self.optuna.get_trials(deepcopy=False)
+        owned = sum(1 for t in trials if claim.owns(t))
+        return max(owned, self.n_trials or 0) if self.search == "optuna" else owned
+
+    def _measured(self) -> int:
+        return len(records.load_measurements(self.optuna))
+
+    # -- one measurement ------------------------------------------------------------------------------------
+
+    def _objective(self, trial: Trial) -> tuple[float, float]:
+        labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in self.options.items()}
+        options = tuple(self.options[dim][label] for dim, label in labels.items())
+        combination = combination_label(options)
+        if "block" not in trial.user_attrs:
+            if self.search == "grid":  # nothing queued was left for this worker: another took the last one
+                trial.set_user_attr("state", State.DUPLICATE.value)
+                raise claim.Duplicate("no queued measurement was left")
+            screened = self._tpe_screened(self.optuna.get_trials(deepcopy=False))
+            size = min(self.design.block_size, max(1, self.n_trials or 1))
+            for key, value in {"block": screened // size, "position": screened % size, "phase": protocol.SCREEN,
+                               "picked": True}.items():
+                trial.set_user_attr(key, value)
+        block = trial.user_attrs["block"]
+        if self.search == "grid" and (owner := claim.earlier_owner(
+                self.optuna, trial.number, labels, len(self.options), claim.slot(trial), poll=self.recovery.stale)):
+            trial.set_user_attr("state", State.DUPLICATE.value)
+            trial.set_user_attr("reason", f"duplicate: trial #{owner.number} has this combination in block {block}")
+            raise claim.Duplicate(f"trial #{owner.number} has this combination in block {block}")
+        trial.set_user_attr("combination", combination)
+        trial.set_user_attr("machine", dataclasses.asdict(self.machine))
+        trial.set_user_attr("worker", f"{self.machine.host}:{os.getpid()}")  # which process ran it (several per host)
+        trial.set_user_attr("state", State.RUNNING.value)  # replaced when it ends; still there if the study was stopped
+        if self.progress:
+            self.progress.set_postfix_str(f"block {block}: {combination}")
+        strategies = [s for s in (o.build() for o in options) if s is not None]
+        try:
+            stack = compose(*strategies)
+        except ConflictError as error:
+            return self._skip(trial, None, str(error))
+        run_id = self.tracker.start_trial(self.parent_id, trial.number, combination,
+                                          trial_params(labels, stack.params()), block=block)
+        trial.set_user_attr("mlflow_run_id", run_id)
+        reason = stack.check(self.machine.device)
+        if reason:
+            return self._skip(trial, run_id, reason)
+
+        group = accuracy_group(options)
+        trial.set_user_attr("accuracy_group", group)
+        # Accuracy is trained once per group, in a screening measurement, after its timed windows; race
+        # measurements time their windows only.
+        donor = self._accuracy_donor(group)
+        train = donor is None and trial.user_attrs.get("phase") != protocol.RACE
+        spec = TrialSpec(self.study, options, self.machine.device, train_for_accuracy=train)
+        try:
+            metrics = run_in_fresh_process(spec)
+        except TrialFailed as error:
+            trial.set_user_attr("state", State.FAILED.value)
+            trial.set_user_attr("reason", str(error))
+            self.tracker.finish_trial(run_id, *records.mlflow_payload(trial.user_attrs, "failed"))
+            raise
+        except KeyboardInterrupt:
+            trial.set_user_attr("state", State.INTERRUPTED.value)  # Optuna fails it next; this says why
+            trial.set_user_attr("reason", INTERRUPTED)
+            raise
+        if note := metrics.pop(ACCURACY_NOT_MEASURED, None):  # stand-in data: throughput only
+            trial.set_user_attr("accuracy_note", note)
+        elif train:
+            trial.set_user_attr("accuracy_trained", True)
+            trial.set_user_attr("accuracy_from", trial.number)
+        elif donor is not None:
+            donated = donor.user_attrs["metrics"]
+            metrics.update(test_accuracy=donated["test_accuracy"], test_loss=donated["test_loss"])
+            trial.set_user_attr("accuracy_from", donor.number)
+        trial.set_user_attr("metrics", metrics)
+        trial.set_user_attr("state", State.COMPLETE.value)
+        self.tracker.finish_trial(run_id, *records.mlflow_payload(trial.user_attrs, "complete"))
+        # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
+        return metrics["throughput"], metrics.get("test_accuracy", 0.0)
+
+    def _skip(self, trial: Trial, run_id: str | None, reason: str) -> Any:
+        trial.set_user_attr("state", State.SKIPPED.value)
+        trial.set_user_attr("reason", reason)
+        if run_id:
+            self.tracker.finish_trial(run_id, *records.mlflow_payload(trial.user_attrs, "skipped"))
+        raise optuna.TrialPruned(reason)
+
+    def _accuracy_donor(self, group: str) -> FrozenTrial | None:
+        for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            # Same device only: another GPU model (or a CPU) may round differently.
+            if (t.user_attrs.get("accuracy_group") == group and t.user_attrs.get("accuracy_trained")
+                    and t.user_attrs.get("machine", {}).get("device_name") == self.machine.device_name):
+                return t
+        return None
+
+    def _after(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        a = trial.user_attrs
+        m = a.get("metrics", {})
+        state = a.get("state", trial.state.name.lower())
+        if state == State.DUPLICATE:  # another worker's trial: not this worker's progress
+            return
+        self.ran += 1
+        if state != State.COMPLETE:
+            detail = a.get("reason", "")
+        elif "test_accuracy" not in m:
+            detail = f"{m['throughput']:.0f} samples/s, accuracy not measured"
+        else:
+            detail = (f"{m['throughput']:.0f} samples/s, test acc {m['test_accuracy']:.2f}%"
+                      f"{' (trained)' if a.get('accuracy_trained') else ' (from #' + str(a.get('accuracy_from')) + ')'}")
+        if self.progress:
+            self.progress.write(f"#{trial.number} block {a.get('block', '?')} {a.get('combination', '?')}: "
+                                f"{state}: {detail}")
+            self.progress.update(1)
+
+    # -- MLflow parent run and the end ----------------------------------------------------------------------
 
     def open_parent(self) -> None:
         """Start (or reopen) the study's MLflow parent run and record it in the Optuna study."""
@@ -272,194 +361,42 @@ class Runner:
             time.sleep(claim.POLL_S * 5)
         return parent
 
-    def _work(self) -> None:
-        """Grid trials, one at a time, until every combination has a result: from this worker and any other
-        sharing the storage. While only others' trials run, wait: one may die and its trial be queued again."""
-        while (step := self._next_step()) != "done":
-            if step == "wait":
-                time.sleep(claim.POLL_S * 10)
-                continue
-            with self.signals.held():
-                self.optuna.optimize(self.signals.deliver_in(self._objective), n_trials=1,
-                                     catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
-
-    def _next_step(self) -> str:
-        """"run" (a queued trial or an unclaimed combination), "wait" (others' trials run) or "done"."""
-        self._fail_stale()
-        trials = self.optuna.get_trials(deepcopy=False)
-        held = {tuple(sorted(_params(t).items())) for t in trials if claim.owns(t) and len(_params(t)) == len(self.options)}
-        if any(t.state == TrialState.WAITING for t in trials) or len(held) < self.study.size:
-            return "run"
-        return "wait" if any(t.state == TrialState.RUNNING for t in trials) else "done"
-
-    def _objective(self, trial: Trial) -> tuple[float, float]:
-        labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in self.options.items()}
-        if self.search == "grid" and (owner := claim.earlier_owner(
-                self.optuna, trial.number, labels, len(self.options), poll=self._fail_stale)):
-            trial.set_user_attr("state", claim.DUPLICATE)
-            trial.set_user_attr("reason", f"duplicate: trial #{owner.number} has this combination")
-            raise claim.Duplicate(f"trial #{owner.number} has this combination")
-        options = tuple(self.options[dim][label] for dim, label in labels.items())
-        combination = combination_label(options)
-        trial.set_user_attr("combination", combination)
-        trial.set_user_attr("machine", dataclasses.asdict(self.machine))
-        trial.set_user_attr("worker", f"{self.machine.host}:{os.getpid()}")  # which process ran it (several per host)
-        trial.set_user_attr("state", "running")  # replaced when it ends; still there if the study was stopped
-        if self.progress:
-            self.progress.set_postfix_str(combination)
-        strategies = [s for s in (o.build() for o in options) if s is not None]
-        try:
-            stack = compose(*strategies)
-        except ConflictError as error:
-            return self._skip(trial, None, str(error))
-        run_id = self.tracker.start_trial(self.parent_id, trial.number, combination, trial_params(labels, stack.params()))
-        trial.set_user_attr("mlflow_run_id", run_id)
-        reason = stack.check(self.machine.device)
-        if reason:
-            return self._skip(trial, run_id, reason)
-
-        group = accuracy_group(options)
-        trial.set_user_attr("accuracy_group", group)
-        donor = self._accuracy_donor(group)
-        spec = TrialSpec(self.study, options, self.machine.device, train_for_accuracy=donor is None)
-        try:
-            metrics = run_in_fresh_process(spec)
-        except TrialFailed as error:
-            trial.set_user_attr("state", "failed")
-            trial.set_user_attr("reason", str(error))
-            self.tracker.finish_trial(run_id, "failed", str(error))
-            raise
-        except KeyboardInterrupt:
-            trial.set_user_attr("state", "interrupted")  # Optuna fails it next; this says why
-            trial.set_user_attr("reason", INTERRUPTED)
-            raise
-        tags = {"ablate.accuracy_group": group}
-        if note := metrics.pop(ACCURACY_NOT_MEASURED, None):  # stand-in data: throughput only
-            trial.set_user_attr("accuracy_note", note)
-            tags["ablate.accuracy_note"] = note
-        elif donor is None:
-            trial.set_user_attr("accuracy_trained", True)
-            trial.set_user_attr("accuracy_from", trial.number)
-        else:
-            donated = donor.user_attrs["metrics"]
-            metrics.update(test_accuracy=donated["test_accuracy"], test_loss=donated["test_loss"])
-            trial.set_user_attr("accuracy_from", donor.number)
-        if "accuracy_from" in trial.user_attrs:
-            tags["ablate.accuracy_from"] = str(trial.user_attrs["accuracy_from"])
-        trial.set_user_attr("metrics", metrics)
-        trial.set_user_attr("state", "complete")
-        self.tracker.finish_trial(run_id, "complete", metrics=metrics, tags=tags)
-        # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
-        return metrics["throughput"], metrics.get("test_accuracy", 0.0)
-
-    def _skip(self, trial: Trial, run_id: str | None, reason: str) -> Any:
-        trial.set_user_attr("state", "skipped")
-        trial.set_user_attr("reason", reason)
-        if run_id:
-            self.tracker.finish_trial(run_id, "skipped", reason)
-        raise optuna.TrialPruned(reason)
-
-    def _accuracy_donor(self, group: str) -> FrozenTrial | None:
-        for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            # Same device only: another GPU model (or a CPU) may round differently.
-            if (t.user_attrs.get("accuracy_group") == group and t.user_attrs.get("accuracy_trained")
-                    and t.user_attrs.get("machine", {}).get("device_name") == self.machine.device_name):
-                return t
-        return None
-
-    def _after(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        a = trial.user_attrs
-        m = a.get("metrics", {})
-        state = a.get("state", trial.state.name.lower())
-        if state == claim.DUPLICATE:  # another worker's trial: not this worker's progress
-            return
-        if state != "complete":
-            detail = a.get("reason", "")
-        elif "test_accuracy" not in m:
-            detail = f"{m['throughput']:.0f} samples/s, accuracy not measured"
-        else:
-            detail = (f"{m['throughput']:.0f} samples/s, test acc {m['test_accuracy']:.2f}%"
-                      f"{'' if a.get('accuracy_trained') else ' (from #' + str(a.get('accuracy_from')) + ')'}")
-        if self.progress:
-            self.progress.write(f"#{trial.number} {a.get('combination', '?')}: {state}: {detail}")
-            self.progress.update(1)
-
-    def _recover_interrupted(self) -> None:
-        """Trials a stopped run left unfinished: failed in Optuna, KILLED in MLflow, their combinations queued again.
-
-        That is trials still RUNNING (the run was killed outright) and failed
-        trials marked "interrupted" or still "running" (Ctrl-C or SIGTERM;
-        Optuna fails the trial it was running). A combination is queued once: not when a later
-        trial, queued ones included, already has it.
-        """
-        # With a heartbeat, RUNNING trials may be live workers': Optuna fails only the stale ones (see _stale).
-        for t in [] if self.heartbeat else self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            self.optuna._storage.set_trial_user_attr(t._trial_id, "state", "interrupted")  # still RUNNING: updatable
-            self.optuna.tell(t.number, state=TrialState.FAIL)
-        trials = self.optuna.get_trials(deepcopy=False)
-        ids = run_ids(self.optuna)
-        for t in trials:
-            if t.state != TrialState.FAIL or t.user_attrs.get("state", "running") not in ("running", "interrupted"):
-                continue
-            if run_id := ids.get(t.number):
-                self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
-            later = any(u.number > t.number and _params(u) == _params(t) for u in trials)
-            if not later and len(_params(t)) == len(self.options):
-                requeue(self.optuna, t)
-
-    def _fail_stale(self) -> None:
-        """Dead workers' trials: failed, their runs KILLED and their combinations queued again (see _stale).
-
-        Optuna's heartbeat check finds those whose worker stopped beating. It cannot see a trial whose
-        worker died inside `ask()`, before its first beat: RUNNING, without parameters, forever. A live
-        worker gives its trial parameters within moments, so one seen without them for the heartbeat's
-        grace period (on this worker's clock: machines' clocks may disagree) is failed here.
-        """
-        if not self.heartbeat:
-            return
-        fail_stale_trials(self.optuna)
-        now = time.monotonic()
-        paramless = {t.number: t for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                     if not t.params}
-        self.paramless_since = {n: self.paramless_since.get(n, now) for n in paramless}
-        for number, since in self.paramless_since.items():
-            if now - since > self.grace_s:
-                trial = paramless[number]
-                try:
-                    failed = self.optuna._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-                except optuna.exceptions.UpdateFinishedTrialError:  # another worker failed it first
-                    failed = False
-                if failed:
-                    self._stale(self.optuna, trial)
-
-    def _stale(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        """Optuna's heartbeat callback for a trial whose worker died (called once, by the worker that failed it):
-        its MLflow run KILLED, its combination queued again."""
-        self.tracker.finish_trial(trial.user_attrs.get("mlflow_run_id"), "killed", INTERRUPTED)
-        if len(_params(trial)) == len(self.options):  # a queued combination it had taken counts too
-            requeue(study, trial)
-
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)
         table = results.rows(stored)
         csv = results.csv_path(self.results_dir, self.study.name, self.search, self.machine.device_type)
         results.write_csv(table, csv)
-        reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker,
-                                self.optuna.user_attrs.get(PARENT_ATTR))
+        reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker, self.optuna.user_attrs)
         if self.parent_id:
-            # Speed-ups need the baseline, which may have run after the trial: log them at the end.
+            # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
             ids = run_ids(self.optuna)
-            for row in table:
-                if ids.get(row["trial"]) and (found := results.comparisons(row)):
-                    self.tracker.log_metrics(ids[row["trial"]], found)
+            pooled = {(row["device"], row["combination"]): results.comparisons(row) for row in table}
+            for m in records.load_measurements(self.optuna):
+                if ids.get(m.number) and (found := pooled.get((m.device, m.combination))):
+                    self.tracker.log_metrics(ids[m.number], found)
             self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
         return Outcome(table, csv, ran, self.tracker.uri, self.parent_id, reports)
 
 
+def _grid(options: dict[str, dict[str, Option]]) -> list[tuple[tuple[str, str], ...]]:
+    """Every combination, as sorted (dimension, label) pairs."""
+    combos: list[dict[str, str]] = [{}]
+    for dim, opts in options.items():
+        combos = [{**c, dim: label} for c in combos for label in opts]
+    return [tuple(sorted(c.items())) for c in combos]
+
+
+def baseline_levels(options: dict[str, dict[str, Option]]) -> tuple[tuple[str, str], ...]:
+    """The baseline: every dimension's `off` choice (the study requires one per dimension)."""
+    return tuple(sorted((dim, next(label for label, o in opts.items() if o.name is None)) for dim, opts in options.items()))
+
+
 def write_reports(study: Study, stored: list[records.Record], search: str, results_dir: Path, tracker: Tracker,
-                  parent_id: str | None) -> list[report.Report]:
-    """Build the study's report(s) from stored trials and attach them to the MLflow parent run."""
-    built = report.build(study, stored, search, results_dir / study.name / "report")
+                  attrs: dict[str, Any]) -> list[report.Report]:
+    """Build the study's report(s) from stored trials and attach them to the MLflow parent run.
+    `attrs`: the Optuna study's user attrs (its protocol, where the race ended, its parent run)."""
+    built = report.build(study, stored, search, results_dir / study.name / "report", attrs)
+    parent_id = attrs.get(PARENT_ATTR)
     for r in built:
         if parent_id:
             tracker.log_report(parent_id, r.folder, r.metrics)

@@ -15,6 +15,7 @@ from typing import Any, get_args, get_type_hints
 
 import yaml
 
+from ablate.protocol import Settings as Protocol
 from ablate.registry import lookup
 from strategies import PRESETS, REGISTRY, Strategy, preset
 
@@ -92,6 +93,7 @@ class Study:
     budget: Budget
     accuracy_tolerance: float
     file_hash: str
+    protocol: Protocol = Protocol()
 
     @property
     def dimensions(self) -> dict[str, tuple[Option, ...]]:
@@ -110,8 +112,10 @@ class Study:
 
 
 OPTIMIZERS = ("adam", "sgd")
-TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices"}
-DEVICE_KEYS = {"space", "budget"}
+ZERO_ALLOWED = {"seed", "race_blocks"}  # 0 races no block: screening only
+TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices",
+            "protocol"}
+DEVICE_KEYS = {"space", "budget", "protocol"}
 DEVICE_TYPES = ("cpu", "cuda")
 
 
@@ -168,6 +172,8 @@ def load(name_or_path: str, device_type: str) -> Study:
     space.update(extra)
     budget = {**_mapping(raw.get("budget", {}), f"{path}: budget"),
               **_mapping(override.get("budget", {}), f"{path}: devices.{device_type}.budget")}
+    protocol = {**_mapping(raw.get("protocol", {}) or {}, f"{path}: protocol"),
+                **_mapping(override.get("protocol", {}) or {}, f"{path}: devices.{device_type}.protocol")}
     tolerance = raw.get("accuracy_tolerance", 0.5)
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
         raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
@@ -184,6 +190,7 @@ def load(name_or_path: str, device_type: str) -> Study:
         budget=_dataclass(Budget, budget, f"{path}: budget"),
         accuracy_tolerance=float(tolerance),
         file_hash=hashlib.sha256(text.encode()).hexdigest()[:12],
+        protocol=_dataclass(Protocol, protocol, f"{path}: protocol"),
     )
 
 
@@ -235,8 +242,10 @@ def _dataclass(cls: type, values: Any, where: str) -> Any:
         if not _is_instance(value, allowed):
             names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
             raise StudyError(f"{where}.{key}: expected {names}, got {value!r}")
-        if isinstance(value, (int, float)) and key != "seed" and value <= 0:
+        if isinstance(value, (int, float)) and key not in ZERO_ALLOWED and value <= 0:
             raise StudyError(f"{where}.{key}: must be > 0, got {value!r}")
+        if isinstance(value, (int, float)) and value < 0:
+            raise StudyError(f"{where}.{key}: must be >= 0, got {value!r}")
         if key == "target_accuracy" and value > 100:
             raise StudyError(f"{where}.{key}: a test accuracy in percent, at most 100, got {value!r}")
     return cls(**values)

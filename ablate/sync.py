@@ -18,7 +18,8 @@ from optuna.trial import FrozenTrial
 
 from ablate import records, results
 from ablate.machine import Machine
-from ablate.runner import INTERRUPTED, combination_label
+from ablate.interrupts import INTERRUPTED
+from ablate.runner import combination_label
 from ablate.study import Option, Study, StudyError
 from ablate.tracking import PARENT_ATTR, RUNS_ATTR, Tracker, run_ids, trial_params
 from strategies import ConflictError, Stack, compose
@@ -40,11 +41,13 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
         parent = tracker.new_parent(search)
         if parent:
             stored.set_user_attr(PARENT_ATTR, parent)
-    rows = {row["trial"]: row for row in results.rows(records.load(stored))}
+    by_combination = {(row["device"], row["combination"]): row for row in results.rows(records.load(stored))}
     mapping = dict(stored.user_attrs.get(RUNS_ATTR, {}))
     pushed = 0
     for trial, (options, stack) in missing:
-        run_id = _push(tracker, parent, trial, options, stack, rows.get(trial.number, {}))
+        device = {**records.UNKNOWN_MACHINE, **trial.user_attrs.get("machine", {})}["device_name"]
+        row = by_combination.get((device, trial.user_attrs.get("combination")), {})
+        run_id = _push(tracker, parent, trial, options, stack, row)
         if not run_id:
             break  # MLflow went away mid-sync: the Tracker said so; what was pushed is recorded
         mapping[str(trial.number)] = run_id
@@ -74,14 +77,11 @@ def _push(tracker: Tracker, parent: str | None, trial: FrozenTrial, options: tup
     machine = Machine(**{f.name: {**records.UNKNOWN_MACHINE, **a.get("machine", {})}[f.name]
                          for f in dataclasses.fields(Machine)})
     run_id = tracker.start_trial(parent, trial.number, combination, trial_params(trial.params, stack.params()),
-                                 machine=machine, start_time=_ms(trial.datetime_start))
-    state = {"complete": "complete", "skipped": "skipped", "pruned": "skipped", "failed": "failed",
-             "fail": "failed"}.get(a.get("state", trial.state.name.lower()), "killed")
-    metrics, tags = {}, {}
+                                 machine=machine, start_time=_ms(trial.datetime_start), block=a.get("block", 0))
+    state, reason, metrics, tags = records.mlflow_payload(a, trial.state.name.lower())
     if state == "complete":
-        metrics = {**a.get("metrics", {}), **results.comparisons(row)}
-        tags = {"ablate.accuracy_from": str(a.get("accuracy_from")), "ablate.accuracy_group": str(a.get("accuracy_group"))}
-    reason = INTERRUPTED if state == "killed" else a.get("reason", "")
+        metrics = {**metrics, **results.comparisons(row)}
+    reason = INTERRUPTED if state == "killed" else reason
     tracker.finish_trial(run_id, state, reason, metrics=metrics, tags=tags, end_time=_ms(trial.datetime_complete))
     return None if tracker.offline else run_id
 

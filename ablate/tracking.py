@@ -1,4 +1,4 @@
-"""MLflow logging: one experiment per study, one parent run per study run, one child per trial.
+"""MLflow logging: one experiment per study, one parent run per study run, one child per measurement (trial).
 
 The only module that imports mlflow. Runs go through `MlflowClient`, so any
 tracking URI works: the default SQLite file under the results folder (what
@@ -175,11 +175,12 @@ class Tracker:
 
     @_tolerant
     def start_trial(self, parent_id: str | None, number: int, combination: str, params: dict[str, Any],
-                    machine: Machine | None = None, start_time: int | None = None) -> str | None:
-        """A child run; `machine` and `start_time` (ms) default to this process's machine and now."""
+                    machine: Machine | None = None, start_time: int | None = None, block: int = 0) -> str | None:
+        """A child run for one measurement; `machine` and `start_time` (ms) default to this process's machine and now."""
         if not parent_id:
             return None
-        tags = {**self._tags(machine), MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"#{number} {combination}",
+        name = f"{combination} [block {block}] #{number}"
+        tags = {**self._tags(machine), MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: name,
                 "ablate.trial_number": str(number), "ablate.combination": combination, "ablate.state": "running"}
         run = self.client.create_run(self.experiment_id, start_time=start_time, tags=tags, run_name=tags[MLFLOW_RUN_NAME])
         self._log(run.info.run_id, params=params)

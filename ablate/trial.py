@@ -9,7 +9,10 @@ for a fork and its own data loading, not for `import torch`.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import shutil
 import signal
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -129,6 +132,7 @@ def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn:
     # on the reference machine) instead of the platform default a user's own
     # script gets (fork on Linux up to Python 3.13). Measure what users get.
     mp.set_start_method(None, force=True)
+    cache = _cold_compile_cache()
     try:
         metrics = target(spec)
         metrics["process_start_s"] = process_start_s
@@ -137,6 +141,19 @@ def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn:
         conn.send(("error", failures.describe(error), traceback.format_exc()))
     finally:
         conn.close()
+        shutil.rmtree(cache, ignore_errors=True)  # a killed trial leaves it in the temp folder
+
+
+def _cold_compile_cache() -> str:
+    """Inductor's and Triton's on-disk caches in a new empty folder (returned), for this trial process only.
+
+    So a compiled combination never reuses code compiled by an earlier trial, and cannot get faster only by
+    running later in the study (the order of measurements is random per block; see ablate.protocol).
+    """
+    cache = tempfile.mkdtemp(prefix="ablate-compile-cache-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    return cache
 
 
 def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str, Any]] = run) -> dict[str, Any]:

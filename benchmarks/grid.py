@@ -24,13 +24,14 @@ class GridRun:
     report: Path
 
 
-def run(study: str, results: Path, device: str) -> GridRun:
+def run(study: str, results: Path, device: str, extra: tuple[str, ...] = ()) -> GridRun:
+    """`extra`: more `ablate run` options, e.g. ("--single-pass",) for the design before blocks."""
     if results.exists():
         shutil.rmtree(results)
     with tempfile.TemporaryDirectory(prefix="ablate-inductor-") as cache:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
         began = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "ablate", "run", study, "--device", device, "--results", str(results)],
+        done = subprocess.run([sys.executable, "-m", "ablate", "run", study, "--device", device, "--results", str(results), *extra],
                               env=env, stdout=subprocess.PIPE, text=True)  # progress (stderr) stays visible
         wall = time.perf_counter() - began
     if done.returncode != 0:

@@ -40,7 +40,7 @@ def factorial(rng: np.random.Generator, windows: int = 3) -> list[Record]:
 
 
 def _fit(records: list[Record]) -> analysis.EffectFit:
-    fit = analysis.fit_effects(records, analysis.log_throughput, list(DIMS), "log throughput")
+    fit = analysis.fit_effects(analysis.throughput_observations(records), list(DIMS), "log throughput")
     assert isinstance(fit, analysis.EffectFit), fit
     return fit
 
@@ -71,37 +71,72 @@ def test_interval_coverage_is_close_to_95_percent_over_many_noisy_studies():
     assert null_flagged / runs <= 0.10
 
 
+def test_the_block_factor_keeps_drift_between_blocks_out_of_the_effects():
+    from dataclasses import replace
+
+    records = factorial(np.random.default_rng(3))
+    # Half the grid ran in a second block on a machine 30% slower, and that half is mostly "w": unblocked,
+    # the drift would eat w's effect.
+    slow = {r.number for r in records if r.levels["workers"] == "w" and r.levels["amp"] == "off"} | {0}
+    shifted = [replace(r, block=1, metrics={k: v * 0.7 if k.startswith("throughput") else v
+                                            for k, v in r.metrics.items()}) if r.number in slow else r
+               for r in records]
+    fit = _fit(shifted)
+    effects = {e.techniques: e.interval for e in fit.effects}
+    assert effects[("w",)].low <= TRUE_MAIN["w"] <= effects[("w",)].high
+    assert "2 blocks" in fit.note
+
+
 def test_a_partial_search_is_estimated_from_what_ran_and_says_so():
     rng = np.random.default_rng(1)
     records = list(rng.choice(factorial(rng), size=16, replace=False))  # what a guided search might have run
-    fit = analysis.fit_effects(records, analysis.log_throughput, list(DIMS), "log throughput")
+    fit = analysis.fit_effects(analysis.throughput_observations(records), list(DIMS), "log throughput")
     assert isinstance(fit, analysis.EffectFit)
     assert not fit.full_factorial and "Not a full factorial" in fit.note
 
 
 def test_too_few_or_confounded_trials_give_a_reason_instead_of_numbers():
     records = factorial(np.random.default_rng(1))
-    few = analysis.fit_effects(records[:3], analysis.log_throughput, list(DIMS), "x")
+    few = analysis.fit_effects(analysis.throughput_observations(records[:3]), list(DIMS), "x")
     assert isinstance(few, str) and "too few" in few
     confounded = [r for r in records if (r.levels["workers"] == "off") == (r.levels["amp"] == "off")]
-    together = analysis.fit_effects(confounded, analysis.log_throughput, list(DIMS), "x")
+    together = analysis.fit_effects(analysis.throughput_observations(confounded), list(DIMS), "x")
     assert isinstance(together, str) and "always switched together" in together
 
 
-def test_speedup_interval_contains_the_true_ratio():
-    base = Record(0, BASELINE, {"amp": "off"}, "complete", metrics={
-        "throughput": 1000.0, "throughput_window_0": 990.0, "throughput_window_1": 1000.0, "throughput_window_2": 1010.0})
-    fast = Record(1, "bf16", {"amp": "bf16"}, "complete", metrics={
-        "throughput": 1500.0, "throughput_window_0": 1480.0, "throughput_window_1": 1500.0, "throughput_window_2": 1520.0})
-    speedups = {s.record.number: s.factor for s in analysis.speedups([base, fast])}
-    assert speedups[1].low < 1.5 < speedups[1].high
-    assert speedups[1].estimate == pytest.approx(1.5, rel=1e-3)
-    assert speedups[0].estimate == 1.0
+def _measured(number: int, combination: str, rate: float, block: int, phase: str = "screen") -> Record:
+    windows = {f"throughput_window_{i}": rate * f for i, f in enumerate((0.99, 1.0, 1.01))}
+    return Record(number, combination, {"amp": "off" if combination == BASELINE else combination}, "complete",
+                  metrics={"throughput": rate, **windows}, block=block, phase=phase)
+
+
+def test_speedup_is_paired_within_blocks_and_its_interval_comes_from_between_blocks():
+    from ablate.records import combine
+
+    # The baseline drifts from 1000 to 700 samples/s over four blocks; bf16 is 1.5x its own block's baseline,
+    # with a little process noise. Unpaired, the drift would pass for noise or for an effect.
+    rates = {0: (1000, 1500 * 1.02), 1: (900, 1350 * 0.98), 2: (800, 1200 * 1.01), 3: (700, 1050 * 0.99)}
+    ms = [m for b, (base, fast) in rates.items() for m in (_measured(2 * b, BASELINE, base, b, "race"),
+                                                            _measured(2 * b + 1, "bf16", fast, b, "race"))]
+    found = {s.record.combination: s for s in analysis.speedups(combine(ms))}
+    fast = found["bf16"]
+    assert fast.factor.low < 1.5 < fast.factor.high
+    assert fast.point == pytest.approx(1.5, rel=0.01)
+    assert fast.estimate.blocks == 4 and fast.estimate.noise == "paired" and fast.estimate.df == 3
+    assert found[BASELINE].point == 1.0
+
+
+def test_one_block_alone_gives_an_estimate_without_an_interval():
+    from ablate.records import combine
+
+    found = {s.record.combination: s for s in analysis.speedups(combine(
+        [_measured(0, BASELINE, 1000, 0), _measured(1, "bf16", 1500, 0)]))}
+    assert found["bf16"].point == pytest.approx(1.5) and found["bf16"].factor is None
 
 
 def _record(number: int, combination: str, rate: float, accuracy: float) -> Record:
     return Record(number, combination, {"x": combination if combination != BASELINE else "off"}, "complete",
-                  metrics={"throughput": rate, "test_accuracy": accuracy})
+                  metrics={"throughput": rate, "test_accuracy": accuracy, "throughput_window_0": rate})
 
 
 def test_the_recommendation_skips_a_faster_combination_that_breaks_accuracy_parity():

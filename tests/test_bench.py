@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 
+import pytest
+
 from benchmarks.__main__ import _rewrite, main
 
 KEPT = "A hand-written record that must survive."
@@ -45,3 +47,23 @@ def test_the_grid_section_keeps_the_table_and_the_report_s_answers(tmp_path):
     assert "baseline       complete  1000.0" in lines and "pinned memory" not in lines and "1 skipped rows" in lines
     assert "### Recommendation" in lines and "fastest: **x**" in lines and "| technique |" in lines
     assert "SPEEDUP-BODY" not in lines and "![plot]" not in lines and "One-off" not in lines
+
+
+def test_the_reproducibility_check_compares_runs_by_their_combined_standard_errors():
+    import math
+
+    from benchmarks.reproducibility import compare
+
+    def summary(pick: str, entries: dict[str, tuple[float, float]]) -> dict:
+        rows = [{"combination": c, "speedup": s, "log_se": se, "low": s * math.exp(-2 * se),
+                 "high": s * math.exp(2 * se)} for c, (s, se) in entries.items()]
+        return {"speedups": rows, "recommendation": next(r for r in rows if r["combination"] == pick)}
+
+    first = summary("a", {"a": (1.50, 0.05), "b": (1.20, 0.05), "c": (0.90, 0.05)})
+    second = summary("a", {"a": (1.45, 0.05), "b": (1.20, 0.05), "c": (1.30, 0.05)})  # c moved far
+    found = compare(first, second)
+    assert (found.agreeing, found.compared) == (2, 3)
+    assert found.recommendation_agrees == (True, True)
+    assert found.widths[0] == pytest.approx(math.exp(0.2))
+    other = summary("b", {"a": (1.10, 0.01), "b": (1.60, 0.01), "c": (0.90, 0.01)})
+    assert compare(first, other).recommendation_agrees == (False, False)  # each pick is elsewhere in the other

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ablate.runner import DeferredInterrupts
+from ablate.interrupts import DeferredInterrupts
 
 
 def _signal_self(signum: int) -> None:

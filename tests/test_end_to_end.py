@@ -12,6 +12,7 @@ from ablate.cli import main
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 COMBINATIONS = 8  # 2 workers x 2 pinning x 2 AMP
 RUN_ON_CPU = 4  # pinning is skipped without a GPU
+SCREENING_BLOCKS = 2  # 3 runnable combinations besides the baseline, in blocks of 2 (tiny.yaml's protocol)
 
 
 @pytest.fixture(scope="module")
@@ -32,33 +33,50 @@ def _runs(results: Path):
     return client, client.search_runs([experiment.experiment_id], max_results=1000)
 
 
-def test_optuna_storage_has_every_combination(first_run):
+def _slots(trials) -> list[tuple[str, int]]:
+    return [(t.user_attrs["combination"], t.user_attrs["block"], t.user_attrs["position"]) for t in trials]
+
+
+def test_optuna_storage_has_every_combination_screened_once_and_each_block_its_baseline(first_run):
     trials = _optuna(first_run).get_trials()
-    assert len(trials) == COMBINATIONS
+    assert len(_slots(trials)) == len(set(_slots(trials)))  # one measurement per planned slot
+    screening = [t for t in trials if t.user_attrs["phase"] == "screen"]
+    assert len(screening) == COMBINATIONS + 2 * SCREENING_BLOCKS - 1  # every combination once, two baselines a block
     assert len({tuple(sorted(t.params.items())) for t in trials}) == COMBINATIONS
-    states = [t.user_attrs["state"] for t in trials]
-    assert states.count("complete") == RUN_ON_CPU
+    blocks = {t.user_attrs["block"] for t in trials}
+    for block in blocks:  # each block has its own baseline, and a random order drawn for it
+        members = [t for t in trials if t.user_attrs["block"] == block]
+        assert [t.user_attrs["combination"] for t in members].count("baseline") == (2 if block < SCREENING_BLOCKS else 1)
+        assert sorted(t.user_attrs["position"] for t in members) == list(range(len(members)))
+    race = [t for t in trials if t.user_attrs["phase"] == "race"]
+    assert race and {t.user_attrs["block"] for t in race} == {SCREENING_BLOCKS}  # tiny.yaml: one race block
+    states = [t.user_attrs["state"] for t in screening]
+    assert states.count("complete") == RUN_ON_CPU + 2 * SCREENING_BLOCKS - 1
     skipped = [t for t in trials if t.user_attrs["state"] == "skipped"]
     assert all(t.params["pin_memory"] == "pin_memory" for t in skipped)
     assert all("pinned memory" in t.user_attrs["reason"] for t in skipped)
 
 
-def test_mlflow_has_a_parent_and_one_child_per_trial(first_run):
+def test_mlflow_has_a_parent_and_one_child_per_measurement_with_the_pooled_speedup(first_run):
     client, runs = _runs(first_run)
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and len(children) == COMBINATIONS
+    assert len(parents) == 1 and len(children) == len(_optuna(first_run).get_trials())
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
     complete = [r for r in children if r.data.tags["ablate.state"] == "complete"]
-    assert len(complete) == RUN_ON_CPU
+    assert len({r.data.tags["ablate.combination"] for r in complete}) == RUN_ON_CPU
+    pooled: dict[str, set] = {}
     for run in complete:
         assert run.info.status == "FINISHED"
         for metric in ("throughput", "throughput_spread_pct", "first_step_s", "data_wait_fraction",
                        "peak_memory_mb", "test_accuracy", "test_loss", "speedup"):
             assert metric in run.data.metrics, metric
+        assert {"ablate.block", "ablate.phase", "ablate.position"} <= set(run.data.tags)
+        pooled.setdefault(run.data.tags["ablate.combination"], set()).add(run.data.metrics["speedup"])
         assert {"dim.amp", "dim.num_workers", "dim.pin_memory"} <= set(run.data.params)
         for tag in ("ablate.device", "ablate.torch", "ablate.commit", "ablate.study_hash"):
             assert run.data.tags[tag]
+    assert all(len(values) == 1 for values in pooled.values())  # every measurement shows its combination's estimate
     amp_runs = [r for r in complete if r.data.params["dim.amp"] != "off"]
     assert all(r.data.params["amp.dtype"] == "bf16" for r in amp_runs)
     skipped = [r for r in children if r.data.tags["ablate.state"] == "skipped"]
@@ -73,7 +91,7 @@ def test_accuracy_is_shared_across_numerics_preserving_strategies(first_run):
     for t in complete:
         by_amp.setdefault(t.params["amp"], []).append(t)
     for group in by_amp.values():  # each group differs only in NumWorkers
-        assert len(group) == 2
+        assert len({t.user_attrs["combination"] for t in group}) == 2
         trained = [t for t in group if t.user_attrs.get("accuracy_trained")]
         assert len(trained) == 1
         donor = trained[0]
@@ -87,18 +105,30 @@ def test_second_run_runs_nothing_new(first_run, capsys):
     assert main(["run", str(TINY), "--device", "cpu", "--results", str(first_run)]) == 0
     out = capsys.readouterr().out
     assert "nothing to run" in out and "baseline" in out
-    assert len(_optuna(first_run).get_trials()) == COMBINATIONS
     assert len(_runs(first_run)[1]) == before
 
 
-def test_table_is_sorted_by_throughput(first_run):
+def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_and_the_report(first_run):
     import csv
+    import json
 
     rows = list(csv.DictReader((first_run / "tiny" / "grid-cpu.csv").open()))
-    rates = [float(r["samples/s"]) for r in rows if r["samples/s"]]
-    assert rates == sorted(rates, reverse=True) and len(rates) == RUN_ON_CPU
+    speedups = [float(r["speed-up"]) for r in rows if r["speed-up"]]
+    assert speedups == sorted(speedups, reverse=True) and len(speedups) == RUN_ON_CPU
     baseline = next(r for r in rows if r["combination"] == "baseline")
     assert float(baseline["speed-up"]) == 1.0
+    summary = json.loads((first_run / "tiny" / "report" / "grid" / "summary.json").read_text())
+    by_name = {s["combination"]: s for s in summary["speedups"]}
+    report = (first_run / "tiny" / "report" / "grid" / "report.md").read_text()
+    for row in rows:  # one estimator on every surface
+        if row["speed-up"]:
+            entry = by_name[row["combination"]]
+            assert float(row["speed-up"]) == pytest.approx(entry["speedup"])
+            assert f"| {row['combination']} | " in report and f"x{entry['speedup']:.2f}" in report
+            if row["combination"] != "baseline":
+                assert entry["low"] <= entry["speedup"] <= entry["high"] and entry["blocks"] >= 1
+    assert summary["recommendation"]["combination"] in by_name and summary["recommendation"]["compose"]
+    assert summary["device"] and summary["torch"] and summary["commit"]
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -120,7 +150,8 @@ def test_the_report_renders_and_is_attached_to_the_parent_run(first_run):
     client, runs = _runs(first_run)
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     attached = {a.path for a in client.list_artifacts(parent.info.run_id, "report/grid")}
-    assert {"report/grid/report.md", "report/grid/report.html", "report/grid/pareto.png"} <= attached
+    assert {"report/grid/report.md", "report/grid/report.html", "report/grid/pareto.png",
+            "report/grid/summary.json"} <= attached
     assert "parity_failures" in parent.data.metrics
 
 

@@ -55,14 +55,16 @@ def _start(results: Path) -> subprocess.Popen:
 
 
 def _wait_for_a_running_trial(results: Path) -> optuna.trial.FrozenTrial:
-    """A trial that trains, after one has completed (so the trial processes are up, as mid-study)."""
+    """A trial that trains for accuracy (the longest kind), after one has completed (so the trial processes are
+    up, as mid-study)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         trials = _trials(results, "tiny")
-        running = [t for t in trials if t.state == TrialState.RUNNING
-                   and "mlflow_run_id" in t.user_attrs and t.params.get("pin_memory") == "off"]
+        trained = {t.user_attrs.get("accuracy_group") for t in trials if t.user_attrs.get("accuracy_trained")}
+        running = [t for t in trials if t.state == TrialState.RUNNING and "accuracy_group" in t.user_attrs
+                   and t.user_attrs["accuracy_group"] not in trained]
         if running and any(t.state == TrialState.COMPLETE for t in trials):
-            time.sleep(0.5)  # inside the trial process by now
+            time.sleep(0.3)  # inside the trial process by now
             return running[0]
         time.sleep(0.05)
     pytest.fail("the study never reached a running trial after a completed one")
@@ -93,5 +95,6 @@ def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(mnist, t
     assert main(["run", str(TINY), "--device", "cpu", "--results", str(tmp_path)]) == 0
     trials = _trials(tmp_path, "tiny")
     finished = [t for t in trials if t.user_attrs.get("state") in ("complete", "skipped")]
-    assert len(finished) == 8 and len({tuple(sorted(t.params.items())) for t in finished}) == 8
-    assert running.user_attrs["combination"] in {t.user_attrs["combination"] for t in finished}
+    slots = [(t.user_attrs["combination"], t.user_attrs["block"], t.user_attrs["position"]) for t in finished]
+    assert len(slots) == len(set(slots)) and len({tuple(sorted(t.params.items())) for t in finished}) == 8
+    assert (running.user_attrs["combination"], running.user_attrs["block"], running.user_attrs["position"]) in slots  # the stopped one ran again

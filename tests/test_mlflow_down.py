@@ -76,7 +76,8 @@ def test_study_runs_with_mlflow_down_and_sync_pushes_the_runs_later(mnist, tmp_p
     warning = captured.err.strip().splitlines()[-1]
     assert mlflow_down in warning and "unreachable" in warning and f"ablate sync {study_file}" in warning
     trials = _optuna(results).get_trials()
-    assert sorted(t.user_attrs["state"] for t in trials) == ["complete", "complete", "skipped", "skipped"]
+    states = [t.user_attrs["state"] for t in trials]
+    assert states.count("skipped") == 2 and set(states) == {"complete", "skipped"}  # baselines per block, a race
     assert not any(t.user_attrs.get("mlflow_run_id") for t in trials)
     assert not (results / "mlflow.db").exists()
     assert (results / "down" / "grid-cpu.csv").exists()
@@ -91,7 +92,7 @@ def test_study_runs_with_mlflow_down_and_sync_pushes_the_runs_later(mnist, tmp_p
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI")  # MLflow is back: the default store under results/
     assert main(["sync", *args]) == 0
-    assert "4 runs" in capsys.readouterr().out
+    assert f"{len(trials)} runs" in capsys.readouterr().out
     stored = _optuna(results)
     mapping = stored.user_attrs[RUNS_ATTR]
     assert sorted(mapping) == sorted(str(t.number) for t in trials)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
-from ablate.runner import requeue
+from ablate.storage import requeue
 
 SPACE = {"x": ["a", "b", "c"]}
 

@@ -54,9 +54,10 @@ def test_sigkill_mid_study_then_resume(tmp_path, mnist):
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     assert [t.number for t in trials if t.user_attrs.get("state") == "interrupted"] == [interrupted.number]
     finished = [t for t in trials if t.user_attrs.get("state") in ("complete", "skipped")]
-    combos = [t.user_attrs["combination"] for t in finished]
-    assert len(combos) == len(set(combos)) == 8  # every combination once, none twice
-    assert interrupted.user_attrs["combination"] in combos
+    slots = [(t.user_attrs["combination"], t.user_attrs["block"], t.user_attrs["position"]) for t in finished]
+    assert len(slots) == len(set(slots))  # no measurement twice
+    assert len({combination for combination, _, _ in slots}) == 8  # every combination measured
+    assert (interrupted.user_attrs["combination"], interrupted.user_attrs["block"], interrupted.user_attrs["position"]) in slots  # the lost one re-run
     kept = {t.number for t in done}
     assert kept <= {t.number for t in finished}  # finished trials were not run again
 

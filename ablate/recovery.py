@@ -1,0 +1,84 @@
+"""Trials that a stopped run or a dead worker left unfinished: failed, their MLflow runs KILLED, queued again.
+
+A measurement is queued again once, in its own block and place, so no
+(combination, block) is lost and none is run twice.
+"""
+from __future__ import annotations
+
+import time
+
+import optuna
+from optuna.storages import fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+
+from ablate import claim
+from ablate.interrupts import INTERRUPTED
+from ablate.records import State
+from ablate.storage import requeue
+from ablate.tracking import Tracker, run_ids
+
+
+def _same_slot(a: FrozenTrial, b: FrozenTrial) -> bool:
+    return claim.params(a) == claim.params(b) and claim.slot(a) == claim.slot(b)
+
+
+class Recovery:
+    def __init__(self, study: optuna.Study, tracker: Tracker, n_dims: int, heartbeat: bool, grace_s: float) -> None:
+        self.study, self.tracker, self.n_dims = study, tracker, n_dims
+        self.heartbeat, self.grace_s = heartbeat, grace_s
+        self.paramless_since: dict[int, float] = {}  # RUNNING trials without parameters -> first seen (monotonic)
+
+    def interrupted(self) -> None:
+        """Trials a stopped run left unfinished: failed in Optuna, KILLED in MLflow, queued again.
+
+        That is trials still RUNNING (the run was killed outright) and failed
+        trials marked "interrupted" or still "running" (Ctrl-C or SIGTERM;
+        Optuna fails the trial it was running). A measurement is queued once:
+        not when a later trial, queued ones included, already has its slot.
+        """
+        # With a heartbeat, RUNNING trials may be live workers': Optuna fails only the stale ones (see stale).
+        for t in [] if self.heartbeat else self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            self.study._storage.set_trial_user_attr(t._trial_id, "state", State.INTERRUPTED.value)  # still updatable
+            self.study.tell(t.number, state=TrialState.FAIL)
+        trials = self.study.get_trials(deepcopy=False)
+        ids = run_ids(self.study)
+        for t in trials:
+            if t.state != TrialState.FAIL or t.user_attrs.get("state", "running") not in (State.RUNNING, State.INTERRUPTED):
+                continue
+            if run_id := ids.get(t.number):
+                self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
+            later = any(u.number > t.number and _same_slot(u, t) for u in trials)
+            if not later and len(claim.params(t)) == self.n_dims:
+                requeue(self.study, t)
+
+    def stale(self) -> None:
+        """Dead workers' trials: failed, their runs KILLED and their measurements queued again (see `dead`).
+
+        Optuna's heartbeat check finds those whose worker stopped beating. It cannot see a trial whose
+        worker died inside `ask()`, before its first beat: RUNNING, without parameters, forever. A live
+        worker gives its trial parameters within moments, so one seen without them for the heartbeat's
+        grace period (on this worker's clock: machines' clocks may disagree) is failed here.
+        """
+        if not self.heartbeat:
+            return
+        fail_stale_trials(self.study)
+        now = time.monotonic()
+        paramless = {t.number: t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                     if not t.params}
+        self.paramless_since = {n: self.paramless_since.get(n, now) for n in paramless}
+        for number, since in self.paramless_since.items():
+            if now - since > self.grace_s:
+                trial = paramless[number]
+                try:
+                    failed = self.study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+                except optuna.exceptions.UpdateFinishedTrialError:  # another worker failed it first
+                    failed = False
+                if failed:
+                    self.dead(self.study, trial)
+
+    def dead(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Optuna's heartbeat callback for a trial whose worker died (called once, by the worker that failed it):
+        its MLflow run KILLED, its measurement queued again."""
+        self.tracker.finish_trial(trial.user_attrs.get("mlflow_run_id"), "killed", INTERRUPTED)
+        if len(claim.params(trial)) == self.n_dims:  # a queued measurement it had taken counts too
+            requeue(study, trial)

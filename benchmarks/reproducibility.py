@@ -1,0 +1,117 @@
+"""Do ablate's answers hold? Run one study twice, independently, and compare what each run reports.
+
+    python -m benchmarks.reproducibility [--study benchmarks/studies/repro16.yaml] [--results results/repro]
+
+Each run goes to a folder of its own (run 1, then run 2, one after the
+other on the same machine) and is read back only through its `summary.json`.
+For every combination measured in both, the two log speed-ups should differ
+by less than 1.96 combined standard errors (`log_se` in summary.json): with
+honest 95% intervals about 95% of them do. Each run's recommendation is
+checked the same way against the other run's estimate of the same
+combination (a recommended baseline: the other run's pick must be
+indistinguishable from x1.00), and its interval's width (high / low) is
+reported, since agreement must not be bought with vague intervals.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ablate.machine import default_device, describe
+
+STUDY = Path(__file__).resolve().parent / "studies" / "repro16.yaml"
+Z = 1.96
+
+
+@dataclass(frozen=True)
+class Comparison:
+    agreeing: int
+    compared: int
+    recommendations: tuple[str, str]
+    recommendation_agrees: tuple[bool, bool]
+    widths: tuple[float | None, float | None]  # high / low of each run's recommendation
+    spearman: float | None
+
+    @property
+    def share(self) -> float:
+        return self.agreeing / self.compared if self.compared else math.nan
+
+
+def _agree(a: dict, b: dict) -> bool:
+    """Two estimates of one combination differ by less than 1.96 combined standard errors."""
+    if a["log_se"] is None or b["log_se"] is None:
+        return False
+    return abs(math.log(a["speedup"]) - math.log(b["speedup"])) < Z * math.hypot(a["log_se"], b["log_se"])
+
+
+def _pick_agrees(mine: dict, other: dict) -> bool:
+    theirs = {s["combination"]: s for s in other["speedups"]}
+    pick = mine["recommendation"]
+    if pick["combination"] == "baseline":  # the other's pick must be indistinguishable from x1.00
+        o = other["recommendation"]
+        return o["combination"] == "baseline" or (o["low"] is not None and o["low"] <= 1.0)
+    return pick["combination"] in theirs and _agree(pick, theirs[pick["combination"]])
+
+
+def compare(first: dict, second: dict) -> Comparison:
+    from scipy.stats import spearmanr
+
+    a = {s["combination"]: s for s in first["speedups"] if s["combination"] != "baseline"}
+    b = {s["combination"]: s for s in second["speedups"] if s["combination"] != "baseline"}
+    both = sorted(set(a) & set(b))
+    agreeing = sum(_agree(a[c], b[c]) for c in both)
+    rho = float(spearmanr([a[c]["speedup"] for c in both], [b[c]["speedup"] for c in both])[0]) if len(both) > 2 else None
+    width = [(r["high"] / r["low"]) if (r := s["recommendation"]) and r["low"] else None for s in (first, second)]
+    return Comparison(agreeing, len(both), (first["recommendation"]["combination"], second["recommendation"]["combination"]),
+                      (_pick_agrees(first, second), _pick_agrees(second, first)), tuple(width), rho)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.reproducibility", description=__doc__.splitlines()[0])
+    parser.add_argument("--study", default=str(STUDY))
+    parser.add_argument("--results", type=Path, default=Path("results/repro"))
+    parser.add_argument("--device", default=default_device())
+    args = parser.parse_args(argv)
+    name = Path(args.study).stem
+    summaries, walls, trials = [], [], []
+    for run in (1, 2):
+        folder = args.results / f"run{run}"
+        shutil.rmtree(folder, ignore_errors=True)
+        began = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "ablate", "run", args.study, "--device", args.device,
+                               "--results", str(folder)], stdout=subprocess.PIPE, text=True)
+        walls.append(time.perf_counter() - began)
+        if done.returncode != 0:
+            print(done.stdout)
+            raise SystemExit(f"run {run} failed (exit {done.returncode})")
+        summary = json.loads((folder / name / "report" / "grid" / "summary.json").read_text())
+        summaries.append(summary)
+        trials.append(sum(1 for line in done.stdout.splitlines() if line.startswith("#")))
+    c = compare(*summaries)
+    machine = describe(args.device)
+    lines = [f"Reproducibility of `{name}` on {machine.device_name}, torch {machine.torch}, commit {machine.commit}:",
+             f"- wall time: run 1 {walls[0]:.0f} s, run 2 {walls[1]:.0f} s",
+             f"- speed-ups agreeing within 1.96 combined standard errors: {c.agreeing} of {c.compared} "
+             f"({100 * c.share:.0f}%); Spearman rank correlation {c.spearman:.2f}" if c.spearman is not None else "",
+             f"- recommendations: run 1 {c.recommendations[0]!r} (agrees with run 2: {c.recommendation_agrees[0]}), "
+             f"run 2 {c.recommendations[1]!r} (agrees with run 1: {c.recommendation_agrees[1]})",
+             "- recommendation interval width (high/low): "
+             + ", ".join("n/a" if w is None else f"{w:.2f}" for w in c.widths)]
+    for i, s in enumerate(summaries, 1):
+        r = s["recommendation"]
+        lines.append(f"- run {i}: baseline CV across blocks {s['protocol']['baseline_cv_across_blocks']:.3f}; "
+                     f"recommended x{r['speedup']:.2f} [{r['low'] or math.nan:.2f}, {r['high'] or math.nan:.2f}] "
+                     f"({r['blocks']} blocks); race: {(s['protocol']['race'] or {}).get('why')}")
+    print("\n".join(line for line in lines if line))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
