@@ -32,6 +32,8 @@ is; Abedi & Brecht, ICPE 2017: randomized interleaving).
   Its `noise` says which sources there were: "paired" (raced combinations
   among them) or "baseline" (the baselines' spread within blocks only);
   with neither (one baseline, no repeats) there is no interval ("none").
+  Noise differs between combinations, so one measured in several blocks
+  takes the wider of its own spread and the pooled one ("own" when its own).
 
 Pure functions over plain data: the runner feeds them stored measurements,
 and the tests feed them simulated ones.
@@ -130,7 +132,8 @@ class Estimate:
     df: int
     blocks: int  # blocks its estimate comes from
     phase: str  # SCREEN, RACE or FULL: which blocks
-    noise: str  # "paired" (raced combinations' paired differences among the sources), "baseline" or "none"
+    noise: str  # "own" (its own blocks' spread), "paired" (pooled, raced combinations among the sources),
+    # "baseline" (the baselines' spread within blocks only) or "none"
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
         if self.se is None:
@@ -197,8 +200,21 @@ def process_noise(measurements: Iterable[Measurement], baseline: Key) -> tuple[f
     return ss / df, df, "paired" if raced else "baseline"
 
 
+def _own_noise(pairs: list[tuple[float, int]]) -> float:
+    """One combination's own process variance, from its paired differences across blocks (needs two)."""
+    ds = [d for d, _ in pairs]
+    scale = statistics.fmean(1 + 1 / n for _, n in pairs)  # var(d) = sigma^2 (1 + 1/baselines)
+    return statistics.variance(ds) / scale
+
+
 def estimates(measurements: Iterable[Measurement], baseline: Key) -> dict[Key, Estimate]:
-    """The speed-up estimate of every combination measured in a block that also measured the baseline."""
+    """The speed-up estimate of every combination measured in a block that also measured the baseline.
+
+    Some combinations vary more from process to process than others (measured: bf16 autocast with a doubled
+    batch moved between two levels 40% apart from one process to the next, where the baseline moved by 3%),
+    so a combination measured in several blocks takes the wider of its own noise (degrees of freedom: its
+    blocks minus one) and the pooled noise, never the narrower ("own" or "paired").
+    """
     measurements = list(measurements)
     ys = _by_block(measurements)
     var, df, noise = process_noise(measurements, baseline)
@@ -210,8 +226,11 @@ def estimates(measurements: Iterable[Measurement], baseline: Key) -> dict[Key, E
         if not pairs:
             continue
         k = len(pairs)
-        se = math.sqrt(var * sum(1 + 1 / n for _, n in pairs)) / k if var is not None else None
-        out[c] = Estimate(statistics.fmean(d for d, _ in pairs), se, df, k, phase, noise)
+        mine, its_df, its_noise = var, df, noise
+        if k > 1 and (var is None or (own := _own_noise(pairs)) > var):
+            mine, its_df, its_noise = (own if var is not None else _own_noise(pairs)), k - 1, "own"
+        se = math.sqrt(mine * sum(1 + 1 / n for _, n in pairs)) / k if mine is not None else None
+        out[c] = Estimate(statistics.fmean(d for d, _ in pairs), se, its_df, k, phase, its_noise)
     return out
 
 

@@ -124,8 +124,9 @@ def test_full_blocks_recover_the_planted_speedups_under_drift_and_a_lucky_baseli
     assert est[BASELINE].log == 0.0
     for c in range(1, 16):
         e = est[c]
-        assert (e.phase, e.blocks, e.noise, e.df) == (FULL, 20, "paired", 15 * 19)
-        assert 0.8 * expected_se < e.se < 1.25 * expected_se, (c, e.se, expected_se)
+        assert (e.phase, e.blocks) == (FULL, 20)
+        assert (e.noise, e.df) in (("paired", 15 * 19), ("own", 19))  # the wider of pooled and its own
+        assert 0.8 * expected_se < e.se < 1.4 * expected_se, (c, e.se, expected_se)  # its own: df 19
         error = e.log - TRUTH16[c]
         assert abs(error) <= 3 * e.se, (c, e, TRUTH16[c])
         assert abs(error) <= 0.08, (c, e, TRUTH16[c])  # about 3 x the 0.025 SE; x1.6 read as x1.47..x1.73 at worst
@@ -337,9 +338,11 @@ def test_a_raced_estimate_comes_from_its_race_blocks_only_with_pooled_paired_noi
     da, db = list(race_a.values()), list(race_b.values())
     ss = sum((d - np.mean(da)) ** 2 for d in da) + sum((d - np.mean(db)) ** 2 for d in db)
     var, df = ss / 3, 3
-    assert (est["a"].phase, est["a"].blocks, est["a"].noise, est["a"].df) == (RACE, 3, "paired", df)
+    assert np.var(da, ddof=1) > var  # "a" varies more than the pool: its own noise, with its own df
+    assert (est["a"].phase, est["a"].blocks, est["a"].noise, est["a"].df) == (RACE, 3, "own", 2)
     assert est["a"].log == pytest.approx(np.mean(da))  # not pulled up by its lucky screening block (+0.9)
-    assert est["a"].se == pytest.approx(math.sqrt(var / 3))
+    assert est["a"].se == pytest.approx(math.sqrt(np.var(da, ddof=1) / 3))
+    assert (est["b"].noise, est["b"].df) == ("paired", df)
     assert est["b"].log == pytest.approx(np.mean(db)) and est["b"].se == pytest.approx(math.sqrt(var / 2))
     # A combination left after screening keeps its screening estimate, with the pooled paired noise.
     assert (est["c"].phase, est["c"].blocks, est["c"].noise, est["c"].df) == (SCREEN, 1, "paired", df)
@@ -373,6 +376,28 @@ standing = protocol.race(ms, "base", {m.combination for m in ms}, protocol.Setti
 plan = protocol.race_plan(standing.next_block, "base", 2, 5)
 print(json.dumps([standing.leader, list(standing.next_block), [s.combination for s in plan]]))
 """
+
+
+def test_a_combination_noisier_than_the_rest_gets_its_own_wider_interval():
+    """Heteroscedastic processes (measured on a 2-core VM: bf16 with a doubled batch jumped between two levels
+    40% apart from process to process, the baseline moved 3%): the pooled noise alone would give the noisy
+    combination intervals that miss far more often than 5%."""
+    hits_own, hits_pooled, n = 0, 0, 0
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        ms = []
+        for b in range(6):  # six race blocks: the baseline, three quiet combinations and a noisy one
+            ms.append(Measurement(BASELINE, b, RACE, rng.normal(0, 0.03)))
+            ms += [Measurement(c, b, RACE, 0.2 + rng.normal(0, 0.03)) for c in (1, 2, 3)]
+            ms.append(Measurement(4, b, RACE, 0.4 + rng.normal(0, 0.25)))
+        est = protocol.estimates(ms, BASELINE)
+        hits_own += covers(est[4], 0.4)
+        var, df, _ = protocol.process_noise(ms, BASELINE)
+        half = stats.t.ppf(0.975, df) * math.sqrt(2 * var / 6)
+        hits_pooled += abs(est[4].log - 0.4) <= half
+        n += 1
+    assert 0.90 <= hits_own / n <= 0.99, hits_own / n
+    assert hits_pooled / n < 0.80, hits_pooled / n
 
 
 def test_workers_with_different_hash_seeds_plan_the_same_race_block():
