@@ -2,9 +2,16 @@
 
 A fresh process per trial keeps process-global state (compile caches in
 memory, cuDNN/TF32 flags, allocator state, a crash) from leaking between
-trials. To keep its start-up small, trials are forked from a forkserver that
-has already imported torch, torchvision and this package, so each trial pays
-for a fork and its own data loading, not for `import torch`.
+trials. Each trial is a new interpreter (multiprocessing's "spawn"), so it
+also gets its own randomized address-space layout. Measured on a 2-core Xeon:
+trials forked from one forkserver share its layout, and a combination's bf16
+throughput then sat at one of two levels about 20% apart for a whole run -
+consistently within the run, differently in the next - so repeats within a
+run could not see it and two runs disagreed far outside their intervals
+("layout luck": Mytkowicz et al., ASPLOS 2009; Curtsinger & Berger's
+Stabilizer). With a fresh layout per trial that variation is between
+processes, where the blocks measure it. The price is `import torch` in every
+trial (about 3.6 s on that machine), outside the timed windows.
 """
 from __future__ import annotations
 
@@ -118,18 +125,16 @@ def _optimizer(study: Study, model: Any) -> Any:
 
 @cache
 def _context() -> mp.context.BaseContext:
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torchvision", "ablate.trial", "ablate.train", "strategies"])
-    return ctx
+    return mp.get_context("spawn")  # a fresh interpreter and address-space layout per trial (see the top)
 
 
 def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn: Any, launched: float) -> None:
     # perf_counter is CLOCK_MONOTONIC on Linux, shared by every process, so this
     # is the time from the parent's launch to the child's first line.
     process_start_s = time.perf_counter() - launched
-    # A forkserver child inherits "forkserver" as its default start method, so its
-    # DataLoader workers would start through the forkserver (about 3 s each time
-    # on the reference machine) instead of the platform default a user's own
+    # A spawned child inherits "spawn" as its default start method, so its
+    # DataLoader workers would start as new interpreters (seconds each time on
+    # the reference machine) instead of the platform default a user's own
     # script gets (fork on Linux up to Python 3.13). Measure what users get.
     mp.set_start_method(None, force=True)
     cache = _cold_compile_cache()
@@ -169,7 +174,7 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     limit = spec.study.budget.trial_timeout_s
     message = None
     try:
-        process.start()  # inside the try: an interrupt while the forkserver starts it must still stop it
+        process.start()  # inside the try: an interrupt while it starts must still stop it
         child_end.close()
         if parent_end.poll(limit):  # True on a message, and on EOF when the process died
             message = parent_end.recv()

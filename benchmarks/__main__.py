@@ -87,11 +87,11 @@ def _startup(runs: trials.TrialRuns) -> list[str]:
     return ["### 2. Trial start-up", "", trials.__doc__.split("\n\n")[1].strip().replace("\n", " "), "",
             f"- Start-up per trial: **{_summary(runs.startup())}**, of which process start "
             f"{_summary(runs.startup('process_start_s'))} and in-process setup {_summary(runs.startup('setup_s'))}.",
-            f"- The first trial of a run, which also starts the forkserver: {trials.startup_s(runs.first):.2f} s.",
+            f"- The first trial of a run: {trials.startup_s(runs.first):.2f} s.",
             f"- Excluded, as every trial needs it: loading the dataset, {_summary(runs.startup('data_load_s'))}.",
-            "- Kept small by: forking trials from a forkserver that has imported torch, torchvision and ablate once "
-            "(a trial pays for a fork, not for `import torch`); starting DataLoader workers with the platform default "
-            "(fork) rather than through that forkserver (about 3 s per start on this machine before the fix).", ""]
+            "- Each trial is a new interpreter (spawn) and pays for `import torch`: the price of a fresh "
+            "address-space layout per measurement (see `ablate/trial.py`). DataLoader workers start with the "
+            "platform default (fork), as in a user's own script.", ""]
 
 
 def _noise(runs: trials.TrialRuns, kind: str, meter: cpu_time.Meter) -> list[str]:

@@ -4,9 +4,8 @@ Each trial is a real one (`ablate.trial.run_in_fresh_process`, the study's
 own budget for this device, throughput only). Start-up is from the parent's
 launch of the trial process to the loop asking for its first batch, minus
 the dataset load every trial needs anyway; it is split into process start
-(fork from the preloaded forkserver) and in-process setup (model, loader,
-optimizer, strategies). The first trial of a run also starts the forkserver
-(importing torch once), so it is reported apart.
+(a new interpreter: spawn) and in-process setup (importing torch, model,
+loader, optimizer, strategies). The first trial of a run is reported apart.
 
 Noise: the coefficient of variation (population standard deviation / mean)
 of a trial's timed windows, and of the trials' median throughputs.
@@ -24,7 +23,7 @@ from ablate.trial import TrialSpec, run_in_fresh_process
 @dataclass(frozen=True)
 class TrialRuns:
     study: Study
-    first: dict[str, float]  # the trial that also started the forkserver
+    first: dict[str, float]  # the run's first trial (cold file caches)
     repeats: list[dict[str, float]]
 
     def startup(self, key: str = "startup") -> list[float]:
