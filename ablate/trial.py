@@ -15,6 +15,7 @@ trial (about 3.6 s on that machine), outside the timed windows.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import shutil
@@ -24,7 +25,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ablate import failures
 from ablate.study import Option, Study
@@ -174,7 +175,8 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     limit = spec.study.budget.trial_timeout_s
     message = None
     try:
-        process.start()  # inside the try: an interrupt while it starts must still stop it
+        with _ctrl_c_blocked():  # the child inherits the blocked signal: Ctrl-C is this process's to handle
+            process.start()  # inside the try: an interrupt while it starts must still stop it
         child_end.close()
         if parent_end.poll(limit):  # True on a message, and on EOF when the process died
             message = parent_end.recv()
@@ -196,6 +198,21 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     if message[0] == "ok":
         return message[1]
     raise TrialFailed(message[1])
+
+
+@contextlib.contextmanager
+def _ctrl_c_blocked() -> Iterator[None]:
+    """SIGINT blocked while the trial process starts, so the new interpreter starts with it blocked.
+
+    A terminal's Ctrl-C reaches the whole process group; a trial that got it would print its own traceback
+    (often from inside `import torch`) beside the study's one line. The study stops its trial itself
+    (`_stop`); a Ctrl-C that comes meanwhile is delivered here when the block is lifted.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _stop(process: mp.process.BaseProcess) -> None:

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = describe(args.device)
     lines = [f"{args.study} on {machine.device_name}, torch {machine.torch}, commit {machine.commit}:"]
     for name, extra in (("blocked + racing", ()), ("single pass", ("--single-pass",))):
-        folder = args.results / name.replace(" ", "-").replace("+", "")
+        folder = args.results / name.replace(" + ", "-").replace(" ", "-")
         done = grid.run(args.study, folder, args.device, extra)
         trials, skipped = _trials(folder, args.study, args.device)
         recommended = next((line for line in done.output.splitlines() if line.startswith("recommended:")), "")

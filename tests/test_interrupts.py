@@ -81,6 +81,7 @@ def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(mnist, t
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130
     assert "the running trial was marked KILLED; run the same command again to resume" in err
+    assert "Traceback" not in err and "pymp-" not in err, err  # the one line, no multiprocessing finalizer noise
     stopped = next(t for t in _trials(tmp_path, "tiny") if t.number == running.number)
     assert stopped.state == TrialState.FAIL and stopped.user_attrs["state"] == "interrupted"
     assert _mlflow_run(tmp_path, stopped.user_attrs["mlflow_run_id"]).info.status == "KILLED"
