@@ -186,8 +186,7 @@ class Runner:
     def _plan_tpe_block(self, trials: list[FrozenTrial]) -> bool:
         """`--search optuna`: queue a baseline of the current screening block when one of its random places
         comes, or when screening has ended without it. True when it queued one."""
-        screened = self._tpe_screened(trials)
-        size = min(self.design.block_size, max(1, self.n_trials or 1))
+        screened, size = self._tpe_screened(trials), self._tpe_block_size
         done = screened >= (self.n_trials or 0)
         block = (screened - 1) // size if done else screened // size
         if block < 0:
@@ -201,6 +200,11 @@ class Runner:
             return False
         self._enqueue(protocol.Slot(baseline_levels(self.options), block, places[have], protocol.SCREEN))
         return True
+
+    @property
+    def _tpe_block_size(self) -> int:
+        """`--search optuna`: TPE's picks per screening block (no more than it picks in all)."""
+        return min(self.design.block_size, max(1, self.n_trials or 1))
 
     def _tpe_screened(self, trials: list[FrozenTrial]) -> int:
         """Screening measurements TPE picked (queued baselines not counted)."""
@@ -244,8 +248,7 @@ class Runner:
             if self.search == "grid":  # nothing queued was left for this worker: another took the last one
                 trial.set_user_attr("state", State.DUPLICATE.value)
                 raise claim.Duplicate("no queued measurement was left")
-            screened = self._tpe_screened(self.optuna.get_trials(deepcopy=False))
-            size = min(self.design.block_size, max(1, self.n_trials or 1))
+            screened, size = self._tpe_screened(self.optuna.get_trials(deepcopy=False)), self._tpe_block_size
             for key, value in {"block": screened // size, "position": screened % size, "phase": protocol.SCREEN,
                                "picked": True}.items():
                 trial.set_user_attr(key, value)
@@ -371,7 +374,7 @@ class Runner:
             # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
             ids = run_ids(self.optuna)
             pooled = {(row["device"], row["combination"]): results.comparisons(row) for row in table}
-            for m in records.load_measurements(self.optuna):
+            for m in (m for r in stored for m in r.measurements):
                 if ids.get(m.number) and (found := pooled.get((m.device, m.combination))):
                     self.tracker.log_metrics(ids[m.number], found)
             self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
