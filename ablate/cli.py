@@ -122,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
                                  f"on cuda:i), this machine has {torch.cuda.device_count()}")
     if database := sqlite_path(storage):
         _writable(database.parent, "storage folder", "--storage")
-    data.load(study.dataset)  # fails early, before anything is written, when the data is missing
+    data.load(study.dataset, **study.dataset_kwargs)  # fails early, before anything is written, when the data is missing
     machine = describe(str(device))
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)

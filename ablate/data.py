@@ -1,16 +1,24 @@
 """Datasets a study can name, and where their files are found.
 
 The data root is ``$ABLATE_DATA_DIR`` when set, else ``./data``. Missing files
-are downloaded by torchvision; when that fails too (offline), the error says
-which files were looked for, where, and how to point ABLATE_DATA_DIR at a copy.
+are downloaded (torchvision's downloads for images, Project Gutenberg for the
+King James Bible); when that fails too (offline), the error says which files
+were looked for, where, and how to point ABLATE_DATA_DIR at a copy.
+
+Text datasets are bytes cut into windows of the next-token task's
+``seq_len``: sample i is bytes [i*seq_len, (i+1)*seq_len) and its targets the
+same window shifted by one byte. The last 10% of the file (by position, so no
+verse is both trained on and held out) is the test split.
 """
 from __future__ import annotations
 
 import os
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import torch
 from torch.utils.data import Dataset, Subset
 
 from ablate.registry import lookup
@@ -75,14 +83,80 @@ def _cifar10(root: Path) -> Splits:
     return Splits(fake(50_000, 0), fake(10_000, 50_000), throughput_only=note)
 
 
-DATASETS: dict[str, Callable[[Path], Splits]] = {
+HELD_OUT = 0.1  # the last tenth of a text file is the test split
+# Project Gutenberg's eBook 10: the same text as the offline copy (kjv/kjv.txt), laid out differently.
+KJV_URL = "https://www.gutenberg.org/cache/epub/10/pg10.txt"
+DOWNLOAD_TIMEOUT_S = 30
+
+
+class ByteWindows(Dataset):
+    """Consecutive windows of `seq_len` bytes, each with its targets: the next byte at every position."""
+
+    def __init__(self, data: torch.Tensor, seq_len: int) -> None:
+        self.data, self.seq_len = data, seq_len
+
+    def __len__(self) -> int:
+        return max(0, (len(self.data) - 1) // self.seq_len)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        start = index * self.seq_len
+        window = self.data[start:start + self.seq_len + 1].long()
+        return window[:-1], window[1:]
+
+
+def _byte_splits(path: Path, seq_len: int) -> Splits:
+    data = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8)
+    cut = int(len(data) * (1 - HELD_OUT))
+    train, test = ByteWindows(data[:cut], seq_len), ByteWindows(data[cut:], seq_len)
+    if not len(test):
+        raise DataUnavailable(f"{path} holds {len(data):,} bytes: too short for one held-out window of "
+                              f"{seq_len + 1} bytes in its last {HELD_OUT:.0%}")
+    return Splits(train, test)
+
+
+def _text(root: Path, seq_len: int, path: str) -> Splits:
+    """Any text file, as bytes; a relative `path` is inside the data root."""
+    file = root / Path(path).expanduser()  # an absolute path replaces the root
+    if not file.is_file():
+        raise DataUnavailable(f"text file {file.resolve()} does not exist (dataset_options.path is absolute or "
+                              f"relative to the data root, {DATA_ENV} or ./data)")
+    return _byte_splits(file, seq_len)
+
+
+def _kjv(root: Path, seq_len: int) -> Splits:
+    """The King James Bible (4.4 MB of ASCII), downloaded from Project Gutenberg when it is not on disk."""
+    file = root / "kjv" / "kjv.txt"
+    if not file.is_file():
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            with urllib.request.urlopen(KJV_URL, timeout=DOWNLOAD_TIMEOUT_S) as response:
+                text = response.read()
+            partial = file.with_suffix(".part")  # renamed when whole: an interrupted download leaves no kjv.txt
+            partial.write_bytes(text)
+            partial.replace(file)
+        except Exception as error:  # offline: URLError, a timeout, or an unwritable data root
+            raise DataUnavailable(
+                f"the King James Bible is not at {file.resolve()} and could not be downloaded from {KJV_URL} "
+                f"({_why(error)}); set {DATA_ENV} to a folder holding kjv/kjv.txt") from error
+    return _byte_splits(file, seq_len)
+
+
+DATASETS: dict[str, Callable[..., Splits]] = {
     "mnist": _mnist,
     "cifar10": _cifar10,
+    "kjv": _kjv,
+    "text": _text,
 }
+TEXT_DATASETS = frozenset({"kjv", "text"})  # windows of bytes for the next_token task: they take its seq_len
 
 
-def load(name: str, train_subset: int | None = None, test_subset: int | None = None) -> Splits:
-    """The train and test splits of dataset `name`, optionally cut to their first N samples."""
-    splits = lookup(DATASETS, name, "dataset")(data_root())
+def load(name: str, train_subset: int | None = None, test_subset: int | None = None, **options: object) -> Splits:
+    """The train and test splits of dataset `name`, optionally cut to their first N samples.
+
+    `options` go to the dataset (a text dataset's ``seq_len`` and ``path``).
+    """
+    splits = lookup(DATASETS, name, "dataset")(data_root(), **options)
     cut = lambda ds, n: Subset(ds, range(min(n, len(ds)))) if n else ds  # noqa: E731
     return Splits(cut(splits.train, train_subset), cut(splits.test, test_subset), splits.throughput_only)

@@ -6,14 +6,16 @@ start-up and allocator warm-up). Then `warmup_samples` are trained untimed.
 Then `windows` windows of at least `window_samples` each are timed from a step
 boundary to a step boundary; on CUDA the device is synchronised at each window
 boundary only, never inside a window, so kernels stay queued as in a real loop.
-Throughput is samples / window time, data loading included. Time blocked in
+Throughput is samples / window time, data loading included, in the task's
+unit (a language model's sample is a sequence: its throughput is in tokens). Time blocked in
 the DataLoader's `next()` inside the windows is the data-wait fraction.
 
 Time to accuracy: a run that trains for accuracy evaluates the test set every
 `eval_every_samples` (and once at the end). The clock is paused while it
 evaluates - evaluation time is excluded from the training time and from any
 timed window - and the training time at which `target_accuracy` was first
-reached is recorded twice: from the end of the first step (compilation
+reached (or, for a loss target, the held-out loss first fell to
+`target_loss`) is recorded twice: from the end of the first step (compilation
 excluded) and from the start of the loop (compilation included; the trial
 adds the model preparation time).
 
@@ -37,6 +39,7 @@ import torch
 
 from ablate.failures import Diverged
 from ablate.study import Budget
+from ablate.tasks import Quality
 
 # Steps a one-off cost can still reach: TorchScript's profiling executor optimises the graph at the third call,
 # CUDA-graph trees run the first call eagerly and record at the second.
@@ -59,8 +62,12 @@ class Window:
 class Evaluation:
     samples: int
     train_s: float  # training time from the start of the loop, evaluations excluded
-    accuracy: float
-    loss: float
+    quality: Quality
+
+    def reached(self, budget: Budget) -> bool:
+        if budget.target_accuracy is not None:
+            return self.quality.accuracy is not None and self.quality.accuracy >= budget.target_accuracy
+        return budget.target_loss is not None and self.quality.loss <= budget.target_loss
 
 
 @dataclass
@@ -70,7 +77,8 @@ class StepClock:
     budget: Budget
     device: torch.device
     train_for_accuracy: bool
-    evaluate: Callable[[], tuple[float, float]] | None = None  # test accuracy (%) and loss
+    evaluate: Callable[[], Quality] | None = None  # held-out quality
+    units_per_sample: int = 1  # throughput's unit: tokens per sequence for a language model
     samples: int = 0
     steps: int = 0
     first_step_s: float = 0.0
@@ -185,11 +193,11 @@ class StepClock:
         if in_windows:  # the windows' peak so far; the evaluation's own is left out below
             self._peak_outside_evals = max(self._peak_outside_evals, peak_memory_mb(self.device))
         began = time.perf_counter()
-        accuracy, loss = self.evaluate()
+        quality = self.evaluate()
         ended = time.perf_counter()  # evaluate() reads results back with .item(), so the device is done
         if in_windows:
             reset_peak_memory(self.device)
-        self.evaluations.append(Evaluation(self.samples, began - self._start - self._paused, accuracy, loss))
+        self.evaluations.append(Evaluation(self.samples, began - self._start - self._paused, quality))
         self._paused += ended - began
         if self._window_start is not None:  # a window open across the evaluation must not count it
             self._window_start += ended - began
@@ -206,7 +214,7 @@ class StepClock:
             self._data_wait += seconds
 
     def summary(self) -> dict[str, float]:
-        rates = [w.throughput for w in self.windows]
+        rates = [w.throughput * self.units_per_sample for w in self.windows]
         median = statistics.median(rates)
         return {
             "throughput": median,
@@ -217,7 +225,7 @@ class StepClock:
             "first_step_s": self.first_step_s,
             # What steps 2-3 took beyond the steady-state speed: one-off work that lands after the first step
             # (CUDA-graph recording, TorchScript's optimisation). 0 when the warm-up is too short to time them.
-            "early_steps_excess_s": max(0.0, self._early_s - self._early_samples / median) if self._early_s else 0.0,
+            "early_steps_excess_s": max(0.0, self._early_s - self._early_samples * self.units_per_sample / median) if self._early_s else 0.0,
             "peak_memory_mb": self.peak_memory_mb,
             "train_time_s": self.train_time_s,
             "train_samples": float(self.samples),
@@ -229,12 +237,19 @@ class StepClock:
     def _accuracy_summary(self) -> dict[str, float]:
         if not self.evaluations:
             return {}
-        last = self.evaluations[-1]
-        out = {"test_accuracy": last.accuracy, "test_loss": last.loss, "evaluations": float(len(self.evaluations))}
-        target = self.budget.target_accuracy
-        if target is not None:
-            reached = next((e for e in self.evaluations if e.accuracy >= target), None)
-            out.update(target_accuracy=target, target_reached=float(reached is not None))
+        last = self.evaluations[-1].quality
+        out = {"test_loss": last.loss, "evaluations": float(len(self.evaluations)),
+               **{f"test_{name}": value for name, value in last.extra}}
+        if last.accuracy is not None:
+            out["test_accuracy"] = last.accuracy
+        budget = self.budget
+        if budget.target_accuracy is not None or budget.target_loss is not None:
+            reached = next((e for e in self.evaluations if e.reached(budget)), None)
+            if budget.target_accuracy is not None:
+                out["target_accuracy"] = budget.target_accuracy
+            else:
+                out["target_loss"] = budget.target_loss
+            out["target_reached"] = float(reached is not None)
             if reached:
                 out.update(samples_to_target=float(reached.samples),
                            time_to_target_s=reached.train_s - self.first_step_s,

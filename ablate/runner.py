@@ -294,14 +294,13 @@ class Runner:
             trial.set_user_attr("state", State.INTERRUPTED.value)  # Optuna fails it next; this says why
             trial.set_user_attr("reason", INTERRUPTED)
             raise
-        if note := metrics.pop(ACCURACY_NOT_MEASURED, None):  # stand-in data: throughput only
+        if note := metrics.pop(ACCURACY_NOT_MEASURED, None):  # stand-in data, or a task without an accuracy
             trial.set_user_attr("accuracy_note", note)
-        elif train:
+        if train and "test_loss" in metrics:  # stand-in data trains for nothing
             trial.set_user_attr("accuracy_trained", True)
             trial.set_user_attr("accuracy_from", trial.number)
-        elif donor is not None:
-            donated = donor.user_attrs["metrics"]
-            metrics.update(test_accuracy=donated["test_accuracy"], test_loss=donated["test_loss"])
+        elif donor is not None:  # every held-out figure: accuracy, loss, bits per byte
+            metrics.update({k: v for k, v in donor.user_attrs["metrics"].items() if k.startswith("test_")})
             trial.set_user_attr("accuracy_from", donor.number)
         trial.set_user_attr("metrics", metrics)
         trial.set_user_attr("state", State.COMPLETE.value)
@@ -334,9 +333,9 @@ class Runner:
         if state != State.COMPLETE:
             detail = a.get("reason", "")
         elif "test_accuracy" not in m:
-            detail = f"{m['throughput']:.0f} samples/s, accuracy not measured"
+            detail = f"{m['throughput']:.0f} {self.study.throughput_unit}/s, accuracy not measured"
         else:
-            detail = (f"{m['throughput']:.0f} samples/s, test acc {m['test_accuracy']:.2f}%"
+            detail = (f"{m['throughput']:.0f} {self.study.throughput_unit}/s, test acc {m['test_accuracy']:.2f}%"
                       f"{' (trained)' if a.get('accuracy_trained') else ' (from #' + str(a.get('accuracy_from')) + ')'}")
         if self.progress:
             self.progress.write(f"#{trial.number} block {a.get('block', '?')} {a.get('combination', '?')}: "

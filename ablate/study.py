@@ -15,7 +15,9 @@ from typing import Any, get_args, get_type_hints
 
 import yaml
 
+from ablate import tasks
 from ablate.protocol import Settings as Protocol
+from ablate.tasks import Task
 from ablate.registry import lookup
 from strategies import PRESETS, REGISTRY, Strategy, preset
 
@@ -68,6 +70,7 @@ class Budget:
     test_subset: int | None = None
     seed: int = 0
     target_accuracy: float | None = None  # percent; time-to-accuracy is recorded when set
+    target_loss: float | None = None  # held-out mean loss; time-to-target for a task without accuracy (or by choice)
     eval_every_samples: int | None = None  # test-set evaluations while training for accuracy (untimed)
     trial_timeout_s: float | None = None  # a trial still running after this is killed and recorded as failed
     loader_timeout_s: float = 120.0  # a DataLoader worker that delivers no batch for this long fails the trial
@@ -94,6 +97,27 @@ class Study:
     accuracy_tolerance: float
     file_hash: str
     protocol: Protocol = Protocol()
+    task_name: str = "classification"
+    task_options: tuple[tuple[str, Any], ...] = ()
+    model_options: tuple[tuple[str, Any], ...] = ()
+    dataset_options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def task(self) -> Task:
+        return tasks.build(self.task_name, dict(self.task_options))
+
+    @property
+    def throughput_unit(self) -> str:
+        """What throughput counts: "samples" (per second), or "tokens" for a language model."""
+        return self.task.unit
+
+    @property
+    def dataset_kwargs(self) -> dict[str, Any]:
+        """What `ablate.data.load` passes to the dataset: its options, and a text dataset's window, the seq_len."""
+        from ablate.data import TEXT_DATASETS
+
+        seq_len = {"seq_len": self.task.units_per_sample} if self.dataset in TEXT_DATASETS else {}
+        return {**dict(self.dataset_options), **seq_len}
 
     @property
     def dimensions(self) -> dict[str, tuple[Option, ...]]:
@@ -114,8 +138,8 @@ class Study:
 OPTIMIZERS = ("adam", "sgd")
 ZERO_ALLOWED = {"seed", "race_blocks"}  # 0 races no block: screening only
 TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices",
-            "protocol"}
-DEVICE_KEYS = {"space", "budget", "protocol"}
+            "protocol", "task", "model_options", "dataset_options"}
+DEVICE_KEYS = {"space", "budget", "protocol", "model_options"}
 DEVICE_TYPES = ("cpu", "cuda")
 
 
@@ -179,6 +203,13 @@ def load(name_or_path: str, device_type: str) -> Study:
         raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
     baseline = _dataclass(Baseline, raw.get("baseline", {}), f"{path}: baseline")
     _choice(baseline.optimizer, dict.fromkeys(OPTIMIZERS), f"{path}: baseline.optimizer")
+    task_name, task_options = _task(raw.get("task", "classification"), raw["dataset"], f"{path}: task")
+    model_options = {**_mapping(raw.get("model_options", {}) or {}, f"{path}: model_options"),
+                     **_mapping(override.get("model_options", {}) or {}, f"{path}: devices.{device_type}.model_options")}
+    _model_options(raw["model"], model_options, f"{path}: model_options")
+    dataset_options = _dataset_options(raw["dataset"], raw.get("dataset_options", {}), f"{path}: dataset_options")
+    built_budget = _dataclass(Budget, budget, f"{path}: budget")
+    _targets(built_budget, tasks.build(task_name, dict(task_options)), f"{path}: budget")
     return Study(
         name=str(raw.get("name", path.stem)),
         path=path,
@@ -187,11 +218,90 @@ def load(name_or_path: str, device_type: str) -> Study:
         dataset=raw["dataset"],
         baseline=baseline,
         space=tuple((dim, _options(dim, choices, f"{path}: space.{dim}")) for dim, choices in space.items()),
-        budget=_dataclass(Budget, budget, f"{path}: budget"),
+        budget=built_budget,
         accuracy_tolerance=float(tolerance),
         file_hash=hashlib.sha256(text.encode()).hexdigest()[:12],
         protocol=_dataclass(Protocol, protocol, f"{path}: protocol"),
+        task_name=task_name,
+        task_options=task_options,
+        model_options=tuple(sorted(model_options.items())),
+        dataset_options=tuple(sorted(dataset_options.items())),
     )
+
+
+def _task(value: Any, dataset: str, where: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """`task: NAME`, `task: {next_token: {seq_len: 256}}` or `task: package.module:loss_function`."""
+    from ablate.data import TEXT_DATASETS
+
+    if isinstance(value, dict) and len(value) == 1:
+        name, options = next(iter(value.items()))
+        options = _mapping(options or {}, f"{where}.{name}")
+    elif isinstance(value, str):
+        name, options = value, {}
+    else:
+        raise StudyError(f"{where}: a task is a name ({', '.join(tasks.TASKS)}), {{name: {{option: value}}}} "
+                         f"or package.module:loss_function; got {value!r}")
+    if name in tasks.TASKS:
+        accepted = set(inspect.signature(tasks.TASKS[name]).parameters)
+        _reject_unknown(options, accepted, f"{where}.{name}", noun="option")
+    try:
+        tasks.build(name, options)
+    except (LookupError, ValueError, TypeError) as error:
+        raise StudyError(f"{where}: {error}") from None
+    if (dataset in TEXT_DATASETS) != (name == "next_token") and name in tasks.TASKS:
+        kind = "text, for next_token" if dataset in TEXT_DATASETS else "not text; next_token needs kjv or text"
+        raise StudyError(f"{where}: task {name!r} does not fit dataset {dataset!r} ({kind})")
+    return name, tuple(sorted(options.items()))
+
+
+def _dataset_options(dataset: str, value: Any, where: str) -> dict[str, Any]:
+    """Only `dataset: text` takes an option: the `path` of its file."""
+    options = _mapping(value or {}, where)
+    if dataset == "text":
+        _reject_unknown(options, {"path"}, where, noun="option")
+        if not isinstance(options.get("path"), str):
+            raise StudyError(f"{where}.path: dataset text needs the path of a text file (absolute, or relative to "
+                             "the data root)")
+    elif options:
+        raise StudyError(f"{where}: dataset {dataset!r} takes no options (dataset text takes path)")
+    return options
+
+
+def _model_options(model: str, options: dict[str, Any], where: str) -> None:
+    """Options the model's constructor accepts; a language model's context is the task's seq_len, set there."""
+    import torch
+
+    from ablate.models import MODELS
+
+    factory = lookup(MODELS, model, "model")
+    accepted = set(inspect.signature(factory).parameters)
+    if "seq_len" in options:
+        raise StudyError(f"{where}.seq_len: set it once, as task: {{next_token: {{seq_len: N}}}}; the model gets it")
+    _reject_unknown(options, accepted - {"seq_len"}, where, noun="option")
+    if options:
+        try:
+            with torch.device("meta"):  # checks the combination of options without allocating the weights
+                factory(**options)
+        except (TypeError, ValueError) as error:
+            raise StudyError(f"{where}: {error}") from None
+
+
+def model_kwargs(study: Study) -> dict[str, Any]:
+    """The model constructor's arguments: the study's model_options, and the task's seq_len where it takes one."""
+    from ablate.models import MODELS
+
+    kwargs = dict(study.model_options)
+    if "seq_len" in inspect.signature(lookup(MODELS, study.model, "model")).parameters:
+        kwargs["seq_len"] = study.task.units_per_sample
+    return kwargs
+
+
+def _targets(budget: Budget, task: Task, where: str) -> None:
+    if budget.target_accuracy is not None and budget.target_loss is not None:
+        raise StudyError(f"{where}: set one of target_accuracy and target_loss, not both")
+    if budget.target_accuracy is not None and not task.has_accuracy:
+        raise StudyError(f"{where}.target_accuracy: task {task.name!r} has no accuracy (a loss function); "
+                         "set target_loss, the held-out mean loss to reach")
 
 
 def _options(dim: str, choices: Any, where: str) -> tuple[Option, ...]:

@@ -148,7 +148,8 @@ class Tracker:
 
     def _tags(self, machine: Machine | None = None) -> dict[str, str]:
         return {**(machine or self.machine).tags(), "ablate.study": self.study.name,
-                "ablate.study_hash": self.study.file_hash}
+                "ablate.study_hash": self.study.file_hash, "ablate.task": self.study.task_name,
+                "ablate.throughput_unit": f"{self.study.throughput_unit}/s"}
 
     @_tolerant
     def start_parent(self, search: str, run_id: str | None = None) -> str:

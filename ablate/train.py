@@ -4,15 +4,16 @@ from __future__ import annotations
 from typing import Iterable
 
 import torch
-import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from ablate.measure import StepClock
+from ablate.tasks import Quality, Task
 from strategies import Stack
 
 
 def train(
     stack: Stack,
+    task: Task,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     loader: Iterable,  # a DataLoader, or any iterable of batches (DeviceResidentData's)
@@ -22,29 +23,23 @@ def train(
 ) -> None:
     """Train until `clock` says the budget is spent. `model` is the prepared (wrapped) model."""
     model.train()
-    for inputs, targets in clock.batches(loader):
-        inputs, targets = stack.to_device((inputs, targets), device)
+    for batch in clock.batches(loader):
+        batch = stack.to_device(batch, device)
         with stack.autocast(device):
-            loss = F.cross_entropy(model(inputs), targets)
+            loss = task.loss(model, batch)
         stack.backward(loss)
         stack.step(optimizer, max_grad_norm)
-        clock.count(len(targets), loss)
+        clock.count(task.samples(batch), loss)
 
 
-def evaluate(model: torch.nn.Module, loader: DataLoader, device: torch.device) -> tuple[float, float]:
-    """Test accuracy (percent) and mean loss, in fp32 without autocast.
+def evaluate(task: Task, model: torch.nn.Module, loader: DataLoader, device: torch.device) -> Quality:
+    """The task's held-out quality, in fp32 without autocast.
 
     Pass the unwrapped model: a scripted or compiled wrapper shares its weights,
     and evaluating through it would trigger a recompilation for eval mode.
     """
     model.eval()
-    correct, loss_sum, count = 0, 0.0, 0
     with torch.inference_mode():
-        for inputs, targets in loader:
-            inputs, targets = inputs.to(device), targets.to(device)
-            logits = model(inputs)
-            loss_sum += F.cross_entropy(logits, targets, reduction="sum").item()
-            correct += (logits.argmax(1) == targets).sum().item()
-            count += len(targets)
+        quality = task.evaluate(model, loader, device)
     model.train()
-    return 100.0 * correct / count, loss_sum / count
+    return quality

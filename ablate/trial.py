@@ -55,7 +55,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from ablate import data
     from ablate.failures import CompileFailed
     from ablate.measure import StepClock
+    from ablate.mfu import utilisation
     from ablate.models import MODELS
+    from ablate.study import model_kwargs
     from ablate.registry import lookup
     from ablate.train import evaluate, train
     from strategies import compose, set_fp32_precision
@@ -67,8 +69,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         # CUDA-graph pools and any library that asks "the" device then use the trial's, never cuda:0.
         torch.cuda.set_device(device)
     stack = compose(*(s for s in (o.build() for o in spec.options) if s is not None))
+    task = study.task
     torch.manual_seed(budget.seed)
-    splits = data.load(study.dataset, budget.train_subset, budget.test_subset)
+    splits = data.load(study.dataset, budget.train_subset, budget.test_subset, **study.dataset_kwargs)
     data_load_s = time.perf_counter() - began
     # A seeded generator fixes the shuffle order whatever the number of workers (DeviceResidentData draws alike).
     base = dict(batch_size=study.baseline.batch_size, shuffle=True, drop_last=True,
@@ -78,7 +81,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         base["timeout"] = budget.loader_timeout_s
     loader = stack.make_loader(splits.train, device, **base)
     set_fp32_precision(BASELINE_FP32)  # a true fp32 baseline: PyTorch's default runs cuDNN convolutions in TF32
-    model = lookup(MODELS, study.model, "model")().to(device)
+    model = lookup(MODELS, study.model, "model")(**model_kwargs(study)).to(device)
+    flops_per_token = getattr(model, "flops_per_token", None)
     optimizer = _optimizer(study, model)
     started = time.perf_counter()
     try:
@@ -94,8 +98,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     for_accuracy = spec.train_for_accuracy and splits.throughput_only is None
     # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.
     clock = StepClock(budget, device, for_accuracy,
-                      evaluate=(lambda: evaluate(model, test, device)) if for_accuracy else None)
-    train(stack, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
+                      evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
+                      units_per_sample=task.units_per_sample)
+    train(stack, task, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
     clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
     if stack.metrics().get("cuda_graphs.cudagraph_skips"):  # a PyTorch without cudagraph_or_error fell back
         raise CompileFailed("skipping cudagraphs: torch.compile ran some graphs without CUDA graphs, so the timing "
@@ -111,8 +116,15 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     if "time_to_target_e2e_s" in metrics:
         metrics["time_to_target_e2e_s"] += prepare_model_s
     metrics.update(stack.metrics())
+    if task.unit == "tokens" and callable(flops_per_token) and device.type == "cuda":
+        mfu = utilisation(metrics["throughput"], flops_per_token(), torch.cuda.get_device_name(device))
+        if mfu is not None:
+            metrics["mfu"] = mfu
     if splits.throughput_only:
         metrics[ACCURACY_NOT_MEASURED] = splits.throughput_only  # a note, not a number: the runner takes it out
+    elif not task.has_accuracy:
+        metrics[ACCURACY_NOT_MEASURED] = (f"task {task.name} is a loss function, with no accuracy: its held-out "
+                                          "loss is recorded (test_loss), and accuracy parity is not judged")
     return metrics
 
 

@@ -24,6 +24,7 @@ from torch.utils.benchmark import Timer
 from ablate.measure import StepClock
 from ablate.models import MODELS
 from ablate.study import Budget
+from ablate.tasks import Classification
 from ablate.train import train
 from strategies import AMP, SetToNone, Strategy, compose
 
@@ -68,7 +69,7 @@ def _ablate_block(variant: Variant, model: torch.nn.Module, device: torch.device
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     samples = BATCH * len(batches)
     budget = Budget(train_samples=samples, warmup_samples=BATCH, window_samples=BATCH, windows=1)
-    return lambda: train(stack, model, optimizer, batches, device, StepClock(budget, device, True), variant.max_grad_norm)
+    return lambda: train(stack, Classification(), model, optimizer, batches, device, StepClock(budget, device, True), variant.max_grad_norm)
 
 
 def _hand_block(variant: Variant, model: torch.nn.Module, device: torch.device, batches: list) -> Callable[[], None]:

@@ -69,6 +69,8 @@ def _no_user_mlflow_settings():
     For the whole session, servers started by fixtures and subprocesses included; a test that needs one
     sets it itself.
     """
+    import ablate.tracking  # noqa: F401 - sets ablate's own MLFLOW_ default at import: cleared here too, whichever test imports it first
+
     with pytest.MonkeyPatch.context() as patch:
         for name in [n for n in os.environ if n.startswith("MLFLOW_")]:
             patch.delenv(name)

@@ -184,13 +184,14 @@ def test_o2_channels_last_and_fused_adam_step_together(dataset):
 def test_peak_memory_leaves_out_an_evaluation_inside_the_windows():
     from ablate import measure
     from ablate.study import Budget
+    from ablate.tasks import Quality
 
     held = []
 
     def evaluate():
         held.append(torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda"))  # 256 MiB the windows never use
         held.clear()
-        return 50.0, 0.5
+        return Quality(0.5, 50.0)
 
     budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=2, eval_every_samples=16)
     clock = measure.StepClock(budget, torch.device("cuda"), train_for_accuracy=True, evaluate=evaluate)

@@ -7,6 +7,7 @@ import torch
 from ablate import measure
 from ablate.measure import StepClock
 from ablate.study import Budget
+from ablate.tasks import Quality
 
 STEP_S, EVAL_S, BATCH = 1.0, 100.0, 8
 
@@ -37,9 +38,9 @@ def _train(clock: StepClock, fake: FakeTime) -> None:
 def _clock(fake: FakeTime, accuracies: list[float], **budget) -> StepClock:
     results = iter(accuracies)
 
-    def evaluate() -> tuple[float, float]:
+    def evaluate() -> Quality:
         fake.now += EVAL_S  # an evaluation is slow; none of it may count as training time
-        return next(results), 0.5
+        return Quality(0.5, next(results))
 
     budget = Budget(**{"train_samples": 64, "warmup_samples": 8, "window_samples": 16, "windows": 2, **budget})
     return StepClock(budget, torch.device("cpu"), train_for_accuracy=True, evaluate=evaluate)
@@ -97,7 +98,7 @@ def test_peak_memory_covers_the_timed_windows_without_warm_up_or_evaluations(fak
 
     def evaluate():
         memory.use(1000.0)  # the test set's batches: not training memory
-        return 50.0, 0.5
+        return Quality(0.5, 50.0)
 
     budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=2, eval_every_samples=16)
     clock = StepClock(budget, torch.device("cuda"), train_for_accuracy=True, evaluate=evaluate)

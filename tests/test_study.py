@@ -58,7 +58,7 @@ def test_device_override_changes_budget_only_for_that_device():
 
 BAD = {
     "unknown top-level key": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nmodle: x\n", "unknown key 'modle'"),
-    "unknown model": ("model: resnet9000\ndataset: mnist\nspace: {a: [off]}\n", "choose one of: mnist_cnn"),
+    "unknown model": ("model: resnet9000\ndataset: mnist\nspace: {a: [off]}\n", "choose one of: byte_gpt, mnist_cnn"),
     "unknown strategy": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off, turbo]}\n", "choose one of: amp, batch_size"),
     "unknown option": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{amp: {dtyp: bf16}}]}\n", "valid: dtype, growth_interval, init_scale"),
     "bad option value": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{amp: {dtype: fp8}}]}\n", "dtype must be one of fp16, bf16"),
