@@ -305,6 +305,9 @@ def _ui(args: argparse.Namespace) -> int:
     from ablate.tracking import tracking_uri
 
     uri = tracking_uri(args.results)
+    if uri.startswith(("http://", "https://")):
+        raise studies.StudyError(f"MLFLOW_TRACKING_URI is a tracking server, {uri}: it serves the UI itself; "
+                                 "open it in a web browser (`ablate ui` serves a database or folder)")
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         raise studies.StudyError(f"no MLflow store at {uri.removeprefix('sqlite:///')}: run a study with "
                                  f"--results {args.results} first, or pass the --results folder a run used")

@@ -128,3 +128,10 @@ def test_ui_without_a_store_is_one_line_and_creates_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "no MLflow store" in err
     assert not (tmp_path / "none").exists()
+
+
+def test_ui_on_a_tracking_server_says_to_open_it_instead(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    code = main(["ui", "--results", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "http://127.0.0.1:9" in err and "web browser" in err
