@@ -302,7 +302,7 @@ def _ui_command(results: Path) -> str:
 
 
 def _ui(args: argparse.Namespace) -> int:
-    from ablate.tracking import tracking_uri
+    from ablate.tracking import study_views, tracking_uri
 
     uri = tracking_uri(args.results)
     if uri.startswith(("http://", "https://")):
@@ -319,6 +319,9 @@ def _ui(args: argparse.Namespace) -> int:
             raise studies.StudyError(f"port {args.port} on 127.0.0.1 is in use ({error.strerror}); "
                                      "choose another with --port N") from None
     print(f"MLflow UI for {uri} at http://127.0.0.1:{args.port}")
+    for name, address in study_views(uri, args.port).items():
+        print(f"  {name}: {address}")
+    sys.stdout.flush()  # exec replaces this process, buffer included
     os.execvp(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                                "--host", "127.0.0.1", "--port", str(args.port)])
     return 0

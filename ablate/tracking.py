@@ -52,6 +52,12 @@ def tracking_uri(results: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(results / 'mlflow.db').resolve()}"
 
 
+def study_views(uri: str, port: int) -> dict[str, str]:
+    """Each study's experiment in the store at `uri` -> the address of its view on `ablate ui --port port`."""
+    found = MlflowClient(tracking_uri=uri).search_experiments(filter_string="name LIKE 'ablate/%'")
+    return {e.name: view.url(uri, e.experiment_id, port=port) for e in found}
+
+
 def run_ids(optuna_study: Any) -> dict[int, str]:
     """Trial number -> MLflow run id: the trial's own `mlflow_run_id`, or the one `ablate sync` recorded."""
     ids = {t.number: t.user_attrs["mlflow_run_id"] for t in optuna_study.get_trials(deepcopy=False)

@@ -78,10 +78,10 @@ def experiment_tags(dimensions: Iterable[str]) -> dict[str, str]:
     return {**EXPERIMENT_KIND, SHARE_TAG: json.dumps(shared_state(dimensions))}
 
 
-def url(tracking_uri: str, experiment_id: str, charts: bool = False) -> str:
-    """The view's address: on the tracking server itself, or on `ablate ui`'s (a database has no UI of its own).
-    `charts`: its chart view (the runs compared in `_charts`) rather than its table."""
-    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else f"http://127.0.0.1:{UI_PORT}"
+def url(tracking_uri: str, experiment_id: str, charts: bool = False, port: int = UI_PORT) -> str:
+    """The view's address: on the tracking server itself, or on `ablate ui --port port`'s (a database has no UI
+    of its own). `charts`: its chart view (the runs compared in `_charts`) rather than its table."""
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
     return (f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={SHARE_KEY}"
             + ("&compareRunsMode=CHART" if charts else ""))
 

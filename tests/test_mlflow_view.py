@@ -56,6 +56,7 @@ def test_a_real_mlflow_ui_on_the_store_answers_the_url_with_one_row_per_combinat
     argv = [sys.executable, "-m", "ablate", *command.split()[1:], "--port", str(port)]
     with serving(argv, port, tmp_path / "ui.log") as uri:
         page = url.replace("http://127.0.0.1:5000", uri)
+        assert f"ablate/tiny: {page}\n" in (tmp_path / "ui.log").read_text()  # `ablate ui` names it on its port
         with urllib.request.urlopen(page, timeout=30) as answer:
             assert answer.status == 200 and b"<html" in answer.read().lower()
         experiment_id = re.search(r"/experiments/(\d+)/", page).group(1)
