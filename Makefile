@@ -29,8 +29,8 @@ bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (abo
 gpu:  ## on a CUDA machine: GPU tests, every strategy end to end, mnist_cnn, a ResNet subset, the GPU bench; logs in $$OUT or results/gpu; exit 2 at once without a GPU
 	$(GPU_PYTHON) -m benchmarks.gpu $(ARGS)
 
-ui: $(STAMP)  ## MLflow UI on http://127.0.0.1:5000
-	$(BIN)/ablate ui
+ui: $(STAMP)  ## MLflow UI on http://127.0.0.1:5000 [ARGS="--results DIR --port N"]
+	$(BIN)/ablate ui $(ARGS)
 
 list: $(STAMP)
 	$(BIN)/ablate list

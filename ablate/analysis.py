@@ -20,6 +20,7 @@ import optuna
 from ablate import protocol
 from ablate.records import BASELINE, Record, baseline
 from ablate.study import OFF, Study
+from ablate.words import count
 
 CONFIDENCE = 0.95
 MIN_RESIDUAL_DF = 2  # fewer residual degrees of freedom leave no usable noise estimate
@@ -175,7 +176,7 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
             break
     else:
         if residual_df < MIN_RESIDUAL_DF:
-            return (f"{len(y)} measured combinations are too few to separate {len(main_cols)} techniques from noise "
+            return (f"{count(len(y), 'measured combination')} are too few to separate {count(len(main_cols), 'technique')} from noise "
                     f"(need at least {len(main_cols) + 1 + MIN_RESIDUAL_DF})")
         return "the measured combinations cannot tell some techniques apart (they were always switched together)"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -157,8 +159,9 @@ def _run(args: argparse.Namespace) -> int:
     print(f"\nresults table: {outcome.csv}")
     if not runner.tracker.offline:  # else the warning at the end says what to do
         print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
-              f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}); browse "
-              f"{'it in a web browser' if runner.tracker.on_server else 'with `make ui`'}")
+              f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''})")
+        opener = "" if runner.tracker.on_server else f"run `{_ui_command(args.results)}`, then "
+        print(f"the answer in MLflow's UI: {opener}open {runner.tracker.view_url}")
     for built in outcome.reports:
         print(built.summary())
     _warn_offline(runner.tracker, args)
@@ -293,11 +296,32 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ui_command(results: Path) -> str:
+    """The command that opens the MLflow UI on the store a run with `--results results` used."""
+    return "ablate ui" + ("" if results == RESULTS_DIR else f" --results {shlex.quote(str(results))}")
+
+
 def _ui(args: argparse.Namespace) -> int:
-    from ablate.tracking import tracking_uri
+    from ablate.tracking import study_views, tracking_uri
 
     uri = tracking_uri(args.results)
+    if uri.startswith(("http://", "https://")):
+        raise studies.StudyError(f"MLFLOW_TRACKING_URI is a tracking server, {uri}: it serves the UI itself; "
+                                 "open it in a web browser (`ablate ui` serves a database or folder)")
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        raise studies.StudyError(f"no MLflow store at {uri.removeprefix('sqlite:///')}: run a study with "
+                                 f"--results {args.results} first, or pass the --results folder a run used")
+    with socket.socket() as probe:  # mlflow's server would print the bind error and still exit 0
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a closed port is free
+        try:
+            probe.bind(("127.0.0.1", args.port))
+        except OSError as error:
+            raise studies.StudyError(f"port {args.port} on 127.0.0.1 is in use ({error.strerror}); "
+                                     "choose another with --port N") from None
     print(f"MLflow UI for {uri} at http://127.0.0.1:{args.port}")
+    for name, address in study_views(uri, args.port).items():
+        print(f"  {name}: {address}")
+    sys.stdout.flush()  # exec replaces this process, buffer included
     os.execvp(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                                "--host", "127.0.0.1", "--port", str(args.port)])
     return 0

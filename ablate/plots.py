@@ -1,6 +1,8 @@
 """The report's figures (matplotlib, PNG): each readable on its own, with a title and axis labels that say what is shown."""
 from __future__ import annotations
 
+import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -34,13 +36,15 @@ def speedup_chart(path: Path, speedups: list[Speedup], flagged: set[int], picked
 
 
 def effects_chart(path: Path, throughput: EffectFit | str, accuracy: EffectFit | str, title: str) -> Path:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 1.8 + 0.3 * _rows(throughput)))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 1.8 + 0.3 * max(_rows(throughput), _rows(accuracy))))
     _forest(left, throughput, log=True, xlabel="throughput factor when switched on (log scale), 95% CI")
     _forest(right, accuracy, log=False, xlabel="test accuracy change, percentage points, 95% CI")
     left.set_title("effect on throughput", fontsize=10)
     right.set_title("effect on accuracy", fontsize=10)
-    fig.suptitle(f"{title}\nmain effects, then two-way interactions (a x b); grey: not distinguishable from noise",
-                 fontsize=10)
+    fits = [f for f in (throughput, accuracy) if isinstance(f, EffectFit)]
+    shown = ("main effects (circles) and two-way interactions (a x b, squares)"
+             if any(f.pairs() for f in fits) else "main effects of each technique")
+    fig.suptitle(f"{title}\n{shown}; grey: not distinguishable from noise", fontsize=10)
     return _save(fig, path)
 
 
@@ -50,7 +54,7 @@ def _rows(fit: EffectFit | str) -> int:
 
 def _forest(ax: plt.Axes, fit: EffectFit | str, log: bool, xlabel: str) -> None:
     if isinstance(fit, str):
-        ax.text(0.5, 0.5, f"not estimated:\n{fit}", ha="center", va="center", wrap=True, fontsize=9)
+        ax.text(0.5, 0.5, "not estimated:\n" + textwrap.fill(fit, 60), ha="center", va="center", fontsize=9)
         ax.set_axis_off()
         return
     effects = fit.effects[::-1]
@@ -103,18 +107,34 @@ def pareto_chart(path: Path, records: list[Record], front: list[Record], base: R
     ax.set_ylabel("test accuracy, %")
     ax.set_title(f"{title}\nthroughput against accuracy", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
+    # Below the axes, never over a point (the below-tolerance ones sit in the lower corners).
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return _save(fig, path)
 
 
 def _factor_axis(ax: plt.Axes) -> None:
-    """A log axis labelled x0.8, x1.0, x1.25 rather than in powers of ten."""
+    """A log axis labelled x0.8, x1, x1.25 rather than in powers of ten, its ticks spaced so labels never touch."""
     ax.set_xscale("log")
     low, high = ax.get_xlim()
-    ax.xaxis.set_major_locator(FixedLocator([f for f in FACTOR_TICKS if low <= f <= high]))
+    ax.xaxis.set_major_locator(FixedLocator(_spaced([f for f in FACTOR_TICKS if low <= f <= high], low, high)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"x{v:g}"))
     ax.tick_params(axis="x", labelsize=7)
+
+
+def _spaced(ticks: list[float], low: float, high: float, most: int = 10) -> list[float]:
+    """`ticks`, thinned outwards from x1 so that neighbours are at least 1/`most` of the (log) axis apart."""
+    gap = math.log(high / low) / most
+    if high / low > 10:  # over a decade, the 1-2-5 ticks read best
+        ticks = [t for t in ticks if f"{t:g}".strip("0.") in ("1", "2", "5")]
+    kept = [1.0] if low <= 1.0 <= high else []
+    for side in (sorted(t for t in ticks if t > 1.0), sorted((t for t in ticks if t < 1.0), reverse=True)):
+        last = 1.0 if kept else None
+        for t in side:
+            if last is None or abs(math.log(t / last)) >= gap:
+                kept.append(t)
+                last = t
+    return sorted(kept)
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:

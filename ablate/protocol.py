@@ -48,6 +48,8 @@ from typing import Hashable, Iterable, Sequence
 
 from scipy import stats
 
+from ablate.words import count
+
 CONFIDENCE = 0.95
 MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (its interval comes from them)
 MIN_POOLED_DF = 2  # fewer pooled degrees of freedom: fall back on the baseline's spread
@@ -72,10 +74,11 @@ class Settings:
 
     def describe(self) -> str:
         if self.full_blocks:
-            return f"every combination in each of {self.full_blocks} blocks, in a random order per block"
-        text = (f"screening in blocks of {self.block_size} combinations plus {self.screen_baselines} baseline "
-                f"measurement{'s' if self.screen_baselines > 1 else ''}, in a random order per block")
-        return text + (f"; then racing of up to {self.contenders} contenders in at most {self.race_blocks} blocks"
+            return f"every combination in each of {count(self.full_blocks, 'block')}, in a random order per block"
+        text = (f"screening in blocks of {count(self.block_size, 'combination')} plus "
+                f"{count(self.screen_baselines, 'baseline measurement')}, in a random order per block")
+        return text + (f"; then racing of up to {count(self.contenders, 'contender')} in at most "
+                       f"{count(self.race_blocks, 'block')}"
                        if self.racing else "; no racing")
 
 
@@ -277,7 +280,7 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
         return Race(leader, (), n_race, None, f"the leader is distinguishable from every other after {n_race} race blocks")
     if n_race >= settings.race_blocks:
         return Race(leader, tuple(still), n_race, None,
-                    f"the race stopped at its maximum of {settings.race_blocks} blocks"
+                    f"the race stopped at its maximum of {count(settings.race_blocks, 'block')}"
                     + (f" with {len(still)} still indistinguishable from the leader" if still else ""))
     members = [c for c in [leader, *still] if c != baseline][: max(1, settings.contenders)]
     if not members:

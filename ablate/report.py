@@ -21,6 +21,7 @@ from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
 from ablate.records import BASELINE, Record, baseline, by_device
 from ablate.study import Study
 from ablate.trial import BASELINE_FP32
+from ablate.words import count
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Report:
         if self.recommended:
             m = self.metrics
             interval = (f" [{m['recommended.speedup.low']:.2f}, {m['recommended.speedup.high']:.2f}] (95%, "
-                        f"{m['recommended.blocks']:.0f} blocks)" if "recommended.speedup.low" in m
+                        f"{count(m['recommended.blocks'], 'block')})" if "recommended.speedup.low" in m
                         and self.recommended.combination != BASELINE else "")
             lines.append(f"recommended: {self.recommended.combination} "
                          f"(x{m.get('recommended.speedup', float('nan')):.2f}{interval} the baseline's throughput)")
@@ -153,9 +154,9 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
         f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, dataset `{study.dataset}`; "
         f"budget {study.budget.train_samples:,} training samples for accuracy, {study.budget.windows} timed windows "
         f"of {study.budget.window_samples:,} samples after {study.budget.warmup_samples:,} warm-up samples",
-        f"- Trials: {len(records)} combinations: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
-        + f"; {sum(len([m for m in r.measurements if m.complete]) for r in records)} throughput measurements in "
-        f"{len({m.block for r in records for m in r.measurements})} blocks",
+        f"- Trials: {count(len(records), 'combination')}: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+        + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
+        f"in {count(len({m.block for r in records for m in r.measurements}), 'block')}",
         f"- Protocol: {_design(study, stored).describe()}. "
         + (f"Race: {stored['race']['why']}." if stored.get("race") else ""),
         f"- Host noise: the baseline's throughput varied by {100 * cv:.1f}% (coefficient of variation) across "
@@ -221,7 +222,10 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
             "numbers unchanged (\"acc from\" names the trial), with one seed: accuracy changes have no repeats and "
             "so no per-combination interval.", ""]
 
-    out += ["## What each technique is worth", "", "![main effects and interactions](effects.png)", ""]
+    out += ["## What each technique is worth", ""]
+    if any(isinstance(f, EffectFit) for f in (throughput, accuracy)):  # else the figure would be text only
+        pairs = any(f.pairs() for f in (throughput, accuracy) if isinstance(f, EffectFit))
+        out += [f"![{'main effects and interactions' if pairs else 'main effects'}](effects.png)", ""]
     out += _effects_section(throughput, accuracy, numeric_dims)
 
     out += ["## One-off costs: compilation and its break-even", ""]
@@ -236,7 +240,7 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
             pays = sorted(b.steps for b in mine if b.steps is not None)
             cost = sorted(b.extra_s for b in mine)[len(mine) // 2]
             out.append(f"- **{technique}**: median one-off cost {cost:.2f} s; faster per step in {len(pays)} of "
-                       f"{len(mine)} combinations" + (f", paying for itself after {pays[len(pays) // 2]:,.0f} steps "
+                       f"{count(len(mine), 'combination')}" + (f", paying for itself after {count(round(pays[len(pays) // 2]), 'step')} "
                                                       "(median of those)" if pays else "") + ".")
         out += ["", "| combination | technique | one-off cost s | saved per step ms | break-even steps | "
                 "budget time s (vs without) |", "|---|---|---:|---:|---:|---|"]
@@ -258,8 +262,9 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
     else:
         out += [f"Every complete combination is within {tol:g} points of the baseline's {base.accuracy:.2f}%.", ""]
 
-    out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
-    out += [f"- {r.combination}: {r.throughput:.0f} samples/s, {r.accuracy:.2f}%" for r in front] + [""]
+    if front:  # accuracy was measured
+        out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
+        out += [f"- {r.combination}: {r.throughput:.0f} samples/s, {r.accuracy:.2f}%" for r in front] + [""]
 
     others = [r for r in records if not r.complete]
     if others:
@@ -274,9 +279,10 @@ def _effects_section(throughput: EffectFit | str, accuracy: EffectFit | str, num
     if isinstance(throughput, str):
         return [f"Effects on throughput not estimated: {throughput}.", ""]
     out += [throughput.note, "",
-            "A main effect is the throughput factor when the technique is switched on; an interaction (a x b) is "
-            "the extra factor when both are on, beyond the product of their separate factors (x1.00 = they add up). "
-            "\"Yes\" means the 95% interval excludes no effect; with this many terms about one in twenty "
+            "A main effect is the throughput factor when the technique is switched on"
+            + ("; an interaction (a x b) is the extra factor when both are on, beyond the product of their separate "
+               "factors (x1.00 = they add up). " if throughput.pairs() else ". ")
+            + "\"Yes\" means the 95% interval excludes no effect; with this many terms about one in twenty "
             "null effects crosses that line by chance.", ""]
     acc = {e.term: e for e in accuracy.effects} if isinstance(accuracy, EffectFit) else {}
     out += ["| technique | throughput (95% CI) | distinguishable | accuracy, points (95% CI) | distinguishable |",
@@ -286,8 +292,9 @@ def _effects_section(throughput: EffectFit | str, accuracy: EffectFit | str, num
         out.append(f"| {e.term} | {_factor(e.interval.exp())} | {_yes(e)} | "
                    f"{_points_ci(a.interval) if a else 'n/a' if e.dims[0] in numeric_dims else '0 by construction'} | "
                    f"{_yes(a) if a else ''} |")
-    out += ["", "| interaction | throughput (95% CI) | distinguishable | accuracy, points (95% CI) | distinguishable |",
-            "|---|---|---|---|---|"]
+    if throughput.pairs():
+        out += ["", "| interaction | throughput (95% CI) | distinguishable | accuracy, points (95% CI) | distinguishable |",
+                "|---|---|---|---|---|"]
     for e in throughput.pairs():
         a = acc.get(e.term)
         out.append(f"| {e.term} | {_factor(e.interval.exp())} | {_yes(e)} | {_points_ci(a.interval) if a else ''} | "

@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import analysis, claim, protocol, records, report, results
+from ablate import analysis, claim, protocol, records, report, results, view
 from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
 from ablate.recovery import Recovery
@@ -372,10 +372,10 @@ class Runner:
         if self.parent_id:
             # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
             ids = run_ids(self.optuna)
-            pooled = {(row["device"], row["combination"]): results.comparisons(row) for row in table}
+            pooled = view.rows(stored, table, self.study.accuracy_tolerance)
             for m in (m for r in stored for m in r.measurements):
                 if ids.get(m.number) and (found := pooled.get((m.device, m.combination))):
-                    self.tracker.log_metrics(ids[m.number], found)
+                    self.tracker.log_metrics(ids[m.number], found.metrics, found.tags_for(m.number))
             self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
         return Outcome(table, csv, ran, self.tracker.uri, self.parent_id, reports)
 

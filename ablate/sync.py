@@ -16,7 +16,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial
 
-from ablate import records, results
+from ablate import records, results, view
 from ablate.machine import Machine
 from ablate.interrupts import INTERRUPTED
 from ablate.runner import combination_label
@@ -41,12 +41,13 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
         parent = tracker.new_parent(search)
         if parent:
             stored.set_user_attr(PARENT_ATTR, parent)
-    by_combination = {(row["device"], row["combination"]): row for row in results.rows(records.load(stored))}
+    loaded = records.load(stored)
+    by_combination = view.rows(loaded, results.rows(loaded), study.accuracy_tolerance)
     mapping = dict(stored.user_attrs.get(RUNS_ATTR, {}))
     pushed = 0
     for trial, (options, stack) in missing:
         device = {**records.UNKNOWN_MACHINE, **trial.user_attrs.get("machine", {})}["device_name"]
-        row = by_combination.get((device, trial.user_attrs.get("combination")), {})
+        row = by_combination.get((device, trial.user_attrs.get("combination")))
         run_id = _push(tracker, parent, trial, options, stack, row)
         if not run_id:
             break  # MLflow went away mid-sync: the Tracker said so; what was pushed is recorded
@@ -71,7 +72,7 @@ def _composed(study: Study, trial: FrozenTrial) -> tuple[tuple[Option, ...], Sta
 
 
 def _push(tracker: Tracker, parent: str | None, trial: FrozenTrial, options: tuple[Option, ...], stack: Stack,
-          row: dict) -> str | None:
+          row: view.Row | None) -> str | None:
     a = trial.user_attrs
     combination = a.get("combination") or combination_label(options)
     machine = Machine(**{f.name: {**records.UNKNOWN_MACHINE, **a.get("machine", {})}[f.name]
@@ -79,8 +80,9 @@ def _push(tracker: Tracker, parent: str | None, trial: FrozenTrial, options: tup
     run_id = tracker.start_trial(parent, trial.number, combination, trial_params(trial.params, stack.params()),
                                  machine=machine, start_time=_ms(trial.datetime_start), block=a.get("block", 0))
     state, reason, metrics, tags = records.mlflow_payload(a, trial.state.name.lower())
-    if state == "complete":
-        metrics = {**metrics, **results.comparisons(row)}
+    if row:  # its combination's pooled comparisons, and whether it is the combination's row in the view
+        tags = {**tags, **row.tags_for(trial.number)}
+        metrics = {**metrics, **row.metrics} if state == "complete" else metrics
     reason = INTERRUPTED if state == "killed" else reason
     tracker.finish_trial(run_id, state, reason, metrics=metrics, tags=tags, end_time=_ms(trial.datetime_complete))
     return None if tracker.offline else run_id

@@ -30,6 +30,7 @@ from mlflow.environment_variables import (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLO
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from ablate import view
 from ablate.machine import Machine
 from ablate.study import Study
 
@@ -51,6 +52,12 @@ def tracking_uri(results: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(results / 'mlflow.db').resolve()}"
 
 
+def study_views(uri: str, port: int) -> dict[str, str]:
+    """Each study's experiment in the store at `uri` -> the address of its view on `ablate ui --port port`."""
+    found = MlflowClient(tracking_uri=uri).search_experiments(filter_string="name LIKE 'ablate/%'")
+    return {e.name: view.url(uri, e.experiment_id, port=port) for e in found}
+
+
 def run_ids(optuna_study: Any) -> dict[int, str]:
     """Trial number -> MLflow run id: the trial's own `mlflow_run_id`, or the one `ablate sync` recorded."""
     ids = {t.number: t.user_attrs["mlflow_run_id"] for t in optuna_study.get_trials(deepcopy=False)
@@ -60,8 +67,11 @@ def run_ids(optuna_study: Any) -> dict[int, str]:
 
 
 def trial_params(levels: Mapping[str, str], strategy_params: Mapping[str, Any]) -> dict[str, Any]:
-    """A trial run's params: each dimension's level as ``dim.NAME``, then the composed strategies' own settings."""
-    return {**{f"dim.{dim}": label for dim, label in levels.items()}, **strategy_params}
+    """A trial run's params: each dimension's level as ``dim.NAME``, then the composed strategies' own settings as
+    ``strategy.NAME.SETTING``. MLflow's Compare view plots the first three differing params in sorted order:
+    the prefixes make those the study's dimensions."""
+    return {**{f"{view.DIMENSION}{dim}": label for dim, label in levels.items()},
+            **{f"{view.SETTING}{key}": value for key, value in strategy_params.items()}}
 
 
 @contextlib.contextmanager
@@ -118,18 +128,29 @@ class Tracker:
             self._go_offline(error)
 
     def _experiment(self, name: str, results: Path) -> str:
-        """The study's experiment id, created if missing. A tracking server stores artifacts where it was told
-        to (`--artifacts-destination`); a local database keeps them beside itself in the results folder."""
+        """The study's experiment id, created if missing, with the tags that make MLflow's UI open on the answer
+        (`ablate.view`; set again on an existing one, so its view follows the study's dimensions). A tracking
+        server stores artifacts where it was told to (`--artifacts-destination`); a local database keeps them
+        beside itself in the results folder."""
+        tags = view.experiment_tags(dim for dim, _ in self.study.space)
         if experiment := self.client.get_experiment_by_name(name):
+            for key, value in tags.items():
+                if experiment.tags.get(key) != value:
+                    self.client.set_experiment_tag(experiment.experiment_id, key, value)
             return experiment.experiment_id
         local = None if self.on_server else (results / "mlartifacts").resolve().as_uri()
         try:
-            return self.client.create_experiment(name, artifact_location=local)
+            return self.client.create_experiment(name, artifact_location=local, tags=tags)
         except MlflowException as error:
             if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
                 raise
             # Workers started together: another one created it between our lookup and our create.
             return self.client.get_experiment_by_name(name).experiment_id
+
+    @property
+    def view_url(self) -> str | None:
+        """Where MLflow's UI shows this study's answer (`ablate.view`); None when offline."""
+        return None if self.offline or self.experiment_id is None else view.url(self.uri, self.experiment_id)
 
     @property
     def on_server(self) -> bool:
@@ -180,7 +201,7 @@ class Tracker:
         """A child run for one measurement; `machine` and `start_time` (ms) default to this process's machine and now."""
         if not parent_id:
             return None
-        name = f"{combination} [block {block}] #{number}"
+        name = f"{combination} · block {block} · #{number}"
         tags = {**self._tags(machine), MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: name,
                 "ablate.trial_number": str(number), "ablate.combination": combination, "ablate.state": "running"}
         run = self.client.create_run(self.experiment_id, start_time=start_time, tags=tags, run_name=tags[MLFLOW_RUN_NAME])
@@ -196,9 +217,9 @@ class Tracker:
         self.client.set_terminated(run_id, status=STATUS[state], end_time=end_time)
 
     @_tolerant
-    def log_metrics(self, run_id: str | None, metrics: dict[str, float]) -> None:
+    def log_metrics(self, run_id: str | None, metrics: Mapping[str, float], tags: dict[str, str] | None = None) -> None:
         if run_id:
-            self._log(run_id, metrics=metrics)
+            self._log(run_id, metrics=metrics, tags=tags)
 
     @_tolerant
     def log_report(self, run_id: str | None, folder: Path, metrics: dict[str, float]) -> None:

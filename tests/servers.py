@@ -21,7 +21,7 @@ import pytest
 DEFAULT_POSTGRES = "postgresql://ablate:ablate@127.0.0.1:5432/ablate"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -62,13 +62,20 @@ def postgres() -> Iterator[str]:
 def mlflow_server(tmp_path: Path) -> Iterator[str]:
     """A real `mlflow server` on 127.0.0.1, as the README starts one: its own PostgreSQL database as the
     backend store, artifacts proxied by the server. Its http:// URI."""
-    port = _free_port()
-    log_path = tmp_path / "mlflow-server.log"
-    with _fresh_database() as backend, log_path.open("w") as log:
-        server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                                   "--backend-store-uri", backend,
-                                   "--artifacts-destination", str(tmp_path / "mlflow-artifacts"),
-                                   "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    port = free_port()
+    with _fresh_database() as backend, serving([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+                                                "--port", str(port), "--backend-store-uri", backend,
+                                                "--artifacts-destination", str(tmp_path / "mlflow-artifacts"),
+                                                "--workers", "1"], port, tmp_path / "mlflow-server.log") as uri:
+        yield uri
+
+
+@contextlib.contextmanager
+def serving(command: list[str], port: int, log_path: Path) -> Iterator[str]:
+    """Start `command` (an MLflow UI or tracking server listening on `port`), wait until it answers /health,
+    yield its http:// URI, and kill it (its whole session) afterwards."""
+    with log_path.open("w") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         uri = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 120
@@ -78,7 +85,7 @@ def mlflow_server(tmp_path: Path) -> Iterator[str]:
                     break
                 except OSError:
                     if server.poll() is not None or time.monotonic() > deadline:
-                        pytest.fail(f"mlflow server did not start: {log_path.read_text()[-2000:]}")
+                        pytest.fail(f"{' '.join(command[:4])} did not start: {log_path.read_text()[-2000:]}")
                     time.sleep(0.5)
             yield uri
         finally:

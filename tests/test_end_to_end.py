@@ -78,7 +78,7 @@ def test_mlflow_has_a_parent_and_one_child_per_measurement_with_the_pooled_speed
             assert run.data.tags[tag]
     assert all(len(values) == 1 for values in pooled.values())  # every measurement shows its combination's estimate
     amp_runs = [r for r in complete if r.data.params["dim.amp"] != "off"]
-    assert all(r.data.params["amp.dtype"] == "bf16" for r in amp_runs)
+    assert all(r.data.params["strategy.amp.dtype"] == "bf16" for r in amp_runs)
     skipped = [r for r in children if r.data.tags["ablate.state"] == "skipped"]
     assert len(skipped) == COMBINATIONS - RUN_ON_CPU and all(r.data.tags["ablate.reason"] for r in skipped)
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}

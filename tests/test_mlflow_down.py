@@ -119,6 +119,10 @@ def test_study_runs_with_mlflow_down_and_sync_pushes_the_runs_later(mnist, tmp_p
             assert run.data.metrics["throughput"] == t.user_attrs["metrics"]["throughput"]
             assert "speedup" in run.data.metrics
             assert run.data.tags["ablate.accuracy_from"] == str(t.user_attrs["accuracy_from"])
+            assert run.data.tags["speed-up"].startswith(f"x{run.data.metrics['speedup']:.2f}")
+    # As `ablate run` logs them: one run per combination is its row in the MLflow view, named after it.
+    rows = [r for r in children.values() if r.data.tags["ablate.row"] == "combination"]
+    assert sorted(r.info.run_name for r in rows) == sorted({t.user_attrs["combination"] for t in trials})
 
     assert main(["sync", *args]) == 0  # idempotent: nothing is pushed twice
     assert "nothing to sync" in capsys.readouterr().out
