@@ -219,16 +219,17 @@ def _one_off_s(r: Record) -> float:
     return r.metrics.get("prepare_model_s", 0.0) + r.metrics.get("first_step_s", 0.0)
 
 
-def _budget_s(r: Record, budget_samples: int) -> tuple[float, bool]:
+def _budget_s(r: Record, budget_samples: int, units_per_sample: int) -> tuple[float, bool]:
     if r.accuracy_trained and r.metrics.get("train_time_s"):
         return r.metrics.get("prepare_model_s", 0.0) + r.metrics["train_time_s"], True
     rest = max(0, budget_samples - (r.batch_size or 0))
-    return _one_off_s(r) + rest / r.throughput, False
+    return _one_off_s(r) + rest * units_per_sample / r.throughput, False
 
 
 def break_even(records: list[Record], study: Study) -> list[BreakEven]:
     """For every technique with a one-off cost (compilation), when it has paid for itself."""
     index = {tuple(sorted(r.levels.items())): r for r in records if r.complete}
+    per_sample = study.task.units_per_sample  # throughput counts tokens for a language model; steps count samples
     out = []
     for r in records:
         if not r.complete:
@@ -241,10 +242,10 @@ def break_even(records: list[Record], study: Study) -> list[BreakEven]:
             if eager is None or not r.batch_size:
                 continue
             extra = _one_off_s(r) - _one_off_s(eager)
-            saving = r.batch_size / eager.throughput - r.batch_size / r.throughput
+            saving = r.batch_size * per_sample / eager.throughput - r.batch_size * per_sample / r.throughput
             steps = max(0.0, extra / saving) if saving > 0 else None
-            (budget, m1), (eager_budget, m2) = (_budget_s(r, study.budget.train_samples),
-                                                _budget_s(eager, study.budget.train_samples))
+            (budget, m1), (eager_budget, m2) = (_budget_s(r, study.budget.train_samples, per_sample),
+                                                _budget_s(eager, study.budget.train_samples, per_sample))
             out.append(BreakEven(r, eager, level, extra, saving, steps, budget, eager_budget, m1 and m2))
     return out
 

@@ -29,7 +29,7 @@ def speedup_chart(path: Path, speedups: list[Speedup], flagged: set[int], picked
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(rows)), [s.record.combination for s in rows], fontsize=7)
     _factor_axis(ax)
-    ax.set_xlabel("speed-up over the baseline (samples/s ratio, log scale), 95% CI from the blocks (between-process noise)")
+    ax.set_xlabel("speed-up over the baseline (throughput ratio, log scale), 95% CI from the blocks (between-process noise)")
     ax.set_title(f"{title}\ngreen: recommended; red: accuracy below the baseline by more than the tolerance", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
@@ -72,7 +72,7 @@ def _forest(ax: plt.Axes, fit: EffectFit | str, log: bool, xlabel: str) -> None:
 
 
 def pareto_chart(path: Path, records: list[Record], front: list[Record], base: Record | None, tolerance: float,
-                 flagged: set[int], picked: int | None, title: str) -> Path:
+                 flagged: set[int], picked: int | None, title: str, unit: str = "samples") -> Path:
     done = [r for r in records if r.complete and r.accuracy is not None]
     fig, ax = plt.subplots(figsize=(10, 6.5))
     if not done:
@@ -103,7 +103,7 @@ def pareto_chart(path: Path, records: list[Record], front: list[Record], base: R
     chosen = next((r for r in done if r.number == picked), None)
     if chosen:
         ax.scatter([chosen.throughput], [chosen.accuracy], color=PICK, marker="*", s=200, label="recommended", zorder=4)
-    ax.set_xlabel("training throughput, samples/s (geometric mean over its measurements)")
+    ax.set_xlabel(f"training throughput, {unit}/s (geometric mean over its measurements)")
     ax.set_ylabel("test accuracy, %")
     ax.set_title(f"{title}\nthroughput against accuracy", fontsize=10)
     ax.grid(alpha=0.3)

@@ -18,6 +18,7 @@ import markdown
 
 from ablate import analysis, plots, protocol
 from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
+from ablate.mfu import peak
 from ablate.records import BASELINE, Record, baseline, by_device
 from ablate.study import Study
 from ablate.trial import BASELINE_FP32
@@ -57,6 +58,13 @@ CACHES = ("Each measurement runs in a fresh process with a cold compile cache: i
           "compiled code and a compiled combination pays its full compilation every time, whatever ran before it. "
           "The dataset files are read from disk by every trial (the operating system's file cache may be warm "
           "after the first); that affects the data loading time only, which is outside the timed windows.")
+MEMORY = {
+    "cuda": "Peak MB: the most memory this process's tensors held on the device during the timed windows "
+            "(compilation, warm-up and evaluations left out), so activation checkpointing's saving shows in full.",
+    "cpu": "Peak MB: the trial process's peak resident set size, which cannot be reset on a CPU: it covers the whole "
+           "trial (the interpreter, torch, the data, compilation and evaluations), so a saving in activations reads "
+           "smaller there than on a GPU, where only the timed windows' tensors count.",
+}
 NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the log scale: say so
 
 
@@ -89,7 +97,7 @@ def _build_one(study: Study, records: list[Record], search: str, folder: Path, d
         plots.speedup_chart(folder / "speedup.png", speedups, flagged_numbers, picked and picked.number, title),
         plots.effects_chart(folder / "effects.png", throughput, accuracy, title),
         plots.pareto_chart(folder / "pareto.png", records, front, base, tolerance, flagged_numbers,
-                           picked and picked.number, title),
+                           picked and picked.number, title, study.throughput_unit),
     ]
     cv = protocol.baseline_cv(analysis.protocol_measurements(records), BASELINE)
     text = _markdown(study, records, search, device, speedups, throughput, accuracy, numeric_dims, flagged, front,
@@ -103,6 +111,21 @@ def _build_one(study: Study, records: list[Record], search: str, folder: Path, d
                                            race), indent=2) + "\n")
     return Report(device, folder, md, html, summary, figures, picked, compose,
                   _metrics(speedups, throughput, accuracy, picked, flagged, cv))
+
+
+def _samples(study: Study) -> str:
+    per = study.task.units_per_sample
+    return f"sequences of {per:,} tokens" if study.throughput_unit == "tokens" else "samples"
+
+
+def _memory(r: Record, base: Record | None) -> str:
+    """Peak memory, and its change from the baseline's (what activation checkpointing is for)."""
+    mine, theirs = r.metrics.get("peak_memory_mb"), base.metrics.get("peak_memory_mb") if base else None
+    if mine is None:
+        return ""
+    if not theirs or r is base:
+        return f"{mine:,.0f}"
+    return f"{mine:,.0f} ({100 * (mine / theirs - 1):+.0f}%)"
 
 
 def _design(study: Study, stored: dict) -> protocol.Settings:
@@ -122,7 +145,8 @@ def _summary(study: Study, records: list[Record], search: str, device: str, spee
         return {"combination": r.combination, "speedup": e.factor,
                 "low": s.factor.low if s.factor else None, "high": s.factor.high if s.factor else None,
                 "blocks": e.blocks, "log_se": e.se, "df": e.df, "phase": e.phase, "noise": e.noise,
-                "samples_per_s": r.throughput, "accuracy": r.accuracy,
+                "throughput": r.throughput, "throughput_unit": f"{study.throughput_unit}/s",
+                "peak_memory_mb": r.metrics.get("peak_memory_mb"), "mfu": r.metrics.get("mfu"), "accuracy": r.accuracy,
                 "accuracy_change": (r.accuracy - base.accuracy
                                     if base and base.accuracy is not None and r.accuracy is not None else None),
                 "parity": None if r.accuracy is None else r.number not in flagged_numbers}
@@ -145,6 +169,8 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
               breaks: list[BreakEven], cv: float | None, stored: dict) -> str:
     base = baseline(records)
     states = Counter(r.state for r in records)
+    mfu = peak(device) if any("mfu" in r.metrics for r in records) else None  # `device` is the device's name
+    device_type = "cuda" if any(str(r.machine.get("device", "")).startswith("cuda") for r in records) else "cpu"
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     out = [
         f"# ablate report: {study.name} ({search}) on {device}",
@@ -152,8 +178,9 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
         f"- Device: **{device}**; torch {', '.join(machines['torch'])}; commit {', '.join(machines['commit'])}; "
         f"host {', '.join(machines['host'])}",
         f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, dataset `{study.dataset}`; "
-        f"budget {study.budget.train_samples:,} training samples for accuracy, {study.budget.windows} timed windows "
-        f"of {study.budget.window_samples:,} samples after {study.budget.warmup_samples:,} warm-up samples",
+        f"budget {study.budget.train_samples:,} training {_samples(study)} for accuracy, {study.budget.windows} timed "
+        f"windows of {study.budget.window_samples:,} after {study.budget.warmup_samples:,} warm-up ones; "
+        f"throughput in {study.throughput_unit}/s",
         f"- Trials: {count(len(records), 'combination')}: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
         + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
         f"in {count(len({m.block for r in records for m in r.measurements}), 'block')}",
@@ -206,8 +233,9 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
             "baselines within each screening block, pooled (\"paired\"; \"baseline\" when the baselines are the "
             "only source), or a combination's own spread across its blocks where that is wider (\"own\").", "",
             "![speed-up per combination](speedup.png)", "",
-            "| combination | samples/s | speed-up (95% CI) | blocks | noise | test acc % | Δ acc (points) | acc from | parity |",
-            "|---|---:|---|---:|---|---:|---:|---:|---|"]
+            f"| combination | {study.throughput_unit}/s | speed-up (95% CI) | blocks | noise | test acc % | "
+            f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}",
+            f"|---|---:|---|---:|---|---:|---:|---:|---|---:|{'---:|' if mfu else ''}"]
     flagged_numbers = {r.number for r in flagged}
     for s in speedups:
         r = s.record
@@ -217,7 +245,12 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
                    f"{'' if r.combination == BASELINE else s.estimate.noise} | "
                    f"{'' if r.accuracy is None else f'{r.accuracy:.2f}'} | {delta} | "
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
-                   f"{'**below tolerance**' if r.number in flagged_numbers else 'ok'} |")
+                   f"{'**below tolerance**' if r.number in flagged_numbers else 'ok'} | {_memory(r, base)} |"
+                   + (f" {100 * r.metrics['mfu']:.1f}% |" if mfu and 'mfu' in r.metrics else " |" if mfu else ""))
+    out += ["", MEMORY[device_type]]
+    if mfu:
+        out += ["", f"MFU: {study.throughput_unit}/s x the model's training FLOPs per token / the device's dense "
+                f"BF16 peak ({mfu.tflops:g} TFLOPS: {mfu.source}), whatever precision the combination ran in."]
     out += ["", "Accuracy was trained once per group of combinations that differ only in techniques that leave the "
             "numbers unchanged (\"acc from\" names the trial), with one seed: accuracy changes have no repeats and "
             "so no per-combination interval.", ""]
@@ -264,7 +297,8 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
 
     if front:  # accuracy was measured
         out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
-        out += [f"- {r.combination}: {r.throughput:.0f} samples/s, {r.accuracy:.2f}%" for r in front] + [""]
+        out += [f"- {r.combination}: {r.throughput:.0f} {study.throughput_unit}/s, {r.accuracy:.2f}%"
+                for r in front] + [""]
 
     others = [r for r in records if not r.complete]
     if others:

@@ -175,6 +175,21 @@ def test_break_even_steps_and_budget_time_of_compilation(tmp_path: Path):
     assert analysis.break_even([eager, slower], study)[0].steps is None  # never pays off
 
 
+def test_break_even_of_a_language_model_counts_steps_in_sequences_while_throughput_counts_tokens(tmp_path: Path):
+    path = tmp_path / "graph.yaml"
+    path.write_text(GRAPH_STUDY.replace("model: mnist_cnn\ndataset: mnist", "model: byte_gpt\ndataset: kjv\n"
+                                        "task: {next_token: {seq_len: 100}}"))
+    study = studies.load(str(path), "cpu")
+    common = {"train_samples": 640.0, "train_steps": 10.0, "prepare_model_s": 0.0}
+    eager = Record(0, BASELINE, {"amp": "off", "graph": "off"}, "complete",  # 1,000 sequences/s
+                   metrics={**common, "throughput": 100_000.0, "first_step_s": 0.1})
+    compiled = Record(1, "compile", {"amp": "off", "graph": "compile"}, "complete",
+                      metrics={**common, "throughput": 200_000.0, "first_step_s": 10.1})
+    (b,) = analysis.break_even([eager, compiled], study)
+    assert b.saving_per_step_s == pytest.approx(64 / 1000 - 64 / 2000)  # the same steps as the image case
+    assert b.budget_s == pytest.approx(10.1 + (6400 - 64) / 2000)
+
+
 def test_compose_line_names_the_strategies_to_paste(tmp_path: Path):
     path = tmp_path / "graph.yaml"
     path.write_text(GRAPH_STUDY)

@@ -37,6 +37,10 @@ def test_the_tiny_transformer_study_runs_end_to_end_in_tokens_per_second(tmp_pat
         assert "mfu" not in m  # no known peak for a CPU: no figure rather than a guess
     trained = [r for r in complete if r.data.tags.get("ablate.accuracy_from") == r.data.tags["ablate.trial_number"]]
     assert trained and all("target_reached" in r.data.metrics for r in trained)
+    report = (tmp_path / "tiny_gpt" / "report" / "grid" / "report.md").read_text()
+    assert "| tokens/s |" in report and "sequences of 32 tokens" in report and "samples/s" not in report
+    assert "peak MB (vs baseline)" in report and "peak resident set size" in report  # what checkpointing saves
+    assert "MFU" not in report  # no peak known for this CPU
 
 
 def test_a_users_own_loss_function_is_trained_and_judged_on_its_held_out_loss(tmp_path, mnist):
