@@ -186,3 +186,29 @@ def test_the_kjv_corpus_loads_from_the_data_root():
     assert len(splits.train) == (int(4_404_412 * 0.9) - 1) // 256
     text = bytes(splits.train[0][0].tolist()).decode("ascii")
     assert "In the beginning" in text
+
+
+def test_the_report_of_a_language_model_on_a_known_gpu_gives_mfu_with_its_peak_and_memory_saved(tmp_path):
+    from ablate import report
+    from ablate.records import BASELINE, Record, combine
+
+    path = tmp_path / "s.yaml"
+    path.write_text("model: byte_gpt\ndataset: kjv\ntask: next_token\nspace: {amp: [off, {amp: {dtype: bf16}}]}\n")
+    loaded = study.load(str(path), "cuda")
+    h100 = {"device": "cuda:0", "device_name": "NVIDIA H100 80GB HBM3", "torch": "2.11", "commit": "c", "host": "h"}
+
+    def measured(number: int, combination: str, rate: float, block: int, memory: float) -> Record:
+        levels = {"amp": "off" if combination == BASELINE else combination}
+        return Record(number, combination, levels, "complete", block=block, machine=h100, accuracy_trained=block == 0,
+                      metrics={"throughput": rate, "throughput_window_0": rate, "mfu": rate * 7e7 / 989.5e12,
+                               "peak_memory_mb": memory, "test_accuracy": 40.0, "train_samples": 640.0,
+                               "train_steps": 10.0})
+
+    records = combine([measured(2 * b, BASELINE, 1e6 * (1 + b / 100), b, 1000.0) for b in range(3)]
+                      + [measured(2 * b + 1, "amp(dtype=bf16)", 2e6 * (1 + b / 50), b, 600.0) for b in range(3)])
+    (built,) = report.build(loaded, records, "grid", tmp_path / "report")
+    text = built.markdown.read_text()
+    assert "| tokens/s |" in text and "| MFU |" in text and "989.5 TFLOPS" in text and "H100 SXM" in text
+    row = next(line for line in text.splitlines() if line.startswith("| amp(dtype=bf16) |"))
+    assert "600 (-40%)" in row and f"| {100 * 2e6 * 7e7 / 989.5e12:.1f}% |" in row  # the MFU of the trained one
+    assert "timed windows" in text  # CUDA memory: the windows' tensors only
