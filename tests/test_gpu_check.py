@@ -28,3 +28,12 @@ def test_a_failed_trial_or_a_skip_without_reason_is_a_problem(tmp_path):
                      "2,compile,failed,compile: boom\n3,amp,skipped,\n")
     assert catalogue_problems(table) == ["compile failed: compile: boom", "amp was skipped without a reason"]
     assert catalogue_problems(tmp_path / "missing.csv") == [f"no results table at {tmp_path / 'missing.csv'}"]
+
+
+def test_steps_can_be_run_one_at_a_time_and_an_unknown_one_is_refused(tmp_path):
+    from benchmarks.gpu.__main__ import STEPS, _steps
+
+    assert tuple(name for name, _ in _steps(tmp_path)) == STEPS and "gpt_kjv" in STEPS
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "--steps", "gpt-kjv"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "unknown step gpt-kjv; choose from gpu-tests" in done.stderr

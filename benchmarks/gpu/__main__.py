@@ -1,6 +1,6 @@
 """`make gpu`: everything worth checking on a lent CUDA machine, in one command (about 20 minutes on an H100).
 
-    python -m benchmarks.gpu [--out DIR]
+    python -m benchmarks.gpu [--out DIR] [--steps gpu-tests,catalogue,...]
 
 In order, each step logged to DIR/<step>.log (DIR: --out, else $OUT when set, else results/gpu):
 
@@ -11,6 +11,10 @@ In order, each step logged to DIR/<step>.log (DIR: --out, else $OUT when set, el
     resnet        benchmarks/gpu/resnet_amp_channels_last.yaml: AMP's and channels_last's effect on ResNet-18
     bench         the GPU part of `make bench` (--no-grid), which rewrites the cuda section of
                   benchmarks/RESULTS.md (GPU, torch, commit)
+    gpt_kjv       the gpt_kjv transformer study on CUDA as a guided search of 24 trials (float8 needs torchao:
+                  pip install 'ablate[float8]', or carry its wheel)
+
+`--steps` runs only the named ones, in that order: a lent machine takes at most 10 minutes a command.
 
 Then DIR/summary.md (and the gpu-check section of benchmarks/RESULTS.md) lists each step's outcome with the GPU
 name, driver, torch version and commit. Exit status: 0 when every step passed, 1 when one failed, and 2 at
@@ -43,7 +47,11 @@ def _steps(out: Path) -> list[tuple[str, list[str]]]:
         ("mnist_cnn", [*run, "mnist_cnn", *where]),
         ("resnet", [*run, str(HERE / "resnet_amp_channels_last.yaml"), *where]),
         ("bench", [py, "-m", "benchmarks", "--device", "cuda", "--no-grid", "--results", str(out / "bench")]),
+        ("gpt_kjv", [*run, "gpt_kjv", *where, "--search", "optuna", "--trials", "24"]),
     ]
+
+
+STEPS = ("gpu-tests", "catalogue", "mnist_cnn", "resnet", "bench", "gpt_kjv")
 
 
 def catalogue_problems(table: Path) -> list[str]:
@@ -71,7 +79,11 @@ def _machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "results/gpu"))
+    parser.add_argument("--steps", help="comma-separated steps to run (default: all): " + ", ".join(STEPS))
     args = parser.parse_args(argv)
+    chosen = args.steps.split(",") if args.steps else list(STEPS)
+    if unknown := [s for s in chosen if s not in STEPS]:
+        parser.error(f"unknown step {', '.join(unknown)}; choose from {', '.join(STEPS)}")
     if not torch.cuda.is_available():
         print("make gpu: no CUDA device here (torch.cuda.is_available() is False); nothing was run", file=sys.stderr)
         return NO_GPU
@@ -79,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"Machine: {_machine()}", "", "| step | status | minutes | log |", "|---|---|---|---|"]
     failed = False
-    for name, command in _steps(out):
+    steps = dict(_steps(out))
+    for name, command in ((n, steps[n]) for n in chosen):
         began = time.monotonic()
         with (out / f"{name}.log").open("w") as log:
             print(f"make gpu: {name}: {' '.join(command)}", flush=True)
