@@ -86,6 +86,15 @@ def test_a_forced_kernel_that_cannot_run_errors_instead_of_falling_back():
         transformer_losses(stack, steps=1)
 
 
+@pytest.mark.slow
+def test_a_forced_kernel_is_respected_under_compile():
+    # Compile traces the forward inside the context, so the constraint reaches the traced attention too.
+    if reason := Compile().check("cpu"):
+        pytest.skip(reason)
+    with pytest.raises(Exception, match="fake tensor"):
+        transformer_losses(compose(Compile(), AttentionBackend("efficient")), steps=1)
+
+
 def test_the_forced_kernel_is_the_one_that_runs():
     q = torch.randn(2, 2, 8, 4)
     with torch.profiler.profile() as prof, AttentionBackend("math").autocast("cpu"):
