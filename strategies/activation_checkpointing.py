@@ -31,7 +31,8 @@ class ActivationCheckpointing(Strategy):
     size: the memory it frees buys a bigger batch (with `BatchSize`) or a
     bigger model. On its own it only costs time, so judge it by the peak
     memory it saves as well as the speed it costs - the report must show both.
-    ``every=2`` checkpoints every second block: half the saving, half the cost.
+    ``every=2`` checkpoints every second block (the first, the third, ...):
+    about half the saving for half the cost.
 
     Blocks are found by the convention in `strategies.blocks` (members of an
     ``nn.ModuleList`` of same-class modules); a model without any is refused.
