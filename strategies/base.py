@@ -40,8 +40,10 @@ class Strategy:
         owns: the owned hooks it implements (``"backward"``, ``"step"``, ``"zero_grad"``,
             ``"make_loader"``).
         conflicts_with: names of strategies it cannot be composed with.
-        order: position when a stack applies `prepare_model`; graph capture
-            (TorchScript, Compile) must wrap last, so it has the highest order.
+        order: position when a stack applies `prepare_model` and `prepare_optimizer`:
+            conversions (Float8 10, ActivationCheckpointing 50) before graph capture
+            (TorchScript, Compile: 100), which must wrap last; the compiled optimizer step
+            (150) and BatchSize's lr scaling and warm-up (200) after every optimizer rebuild.
         one_off_cost: whether it pays a one-off cost at the first step
             (compilation) that faster later steps must earn back.
     """

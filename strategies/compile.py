@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from strategies.base import Strategy, as_device, capability_reason, cuda_reason
+from strategies.blocks import repeated_blocks
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -39,6 +40,22 @@ class Compile(Strategy):
     compilation and must be timed apart from the steady state (call one step,
     time it, then time the rest). Compilation is lazy: `prepare_model` returns
     at once and the first forward compiles.
+
+    ``mode``: "default"; "reduce-overhead" (CUDA graphs on top); "max-autotune"
+    (benchmarks Triton matmul and convolution templates, then CUDA graphs: the
+    longest one-off cost); "max-autotune-no-cudagraphs" (the autotuning alone).
+
+    ``regional=True`` compiles each repeated block in place (``block.compile()``
+    on every member of an ``nn.ModuleList`` of same-class blocks, see
+    `strategies.blocks`) instead of the whole model. Dynamo compiles the first
+    block and reuses that code for the identical others, so the one-off cost
+    is about one block's instead of the whole network's - the break-even
+    report's ``one_off_s`` shows it. It gives up fusions across block
+    boundaries and leaves the embedding and output head eager, so the steady
+    state can be slower than whole-model compilation; worth it for deep models
+    that are recompiled often or trained briefly. A model without repeated
+    blocks is refused with an error naming the convention. The model object
+    itself is returned (its blocks compiled), not an ``OptimizedModule``.
     """
 
     name = "compile"
@@ -48,11 +65,15 @@ class Compile(Strategy):
     order = 100
 
     def __init__(
-        self, mode: str = "default", fullgraph: bool = False, backend: str = "inductor", dynamic: bool | None = None
+        self, mode: str = "default", fullgraph: bool = False, backend: str = "inductor", dynamic: bool | None = None,
+        regional: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"Compile: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if not isinstance(regional, bool):
+            raise ValueError(f"Compile: regional must be true or false, got {regional!r}")
         self.mode, self.fullgraph, self.backend, self.dynamic = mode, bool(fullgraph), backend, dynamic
+        self.regional = regional
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if torch._dynamo.config.suppress_errors:
@@ -61,10 +82,18 @@ class Compile(Strategy):
                                "would fall back to eager unnoticed; set it to False")
         # torch.compile rejects `mode` for backends other than inductor.
         options: dict[str, Any] = {"mode": self.mode} if self.backend == "inductor" else {}
-        return torch.compile(model, fullgraph=self.fullgraph, backend=self.backend, dynamic=self.dynamic, **options)
+        options.update(fullgraph=self.fullgraph, backend=self.backend, dynamic=self.dynamic)
+        if not self.regional:
+            return torch.compile(model, **options)
+        for block in repeated_blocks(model, "Compile(regional=True)"):
+            # In place, so the ModuleList and the parent's loop over it stay as they are; wrappers a strategy of
+            # lower order put on a block (activation checkpointing) are inside the compiled region.
+            block.compile(**options)
+        return model
 
     def check(self, device: torch.device | str) -> str | None:
         return inductor_reason(device) if self.backend == "inductor" else None
 
     def params(self) -> dict[str, Any]:
-        return {"mode": self.mode, "fullgraph": self.fullgraph, "backend": self.backend, "dynamic": self.dynamic}
+        return {"mode": self.mode, "fullgraph": self.fullgraph, "backend": self.backend, "dynamic": self.dynamic,
+                "regional": self.regional}

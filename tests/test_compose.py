@@ -96,6 +96,8 @@ def test_stack_params_are_prefixed():
         "amp.init_scale": 8.0,
         "amp.growth_interval": 2000,
         "batch_size.n": 32,
+        "batch_size.lr_scaling": "none",
+        "batch_size.warmup_steps": 0,
         "num_workers.n": 2,
         "num_workers.persistent": True,
         "num_workers.prefetch_factor": None,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from typing import Iterator
 from unittest import mock
 
@@ -9,7 +10,8 @@ import pytest
 import torch
 
 from strategies import (
-    AMP, TF32, CUDAGraphs, Compile, CudnnBenchmark, DeviceResidentData, FusedOptimizer, HalfPrecision, REGISTRY,
+    AMP, TF32, AttentionBackend, CUDAGraphs, Compile, CompiledOptimizer, CudnnBenchmark, DeviceResidentData, Float8,
+    FusedOptimizer, HalfPrecision, REGISTRY,
 )
 
 
@@ -48,7 +50,8 @@ def test_cuda_only_techniques_say_so_on_a_cpu(strategy, what):
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_without_cuda_every_cuda_check_says_no_device(name):
     reason = REGISTRY[name]().check("cuda") if name not in ("num_workers", "batch_size") else None
-    if name in ("channels_last", "device_resident_data", "set_to_none", "torchscript", "num_workers", "batch_size"):
+    if name in ("channels_last", "device_resident_data", "set_to_none", "torchscript", "num_workers", "batch_size",
+                "activation_checkpointing"):
         assert reason is None  # device-independent techniques
     else:
         assert "no CUDA device is available" in reason, reason
@@ -99,3 +102,50 @@ def test_resident_data_that_does_not_fit_is_refused(volta, dataset):
     with mock.patch("torch.cuda.mem_get_info", return_value=(1000, 10**9)):
         with pytest.raises(ValueError, match="needs 0 MiB on cuda, more than half of the 0 MiB free"):
             iter(loader).__next__()
+
+
+@contextlib.contextmanager
+def _torchao(installed: bool) -> Iterator[None]:
+    real = importlib.util.find_spec
+    with mock.patch("importlib.util.find_spec",
+                    side_effect=lambda name, *a: (object() if installed else None) if name == "torchao" else real(name, *a)):
+        yield
+
+
+def test_float8_needs_ada_or_hopper(volta):
+    with _torchao(installed=True):
+        assert Float8().check("cuda") == "float8 training (tensorwise) needs compute capability >= 8.9; Tesla V100 has 7.0"
+        with mock.patch("torch.cuda.get_device_capability", return_value=(8, 9)):
+            assert Float8("tensorwise").check("cuda") is None
+            assert Float8("rowwise").check("cuda").startswith("float8 training (rowwise) needs compute capability >= 9.0")
+        with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
+            assert Float8("rowwise").check("cuda") is None
+
+
+def test_float8_without_torchao_says_how_to_install_it(volta):
+    with _torchao(installed=False), mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
+        assert Float8().check("cuda") == \
+            "float8 training needs torchao, which is not installed (pip install 'ablate[float8]')"
+    assert Float8().check("cpu") == "float8 training is CUDA-only; the device here is cpu"  # before torchao: moot
+
+
+def test_attention_backends_need_their_gpus(pascal):
+    assert AttentionBackend("flash").check("cuda") == \
+        "the flash attention kernel needs compute capability >= 8.0; GTX 1080 has 6.1"
+    assert AttentionBackend("cudnn").check("cuda").startswith("the cudnn attention kernel needs compute capability")
+    assert AttentionBackend("efficient").check("cuda") is None and AttentionBackend("math").check("cuda") is None
+    with mock.patch("torch.backends.cudnn.is_available", return_value=False):
+        assert AttentionBackend("cudnn").check("cuda") == "this PyTorch build has no cuDNN"
+
+
+def test_attention_backends_on_a_cpu():
+    assert AttentionBackend("flash").check("cpu") is None and AttentionBackend("math").check("cpu") is None
+    for backend in ("efficient", "cudnn"):
+        assert AttentionBackend(backend).check("cpu") == \
+            f"the {backend} attention kernel is CUDA-only; on a CPU PyTorch has flash and math only"
+
+
+def test_compiled_optimizer_needs_inductor(pascal):
+    assert CompiledOptimizer().check("cuda").endswith("needs compute capability >= 7.0; GTX 1080 has 6.1")
+    with mock.patch("shutil.which", return_value=None):
+        assert "needs a C++ compiler" in CompiledOptimizer().check("cpu")

@@ -6,6 +6,7 @@ behind) fails `test_settings_cover_registry` and the parametrised tests.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import inspect
 from typing import Any, Callable, NamedTuple
 from unittest import mock
@@ -16,6 +17,8 @@ import yaml
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
+
+from torch.utils.checkpoint import checkpoint
 
 from strategies import REGISTRY, ConflictError, NumWorkers, PinMemory, Stack, Strategy, compose, fp32_precision, \
     set_fp32_precision
@@ -76,6 +79,73 @@ def effect_batch_size(s: Strategy, env: dict) -> None:
     _assert_passthrough(out, {"batch_size"})
     inputs, _ = next(iter(DataLoader(env["dataset"], **out)))
     assert inputs.shape[0] == 32
+    optimizer = torch.optim.SGD(env["model_factory"]().parameters(), lr=0.1)
+    assert s.prepare_optimizer(optimizer) is optimizer and optimizer.param_groups[0]["lr"] == 0.1  # no scaling
+    scaled = type(s)(32, lr_scaling="linear")
+    scaled.loader_kwargs(**PASSTHROUGH)  # the baseline's batch_size: 8
+    scaled.prepare_optimizer(optimizer)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.4)
+
+
+def effect_compiled_optimizer(s: Strategy, env: dict) -> None:
+    model = env["model_factory"]()
+    plain = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.8, 0.9))
+    with mock.patch("torch.compile", wraps=torch.compile) as spy:
+        compiled = s.prepare_optimizer(plain)
+    spy.assert_called_once()
+    assert type(compiled) is torch.optim.Adam and compiled is not plain and compiled.defaults["betas"] == (0.8, 0.9)
+    lr = compiled.param_groups[0]["lr"]
+    assert isinstance(lr, torch.Tensor) and lr.item() == pytest.approx(1e-3)
+    before = [p.detach().clone() for p in model.parameters()]
+    _train_one_step(compose(s), model, env["batch"], optimizer=compiled)
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    with pytest.raises(ConflictError, match="declared incompatible"):
+        compose(s, REGISTRY["fused_optimizer"]())
+
+
+def effect_float8(s: Strategy, env: dict) -> None:
+    from strategies.float8 import float8_eligible
+
+    assert s.recipe == "tensorwise"
+    assert float8_eligible(nn.Linear(32, 16), "head") and not float8_eligible(nn.Linear(32, 10), "head")
+    assert not float8_eligible(nn.Conv2d(16, 16, 1), "conv")
+    assert "CUDA-only" in s.check("cpu")
+    if importlib.util.find_spec("torchao") is None:
+        with pytest.raises(RuntimeError, match=r"needs torchao.*pip install 'ablate\[float8\]'"):
+            s.prepare_model(nn.Linear(16, 16))
+        return
+    from torchao.float8.float8_linear import Float8Linear
+
+    model = s.prepare_model(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 10)))
+    assert isinstance(model[0], Float8Linear) and type(model[2]) is nn.Linear  # 10 outputs: kept
+    with pytest.raises(ValueError, match="divisible by 16"):
+        s.prepare_model(env["model_factory"]())  # the CNN's only linear has 10 outputs
+
+
+def effect_attention_backend(s: Strategy, env: dict) -> None:
+    q = torch.randn(2, 2, 8, 4)
+    with s.autocast("cpu"):
+        flash = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    torch.testing.assert_close(flash, F.scaled_dot_product_attention(q, q, q, is_causal=True))
+    with type(s)("efficient").autocast("cpu"), pytest.raises(RuntimeError, match="No viable backend"):
+        F.scaled_dot_product_attention(q, q, q, is_causal=True)  # forced, not a silent fallback
+    assert s.check("cpu") is None and "CUDA-only" in type(s)("cudnn").check("cpu")
+
+
+def effect_activation_checkpointing(s: Strategy, env: dict) -> None:
+    from tiny_transformer import make_text, make_transformer, next_byte_loss
+
+    model = make_transformer(depth=3)
+    prepared = s.prepare_model(model)
+    assert prepared is model and all("forward" in vars(b) for b in model.blocks)
+    inputs, targets = make_text(4)
+    with mock.patch("strategies.activation_checkpointing.checkpoint", wraps=checkpoint) as spy:
+        next_byte_loss(model, inputs, targets).backward()
+    assert spy.call_count == 3 and all(c.kwargs["use_reentrant"] is False for c in spy.call_args_list)
+    every_other = type(s)(2).prepare_model(make_transformer(depth=3))
+    assert ["forward" in vars(b) for b in every_other.blocks] == [True, False, True]
+    with pytest.raises(ValueError, match="nn.ModuleList whose members all have the same class"):
+        s.prepare_model(env["model_factory"]())
 
 
 def effect_set_to_none(s: Strategy, env: dict) -> None:
@@ -122,6 +192,17 @@ def effect_compile(s: Strategy, env: dict) -> None:
     assert compiled._orig_mod is model
     spy.assert_called_once()
     assert spy.call_args.kwargs["backend"] == "inductor" and spy.call_args.kwargs["mode"] == "default"
+
+    from tiny_transformer import make_transformer
+
+    model = make_transformer(depth=3)
+    with mock.patch("torch.compile", wraps=torch.compile) as spy:
+        regional = type(s)(regional=True).prepare_model(model)
+    assert regional is model and spy.call_count == 3  # each block in place; embedding and head stay eager
+    assert all(b._compiled_call_impl is not None for b in model.blocks) and model._compiled_call_impl is None
+    assert spy.call_args.kwargs["mode"] == "default"
+    with pytest.raises(ValueError, match="Compile\\(regional=True\\) needs the model's repeated blocks"):
+        type(s)(regional=True).prepare_model(env["model_factory"]())
 
 
 def _rgb_model() -> nn.Module:
@@ -262,7 +343,7 @@ class Setting(NamedTuple):
 SETTINGS: dict[str, Setting] = {
     "num_workers": Setting({"n": 2}, effect_num_workers, frozenset({"loader_kwargs", "check", "params"})),
     "pin_memory": Setting({}, effect_pin_memory, frozenset({"loader_kwargs", "to_device", "check"})),
-    "batch_size": Setting({"n": 32}, effect_batch_size, frozenset({"loader_kwargs", "params"})),
+    "batch_size": Setting({"n": 32}, effect_batch_size, frozenset({"loader_kwargs", "prepare_optimizer", "params"})),
     "set_to_none": Setting({}, effect_set_to_none, frozenset({"zero_grad"})),
     "amp": Setting(
         {"dtype": "fp16"}, effect_amp, frozenset({"autocast", "backward", "step", "check", "params", "metrics"})
@@ -276,6 +357,10 @@ SETTINGS: dict[str, Setting] = {
         {"impl": "fused"}, effect_fused_optimizer, frozenset({"prepare_optimizer", "check", "params"})
     ),
     "device_resident_data": Setting({}, effect_device_resident_data, frozenset({"make_loader"})),
+    "compiled_optimizer": Setting({}, effect_compiled_optimizer, frozenset({"prepare_optimizer", "check"})),
+    "float8": Setting({}, effect_float8, frozenset({"prepare_model", "check", "params"})),
+    "attention_backend": Setting({}, effect_attention_backend, frozenset({"autocast", "check", "params"})),
+    "activation_checkpointing": Setting({}, effect_activation_checkpointing, frozenset({"prepare_model", "params"})),
     "cuda_graphs": Setting({}, effect_cuda_graphs, frozenset({"prepare_model", "check", "params", "metrics"})),
     "half_precision": Setting(
         {"dtype": "fp16", "master_weights": True}, effect_half_precision,
@@ -286,6 +371,7 @@ SETTINGS: dict[str, Setting] = {
 CHANGES_NUMERICS = {
     "amp": True, "batch_size": True, "compile": True, "torchscript": True, "channels_last": True, "tf32": True,
     "cudnn_benchmark": True, "fused_optimizer": True, "cuda_graphs": True, "half_precision": True,
+    "compiled_optimizer": True, "float8": True, "attention_backend": True, "activation_checkpointing": True,
     "num_workers": False, "pin_memory": False, "set_to_none": False, "device_resident_data": False,
 }
 

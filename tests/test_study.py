@@ -43,7 +43,9 @@ def test_new_studies_load_on_both_devices():
     gpu = load("mnist_cnn_gpu", "cuda")
     from strategies import REGISTRY, compose
     used = {m.name for _, opts in gpu.space for o in opts if o.name for m in compose(o.build())}
-    assert used == set(REGISTRY)  # the whole catalogue
+    # The whole catalogue but the techniques for transformers (repeated blocks, attention, float8-sized linears),
+    # which the transformer study exercises; the compiled optimizer is not in this study yet.
+    assert used == set(REGISTRY) - {"activation_checkpointing", "attention_backend", "float8", "compiled_optimizer"}
 
 
 def test_study_is_frozen():
@@ -59,7 +61,8 @@ def test_device_override_changes_budget_only_for_that_device():
 BAD = {
     "unknown top-level key": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nmodle: x\n", "unknown key 'modle'"),
     "unknown model": ("model: resnet9000\ndataset: mnist\nspace: {a: [off]}\n", "choose one of: byte_gpt, mnist_cnn"),
-    "unknown strategy": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off, turbo]}\n", "choose one of: amp, batch_size"),
+    "unknown strategy": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off, turbo]}\n",
+                         "choose one of: activation_checkpointing, amp, attention_backend, batch_size"),
     "unknown option": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{amp: {dtyp: bf16}}]}\n", "valid: dtype, growth_interval, init_scale"),
     "bad option value": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{amp: {dtype: fp8}}]}\n", "dtype must be one of fp16, bf16"),
     "wrong type": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbudget: {windows: three}\n", "budget.windows: expected int"),
