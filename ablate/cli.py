@@ -4,8 +4,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +16,7 @@ from ablate import study as studies
 from ablate.data import DataUnavailable
 from ablate.lock import Busy, study_lock
 from ablate.machine import default_device
+from ablate.registry import unknown
 
 if TYPE_CHECKING:
     import optuna
@@ -25,7 +29,10 @@ RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for every bad input
-        self.exit(2, f"ablate: error: {message} (see ablate {self.prog.split()[-1]} --help)\n")
+        if choice := re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message):
+            valid = re.findall(r"'([^']*)'", choice[3])  # argparse's own message, with the nearest choice added
+            message = f"argument {choice[1]}: {unknown('choice', [choice[2]], valid)}"
+        self.exit(2, f"ablate: error: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
     ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
-    ui.add_argument("--port", type=int, default=5000)
-    ui.add_argument("--results", type=Path, default=RESULTS_DIR)
+    ui.add_argument("--port", type=_port, default=5000, help="port to serve on (default: %(default)s)")
+    ui.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui}[args.command](args)
@@ -81,15 +88,21 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {text!r}")
+    return int(text)
+
+
 def _device(text: str) -> torch.device:
     import torch  # imported late: `ablate list` and bad input answer without loading torch
 
     try:
         device = torch.device(text)
     except RuntimeError:
-        raise studies.StudyError(f"unknown device {text!r}; choose cpu or cuda[:N]") from None
-    if device.type not in studies.DEVICE_TYPES:
-        raise studies.StudyError(f"unsupported device {text!r}; choose cpu or cuda[:N]")
+        device = None
+    if device is None or device.type not in studies.DEVICE_TYPES:
+        raise studies.StudyError(unknown("device", [text], studies.DEVICE_TYPES, tail="[:N]"))
     return device
 
 
@@ -102,6 +115,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.search == "optuna" and not args.trials:
         raise studies.StudyError("--search optuna needs --trials N")
     study = studies.load(args.study, device.type)
+    if args.search == "grid" and args.trials:
+        raise studies.StudyError(f"--trials applies to --search optuna; the grid runs all {study.size} combinations "
+                                 f"of {study.name}: drop --trials, or add --search optuna")
     _writable(args.results, "results folder", "--results")
 
     from ablate import data
@@ -109,9 +125,10 @@ def _run(args: argparse.Namespace) -> int:
     from ablate.results import render
     from ablate.interrupts import Interrupted
     from ablate.runner import Runner
-    from ablate.storage import default_storage, shared, sqlite_path
+    from ablate.storage import check, default_storage, shared, sqlite_path
 
     storage = args.storage or default_storage(study, args.results)
+    check(storage)
     if not shared(storage) and (args.command == "worker" or args.workers > 1):
         raise studies.StudyError(f"several workers need a server database for --storage (postgresql://... or "
                                  f"mysql://...), not {storage.split(':')[0]}: SQLite is one process's")
@@ -202,9 +219,11 @@ def _writable(folder: Path, what: str, option: str) -> None:
     if not existing.is_dir():
         raise studies.StudyError(f"{what} {folder} cannot be created: {existing} is a file, not a folder; "
                                  f"choose another with {option}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise studies.StudyError(f"{what} {folder} is not writable ({existing} does not allow writing); "
-                                 f"choose another with {option}")
+    try:  # a real folder made and removed: root passes every permission check, yet not /proc or a read-only mount
+        os.rmdir(tempfile.mkdtemp(prefix=".ablate-probe-", dir=existing))
+    except OSError as error:
+        raise studies.StudyError(f"{what} {folder} cannot be created: {existing} does not allow new folders "
+                                 f"({error.strerror}); choose another with {option}") from None
 
 
 def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
@@ -223,11 +242,12 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
     """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates nothing)."""
     import optuna
 
-    from ablate.storage import default_storage, optuna_study_name, sqlite_path
+    from ablate.storage import check, default_storage, optuna_study_name, sqlite_path
 
     device = _device(args.device)
     study = studies.load(args.study, device.type)
     storage = args.storage or default_storage(study, args.results)
+    check(storage)
     name = optuna_study_name(study, args.search, device.type)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     database = sqlite_path(storage)
@@ -296,8 +316,20 @@ def _list(args: argparse.Namespace) -> int:
 def _ui(args: argparse.Namespace) -> int:
     from ablate.tracking import tracking_uri
 
+    _free(args.port)
     uri = tracking_uri(args.results)
     print(f"MLflow UI for {uri} at http://127.0.0.1:{args.port}")
     os.execvp(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                                "--host", "127.0.0.1", "--port", str(args.port)])
     return 0
+
+
+def _free(port: int) -> None:
+    """One clear line when another program listens on `port` (the UI would print a bind error and exit 0)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the UI's server does: TIME_WAIT is no obstacle
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise studies.StudyError(f"port {port} on 127.0.0.1 is busy ({error.strerror}); choose another with "
+                                     f"--port, e.g. ablate ui --port {port + 1 if port < 65535 else 5001}") from None

@@ -16,8 +16,8 @@ from typing import Any, get_args, get_type_hints
 import yaml
 
 from ablate.protocol import Settings as Protocol
-from ablate.registry import lookup
-from strategies import PRESETS, REGISTRY, Strategy, preset
+from ablate.registry import lookup, unknown
+from strategies import PRESETS, REGISTRY, Stack, Strategy, preset
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
 OFF = "off"
@@ -128,7 +128,7 @@ def find(name_or_path: str) -> Path:
         return path
     candidate = STUDIES_DIR / f"{name_or_path}.yaml"
     if not candidate.is_file():
-        raise StudyError(f"unknown study {name_or_path!r}; choose one of: {', '.join(available()) or '(none)'} or give a path")
+        raise StudyError(unknown("study", [name_or_path], available(), tail=", or give a path to a study file"))
     return candidate
 
 
@@ -141,7 +141,7 @@ def load(name_or_path: str, device_type: str) -> Study:
     path = find(name_or_path)
     text = path.read_text()
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader: no tag runs code
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         at = f" at line {where.line + 1}" if where else ""
@@ -178,7 +178,9 @@ def load(name_or_path: str, device_type: str) -> Study:
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
         raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
     baseline = _dataclass(Baseline, raw.get("baseline", {}), f"{path}: baseline")
-    _choice(baseline.optimizer, dict.fromkeys(OPTIMIZERS), f"{path}: baseline.optimizer")
+    _choice(baseline.optimizer, OPTIMIZERS, f"{path}: baseline", "optimizer")
+    dimensions = tuple((dim, _options(dim, choices, f"{path}: space.{dim}")) for dim, choices in space.items())
+    _one_dimension_each(dimensions, f"{path}: space")
     return Study(
         name=str(raw.get("name", path.stem)),
         path=path,
@@ -186,7 +188,7 @@ def load(name_or_path: str, device_type: str) -> Study:
         model=raw["model"],
         dataset=raw["dataset"],
         baseline=baseline,
-        space=tuple((dim, _options(dim, choices, f"{path}: space.{dim}")) for dim, choices in space.items()),
+        space=dimensions,
         budget=_dataclass(Budget, budget, f"{path}: budget"),
         accuracy_tolerance=float(tolerance),
         file_hash=hashlib.sha256(text.encode()).hexdigest()[:12],
@@ -205,6 +207,24 @@ def _options(dim: str, choices: Any, where: str) -> tuple[Option, ...]:
     return options
 
 
+def _one_dimension_each(space: tuple[tuple[str, tuple[Option, ...]], ...], where: str) -> None:
+    """A strategy belongs to one dimension: in two, a combination would apply it twice (or a preset's copy of it
+    twice), which no stack composes. Presets count by the strategies they bundle, so the rule is one rule."""
+    home: dict[str, tuple[str, Option]] = {}  # strategy -> (dimension, the choice that brings it)
+    for dim, options in space:
+        for option in options:
+            built = option.build()
+            for member in built.members if isinstance(built, Stack) else (built,) if built else ():
+                first, brought_by = home.setdefault(member.name, (dim, option))
+                if first != dim:
+                    raise StudyError(f"{where}: strategy {member.name!r} is in two dimensions, {first}{_via(brought_by)} "
+                                     f"and {dim}{_via(option)}; list its choices in one dimension")
+
+
+def _via(option: Option) -> str:
+    return f" (in preset {option.name})" if option.preset else ""
+
+
 def _option(choice: Any, where: str) -> Option:
     if choice in (None, False, OFF):  # YAML reads a bare `off` as False
         return Option(None)
@@ -214,14 +234,14 @@ def _option(choice: Any, where: str) -> Option:
         name, kwargs = next(iter(choice.items()))
         if name == PRESET:
             if not isinstance(kwargs, str) or kwargs not in PRESETS:
-                raise StudyError(f"{where}: unknown preset {kwargs!r}; choose one of: {', '.join(PRESETS)}")
+                raise StudyError(f"{where}: {unknown('preset', [kwargs], PRESETS)}")
             # O0 bundles nothing: it is the baseline, and labelled so.
             return Option(kwargs, preset=True) if preset(kwargs).members else Option(None)
         kwargs = _mapping(kwargs or {}, f"{where}.{name}")
     else:
         raise StudyError(f"{where}: a choice is off, a strategy name, {{name: {{option: value}}}} "
                          f"or {{preset: NAME}}; got {choice!r}")
-    _choice(name, REGISTRY, f"{where}: strategy")
+    _choice(name, REGISTRY, where, "strategy")
     accepted = [p for p in inspect.signature(REGISTRY[name]).parameters]
     _reject_unknown(kwargs, set(accepted), f"{where}.{name}", noun="option")
     option = Option(name, tuple(sorted(kwargs.items())))
@@ -265,12 +285,31 @@ def _mapping(value: Any, where: str) -> dict:
     return value
 
 
-def _choice(value: Any, valid: dict, where: str) -> None:
+def _choice(value: Any, valid: Any, where: str, what: str) -> None:
     if value not in valid:
-        raise StudyError(f"{where}: unknown {value!r}; choose one of: {', '.join(sorted(valid))}")
+        raise StudyError(f"{where}: {unknown(what, [value], valid)}")
 
 
 def _reject_unknown(mapping: dict, known: set[str], where: str, noun: str = "key") -> None:
-    unknown = sorted(str(k) for k in mapping if k not in known)
-    if unknown:
-        raise StudyError(f"{where}: unknown {noun} {', '.join(map(repr, unknown))}; valid: {', '.join(sorted(known)) or '(none)'}")
+    if strangers := sorted(str(k) for k in mapping if k not in known):
+        raise StudyError(f"{where}: {unknown(noun, strangers, known, lead='valid')}")
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (YAML forbids it; PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}  # key -> its line
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` keys may be overridden: that is its use
+                continue
+            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    where = f"twice on line {line}" if seen[key] == line else f"at lines {seen[key]} and {line}"
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice in one mapping, {where}; keep one", key_node.start_mark)
+                seen[key] = line
+            except TypeError:  # an unhashable key: the safe loader's own error says so
+                continue
+        return super().construct_mapping(node, deep=deep)

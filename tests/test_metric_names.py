@@ -1,0 +1,30 @@
+"""optuna-dashboard labels objectives and Pareto axes with the names each study stores."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from ablate.storage import METRIC_NAMES, create_study
+
+
+def _create(storage: str, name: str) -> tuple[optuna.Study, bool]:
+    return create_study(storage, None, study_name=name, sampler=optuna.samplers.RandomSampler(seed=0),
+                        directions=["maximize", "maximize"])
+
+
+def test_a_created_study_stores_its_objective_names(tmp_path: Path):
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    _, created = _create(storage, "tiny:grid:cpu")
+    assert created
+    # Read back as optuna-dashboard does: a fresh load from the storage.
+    assert optuna.load_study(study_name="tiny:grid:cpu", storage=storage).metric_names == METRIC_NAMES
+    assert METRIC_NAMES == ["throughput (samples/s)", "test accuracy (%)"]
+
+
+def test_a_study_stored_without_names_gets_them_when_loaded(tmp_path: Path):
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    optuna.create_study(storage=storage, study_name="old", directions=["maximize", "maximize"])
+    _, created = _create(storage, "old")
+    assert not created
+    assert optuna.load_study(study_name="old", storage=storage).metric_names == METRIC_NAMES
