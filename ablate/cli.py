@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,30 +57,41 @@ def main(argv: list[str] | None = None) -> int:
             # `run --workers N` prints the table and report once, when all of its workers have finished
             command.add_argument("--no-summary", action="store_true", help=argparse.SUPPRESS)
         else:
-            command.add_argument("--search", choices=("grid", "optuna"), default="grid")
+            command.add_argument("--search", choices=("grid", "optuna"), default="grid",
+                                 help="grid: every combination; optuna: --trials N of them, chosen by TPE "
+                                      "(default: %(default)s)")
         if name in ("run", "worker"):
             command.add_argument("--single-pass", action="store_true",
                                  help="measure every combination once against one baseline, with no blocks and no "
                                       "racing (the design before blocks; its speed-ups carry no interval); stored "
                                       "apart from the study's own protocol, so give it its own --results")
         if name == "run":
-            command.add_argument("--trials", type=_positive, help="number of trials for --search optuna")
-            command.add_argument("--workers", type=_positive, default=1,
+            command.add_argument("--trials", type=_positive, metavar="N", help="number of trials for --search optuna")
+            command.add_argument("--workers", type=_positive, default=1, metavar="N",
                                  help="worker processes on this machine sharing --storage (a server database); "
                                       "with --device cuda, worker i runs on cuda:i (default: %(default)s)")
-        command.add_argument("--storage", required=name == "worker", help=f"Optuna storage URL ({storage_help})")
+        command.add_argument("--storage", required=name == "worker", metavar="URL", help=f"Optuna storage URL ({storage_help})")
         command.add_argument("--device", default=default_device(), help=f"{device_help} (default: %(default)s)")
-        command.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
+        command.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
+                             help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
     ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=_port, default=5000, help="port to serve on (default: %(default)s)")
     ui.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, so that its --help is the one pointed to
+        sub = commands.choices[args.command]
+        flags = [e for e in extra if e.startswith("-")]
+        sub.error(unknown("option", flags[:1], set(re.findall(r"(?<![\w-])--?[a-z][\w-]*", sub.format_usage())))
+                  if flags else f"unrecognized arguments: {' '.join(extra)}")
     try:
         return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui}[args.command](args)
     except (studies.StudyError, DataUnavailable, Busy) as error:
         print(f"ablate: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `ablate list | head`: the reader has gone, which is no error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush cannot raise again
+        return 141
 
 
 def _positive(text: str) -> int:
@@ -301,15 +313,19 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from strategies import REGISTRY
+    from strategies import PRESETS, REGISTRY, preset
 
-    print("studies:")
+    width = max(map(len, [*studies.available(), *REGISTRY])) + 2
+    print("studies (the whole description is in the file):")
     for name in studies.available():
-        study = studies.load(name, "cpu")
-        print(f"  {name:<16} {study.description.splitlines()[0] if study.description else ''}")
+        description = " ".join(studies.load(name, "cpu").description.split())
+        print(f"  {name:<{width}}{textwrap.shorten(description, max(100 - width - 2, 20), placeholder=' ...')}")
     print("strategies:")
     for name, cls in REGISTRY.items():
-        print(f"  {name:<16} {(cls.__doc__ or '').strip().splitlines()[0]}")
+        print(f"  {name:<{width}}{(cls.__doc__ or '').strip().splitlines()[0]}")
+    print("presets ({preset: NAME} in a study's space):")
+    for name in PRESETS:
+        print(f"  {name:<{width}}{' + '.join(map(repr, preset(name).members)) or 'nothing: the baseline'}")
     return 0
 
 

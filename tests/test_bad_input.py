@@ -116,6 +116,10 @@ def test_bad_run_options_are_one_line_and_write_nothing(args, expected, tmp_path
     (["rn", "mnist_cnn"], "unknown choice 'rn'; choose one of: list, report, run, sync, ui, worker; did you mean 'run'? "
                           "(see ablate --help)"),
     (["report", str(TINY), "--storage", "nowhere"], "--storage 'nowhere' is not a database URL"),
+    (["run", str(TINY), "--trails", "3"], "unknown option '--trails'; choose one of: --device, --results, --search, "
+                                          "--single-pass, --storage, --trials, --workers, -h; did you mean '--trials'? "
+                                          "(see ablate run --help)"),
+    (["ui", "--prot", "5001"], "did you mean '--port'? (see ablate ui --help)"),
 ])
 def test_names_and_commands_suggest_the_nearest(args, expected, tmp_path):
     done = _cli(*args, cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
