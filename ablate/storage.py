@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def check(storage: str) -> None:
         raise StudyError(f"--storage {url.render_as_string()} needs a driver that is not installed: {error}") from None
     except sqlalchemy.exc.SQLAlchemyError as error:
         reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-        raise StudyError(f"--storage {url.render_as_string()} does not answer ({reason}); start the database "
+        raise StudyError(f"--storage {url.render_as_string()} cannot be opened ({reason}); start or create the database "
                          "or give another --storage") from None
     finally:
         if engine is not None:
@@ -92,19 +93,24 @@ def create_study(storage: str, heartbeat: dict[str, Any] | None, **kwargs: Any) 
         try:
             backend = RDBStorage(storage, **heartbeat) if heartbeat is not None else storage
             try:
-                created = optuna.create_study(storage=backend, **kwargs)
-                created.set_metric_names(METRIC_NAMES)
-                return created, True
+                return _named(optuna.create_study(storage=backend, **kwargs)), True
             except optuna.exceptions.DuplicatedStudyError:
-                found = optuna.load_study(storage=backend, study_name=kwargs["study_name"], sampler=kwargs["sampler"])
-                if found.metric_names is None:  # stored before ablate named them
-                    found.set_metric_names(METRIC_NAMES)
-                return found, False
+                return _named(optuna.load_study(storage=backend, study_name=kwargs["study_name"],
+                                                sampler=kwargs["sampler"])), False
         except sqlalchemy.exc.SQLAlchemyError:
             if attempt == CONNECT_ATTEMPTS - 1:
                 raise
             time.sleep(0.5 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def _named(study: optuna.Study) -> optuna.Study:
+    """`study` with its objectives named (also one stored before ablate named them)."""
+    if study.metric_names is None:
+        with warnings.catch_warnings():  # "experimental" since Optuna 3.2: a note for Optuna's users, not ablate's
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(METRIC_NAMES)
+    return study
 
 
 def optuna_study_name(study: Study, search: str, device_type: str) -> str:

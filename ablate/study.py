@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
@@ -123,6 +124,8 @@ def find(name_or_path: str) -> Path:
     """The study file for a name in studies/ or a path."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.parent != Path("."):
+        if path.is_dir():
+            raise StudyError(f"{path} is a folder; give a study file (.yaml) or one of: {', '.join(available())}")
         if not path.is_file():
             raise StudyError(f"study file {path} does not exist")
         return path
@@ -139,7 +142,12 @@ def available() -> list[str]:
 def load(name_or_path: str, device_type: str) -> Study:
     """Load and validate a study for a device type ("cpu" or "cuda")."""
     path = find(name_or_path)
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise StudyError(f"{path}: not a text file (byte {error.start} is not UTF-8); a study file is YAML") from None
+    except OSError as error:
+        raise StudyError(f"{path} cannot be read ({error.strerror})") from None
     try:
         raw = yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader: no tag runs code
     except yaml.YAMLError as error:
@@ -167,6 +175,8 @@ def load(name_or_path: str, device_type: str) -> Study:
     _reject_unknown(override, DEVICE_KEYS, f"{path}: devices.{device_type}")
 
     space = dict(_mapping(raw["space"], f"{path}: space"))
+    if not space:
+        raise StudyError(f"{path}: space has no dimension; give at least one, e.g. pin_memory: [off, pin_memory]")
     extra = _mapping(override.get("space", {}), f"{path}: devices.{device_type}.space")
     _reject_unknown(extra, set(space), f"{path}: devices.{device_type}.space")
     space.update(extra)
@@ -181,8 +191,12 @@ def load(name_or_path: str, device_type: str) -> Study:
     _choice(baseline.optimizer, OPTIMIZERS, f"{path}: baseline", "optimizer")
     dimensions = tuple((dim, _options(dim, choices, f"{path}: space.{dim}")) for dim, choices in space.items())
     _one_dimension_each(dimensions, f"{path}: space")
+    name = str(raw.get("name", path.stem))
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):  # it names a folder under --results
+        raise StudyError(f"{path}: name {name!r} must be letters, digits, '_', '.' or '-' (it names the study's "
+                         "folder under --results), not starting with '.' or '-'")
     return Study(
-        name=str(raw.get("name", path.stem)),
+        name=name,
         path=path,
         description=str(raw.get("description", "")).strip(),
         model=raw["model"],

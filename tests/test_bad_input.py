@@ -101,7 +101,7 @@ def _nothing_written(cwd: Path, done: subprocess.CompletedProcess, expected: str
     (["--storage", "sqlite:////proc/x/optuna.db"], "storage folder /proc/x cannot be created"),
     (["--storage", "optuna.db"], "--storage 'optuna.db' is not a database URL; give sqlite:///PATH or postgresql://"),
     (["--storage", "postgres1://h/db"], "unknown database 'postgres1'; choose one of: sqlite, postgresql, mysql"),
-    (["--storage", "postgresql://ablate:secret@127.0.0.1:9/db"], "--storage postgresql://ablate:***@127.0.0.1:9/db does not answer"),
+    (["--storage", "postgresql://ablate:secret@127.0.0.1:9/db"], "--storage postgresql://ablate:***@127.0.0.1:9/db cannot be opened (connection failed"),
     (["--device", "cdua"], "unknown device 'cdua'; choose one of: cpu, cuda[:N]; did you mean 'cuda'?"),
     (["--search", "optna"], "unknown choice 'optna'; choose one of: grid, optuna; did you mean 'optuna'? (see ablate run --help)"),
 ])

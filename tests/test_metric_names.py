@@ -28,3 +28,8 @@ def test_a_study_stored_without_names_gets_them_when_loaded(tmp_path: Path):
     _, created = _create(storage, "old")
     assert not created
     assert optuna.load_study(study_name="old", storage=storage).metric_names == METRIC_NAMES
+
+
+def test_naming_says_nothing_to_the_user(tmp_path: Path, recwarn):
+    _create(f"sqlite:///{tmp_path / 'optuna.db'}", "quiet")
+    assert not [w for w in recwarn if issubclass(w.category, optuna.exceptions.ExperimentalWarning)]

@@ -95,6 +95,9 @@ BAD = {
     "dataset typo": ("model: mnist_cnn\ndataset: mnsit\nspace: {a: [off]}\n", "did you mean 'mnist'?"),
     "budget key typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbudget: {windwos: 2}\n",
                         "unknown key 'windwos'; valid: "),
+    "no dimension": ("model: mnist_cnn\ndataset: mnist\nspace: {}\n", "space has no dimension"),
+    "a name that leaves the results folder": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nname: ../../x\n",
+                                              "name '../../x' must be letters, digits"),
     "optimizer typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbaseline: {optimizer: adma}\n",
                        "baseline: unknown optimizer 'adma'; choose one of: adam, sgd; did you mean 'adam'?"),
 }
@@ -121,6 +124,14 @@ def test_unknown_study_name_lists_the_studies():
 def test_an_unknown_study_name_suggests_the_nearest_and_still_lists_them():
     with pytest.raises(StudyError, match="unknown study 'mnist_cn'; choose one of: mnist_cnn, .*did you mean 'mnist_cnn'"):
         load("mnist_cn", "cpu")
+
+
+def test_a_binary_file_or_a_folder_is_one_line(tmp_path):
+    (tmp_path / "bin.yaml").write_bytes(b"model: \xf0\x28\x8c\x28\n")
+    with pytest.raises(StudyError, match=r"bin.yaml: not a text file \(byte 7 is not UTF-8\)"):
+        load(str(tmp_path / "bin.yaml"), "cpu")
+    with pytest.raises(StudyError, match="is a folder; give a study file"):
+        load(str(tmp_path), "cpu")
 
 
 def test_two_unknown_keys_each_get_their_nearest(tmp_path):
