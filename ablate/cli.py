@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--workers", type=_positive, default=1, metavar="N",
                                  help="worker processes on this machine sharing --storage (a server database); "
                                       "with --device cuda, worker i runs on cuda:i (default: %(default)s)")
-        command.add_argument("--storage", required=name == "worker", metavar="URL", help=f"Optuna storage URL ({storage_help})")
+        command.add_argument("--storage", required=name == "worker", metavar="URL",
+                             help=f"Optuna storage URL ({storage_help})")
         command.add_argument("--device", default=default_device(), help=f"{device_help} (default: %(default)s)")
         command.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
                              help="results folder (default: %(default)s)")
@@ -347,5 +348,5 @@ def _free(port: int) -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as error:
-            raise studies.StudyError(f"port {port} on 127.0.0.1 is busy ({error.strerror}); choose another with "
-                                     f"--port, e.g. ablate ui --port {port + 1 if port < 65535 else 5001}") from None
+            raise studies.StudyError(f"port {port} on 127.0.0.1 cannot be opened ({error.strerror}); choose another "
+                                     f"with --port, e.g. ablate ui --port {port + 1 if port < 65535 else 5001}") from None

@@ -73,8 +73,8 @@ def check(storage: str) -> None:
         raise StudyError(f"--storage {url.render_as_string()} needs a driver that is not installed: {error}") from None
     except sqlalchemy.exc.SQLAlchemyError as error:
         reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-        raise StudyError(f"--storage {url.render_as_string()} cannot be opened ({reason}); start or create the database "
-                         "or give another --storage") from None
+        raise StudyError(f"--storage {url.render_as_string()} cannot be opened ({reason}); start or create the "
+                         "database, or give another --storage") from None
     finally:
         if engine is not None:
             engine.dispose()

@@ -231,8 +231,8 @@ def _one_dimension_each(space: tuple[tuple[str, tuple[Option, ...]], ...], where
             for member in built.members if isinstance(built, Stack) else (built,) if built else ():
                 first, brought_by = home.setdefault(member.name, (dim, option))
                 if first != dim:
-                    raise StudyError(f"{where}: strategy {member.name!r} is in two dimensions, {first}{_via(brought_by)} "
-                                     f"and {dim}{_via(option)}; list its choices in one dimension")
+                    raise StudyError(f"{where}: strategy {member.name!r} is in two dimensions, {first}"
+                                     f"{_via(brought_by)} and {dim}{_via(option)}; list its choices in one dimension")
 
 
 def _via(option: Option) -> str:
@@ -320,9 +320,9 @@ class _UniqueKeys(yaml.SafeLoader):
             key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
             try:
                 if key in seen:
-                    where = f"twice on line {line}" if seen[key] == line else f"at lines {seen[key]} and {line}"
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} is given twice in one mapping, {where}; keep one", key_node.start_mark)
+                    where = f"both on line {line}" if seen[key] == line else f"at lines {seen[key]} and {line}"
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice in one mapping, "
+                                                            f"{where}; keep one", key_node.start_mark)
                 seen[key] = line
             except TypeError:  # an unhashable key: the safe loader's own error says so
                 continue

@@ -134,5 +134,5 @@ def test_ui_on_a_busy_port_names_the_port_and_the_flag(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         done = _cli("ui", "--port", str(port), "--results", str(tmp_path / "results"), cwd=tmp_path)
-    _nothing_written(tmp_path, done, f"port {port} on 127.0.0.1 is busy (Address already in use); choose another "
+    _nothing_written(tmp_path, done, f"port {port} on 127.0.0.1 cannot be opened (Address already in use); choose another "
                                      f"with --port, e.g. ablate ui --port {port + 1}")

@@ -79,7 +79,7 @@ BAD = {
     "top-level key given twice": ("model: mnist_cnn\ndataset: mnist\nmodel: resnet18_cifar\nspace: {a: [off]}\n",
                                   "key 'model' is given twice in one mapping, at lines 1 and 3"),
     "option given twice on a line": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{amp: {dtype: bf16, dtype: fp16}}]}\n",
-                                     "key 'dtype' is given twice in one mapping, twice on line 3"),
+                                     "key 'dtype' is given twice in one mapping, both on line 3"),
     "strategy in two dimensions": ("model: mnist_cnn\ndataset: mnist\nspace:\n  a: [off, pin_memory]\n"
                                    "  b: [off, {pin_memory: {}}]\n",
                                    "space: strategy 'pin_memory' is in two dimensions, a and b"),
