@@ -4,10 +4,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shlex
 import socket
 import subprocess
 import sys
+import tempfile
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +18,7 @@ from ablate import study as studies
 from ablate.data import DataUnavailable
 from ablate.lock import Busy, study_lock
 from ablate.machine import default_device
+from ablate.registry import unknown
 
 if TYPE_CHECKING:
     import optuna
@@ -27,7 +31,10 @@ RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for every bad input
-        self.exit(2, f"ablate: error: {message} (see ablate {self.prog.split()[-1]} --help)\n")
+        if choice := re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message):
+            valid = re.findall(r"'([^']*)'", choice[3])  # argparse's own message, with the nearest choice added
+            message = f"argument {choice[1]}: {unknown('choice', [choice[2]], valid)}"
+        self.exit(2, f"ablate: error: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,35 +58,53 @@ def main(argv: list[str] | None = None) -> int:
             # `run --workers N` prints the table and report once, when all of its workers have finished
             command.add_argument("--no-summary", action="store_true", help=argparse.SUPPRESS)
         else:
-            command.add_argument("--search", choices=("grid", "optuna"), default="grid")
+            command.add_argument("--search", choices=("grid", "optuna"), default="grid",
+                                 help="grid: every combination; optuna: --trials N of them, chosen by TPE "
+                                      "(default: %(default)s)")
         if name in ("run", "worker"):
             command.add_argument("--single-pass", action="store_true",
                                  help="measure every combination once against one baseline, with no blocks and no "
                                       "racing (the design before blocks; its speed-ups carry no interval); stored "
                                       "apart from the study's own protocol, so give it its own --results")
         if name == "run":
-            command.add_argument("--trials", type=_positive, help="number of trials for --search optuna")
-            command.add_argument("--workers", type=_positive, default=1,
+            command.add_argument("--trials", type=_positive, metavar="N", help="number of trials for --search optuna")
+            command.add_argument("--workers", type=_positive, default=1, metavar="N",
                                  help="worker processes on this machine sharing --storage (a server database); "
                                       "with --device cuda, worker i runs on cuda:i (default: %(default)s)")
-        command.add_argument("--storage", required=name == "worker", help=f"Optuna storage URL ({storage_help})")
+        command.add_argument("--storage", required=name == "worker", metavar="URL",
+                             help=f"Optuna storage URL ({storage_help})")
         command.add_argument("--device", default=default_device(), help=f"{device_help} (default: %(default)s)")
-        command.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
+        command.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
+                             help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
     ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
-    ui.add_argument("--port", type=int, default=5000)
-    ui.add_argument("--results", type=Path, default=RESULTS_DIR)
-    args = parser.parse_args(argv)
+    ui.add_argument("--port", type=_port, default=5000, help="port to serve on (default: %(default)s)")
+    ui.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, so that its --help is the one pointed to
+        sub = commands.choices[args.command]
+        flags = [e for e in extra if e.startswith("-")]
+        sub.error(unknown("option", flags[:1], set(re.findall(r"(?<![\w-])--?[a-z][\w-]*", sub.format_usage())))
+                  if flags else f"unrecognized arguments: {' '.join(extra)}")
     try:
         return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui}[args.command](args)
     except (studies.StudyError, DataUnavailable, Busy) as error:
         print(f"ablate: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `ablate list | head`: the reader has gone, which is no error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush cannot raise again
+        return 141
 
 
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {text!r}")
     return int(text)
 
 
@@ -89,9 +114,9 @@ def _device(text: str) -> torch.device:
     try:
         device = torch.device(text)
     except RuntimeError:
-        raise studies.StudyError(f"unknown device {text!r}; choose cpu or cuda[:N]") from None
-    if device.type not in studies.DEVICE_TYPES:
-        raise studies.StudyError(f"unsupported device {text!r}; choose cpu or cuda[:N]")
+        device = None
+    if device is None or device.type not in studies.DEVICE_TYPES:
+        raise studies.StudyError(unknown("device", [text], studies.DEVICE_TYPES, tail="[:N]"))
     return device
 
 
@@ -104,6 +129,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.search == "optuna" and not args.trials:
         raise studies.StudyError("--search optuna needs --trials N")
     study = studies.load(args.study, device.type)
+    if args.search == "grid" and args.trials:
+        raise studies.StudyError(f"--trials applies to --search optuna; the grid runs all {study.size} combinations "
+                                 f"of {study.name}: drop --trials, or add --search optuna")
     _writable(args.results, "results folder", "--results")
 
     from ablate import data
@@ -111,9 +139,10 @@ def _run(args: argparse.Namespace) -> int:
     from ablate.results import render
     from ablate.interrupts import Interrupted
     from ablate.runner import Runner
-    from ablate.storage import default_storage, shared, sqlite_path
+    from ablate.storage import check, default_storage, shared, sqlite_path
 
     storage = args.storage or default_storage(study, args.results)
+    check(storage)
     if not shared(storage) and (args.command == "worker" or args.workers > 1):
         raise studies.StudyError(f"several workers need a server database for --storage (postgresql://... or "
                                  f"mysql://...), not {storage.split(':')[0]}: SQLite is one process's")
@@ -205,9 +234,11 @@ def _writable(folder: Path, what: str, option: str) -> None:
     if not existing.is_dir():
         raise studies.StudyError(f"{what} {folder} cannot be created: {existing} is a file, not a folder; "
                                  f"choose another with {option}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise studies.StudyError(f"{what} {folder} is not writable ({existing} does not allow writing); "
-                                 f"choose another with {option}")
+    try:  # a real folder made and removed: root passes every permission check, yet not /proc or a read-only mount
+        os.rmdir(tempfile.mkdtemp(prefix=".ablate-probe-", dir=existing))
+    except OSError as error:
+        raise studies.StudyError(f"{what} {folder} cannot be created: {existing} does not allow new folders "
+                                 f"({error.strerror}); choose another with {option}") from None
 
 
 def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
@@ -226,11 +257,12 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
     """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates nothing)."""
     import optuna
 
-    from ablate.storage import default_storage, optuna_study_name, sqlite_path
+    from ablate.storage import check, default_storage, optuna_study_name, sqlite_path
 
     device = _device(args.device)
     study = studies.load(args.study, device.type)
     storage = args.storage or default_storage(study, args.results)
+    check(storage)
     name = optuna_study_name(study, args.search, device.type)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     database = sqlite_path(storage)
@@ -284,15 +316,19 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from strategies import REGISTRY
+    from strategies import PRESETS, REGISTRY, preset
 
-    print("studies:")
+    width = max(map(len, [*studies.available(), *REGISTRY])) + 2
+    print("studies (the whole description is in the file):")
     for name in studies.available():
-        study = studies.load(name, "cpu")
-        print(f"  {name:<16} {study.description.splitlines()[0] if study.description else ''}")
+        description = " ".join(studies.load(name, "cpu").description.split())
+        print(f"  {name:<{width}}{textwrap.shorten(description, max(100 - width - 2, 20), placeholder=' ...')}")
     print("strategies:")
     for name, cls in REGISTRY.items():
-        print(f"  {name:<16} {(cls.__doc__ or '').strip().splitlines()[0]}")
+        print(f"  {name:<{width}}{(cls.__doc__ or '').strip().splitlines()[0]}")
+    print("presets ({preset: NAME} in a study's space):")
+    for name in PRESETS:
+        print(f"  {name:<{width}}{' + '.join(map(repr, preset(name).members)) or 'nothing: the baseline'}")
     return 0
 
 
@@ -304,6 +340,7 @@ def _ui_command(results: Path) -> str:
 def _ui(args: argparse.Namespace) -> int:
     from ablate.tracking import study_views, tracking_uri
 
+    _free(args.port)
     uri = tracking_uri(args.results)
     if uri.startswith(("http://", "https://")):
         raise studies.StudyError(f"MLFLOW_TRACKING_URI is a tracking server, {uri}: it serves the UI itself; "
@@ -325,3 +362,14 @@ def _ui(args: argparse.Namespace) -> int:
     os.execvp(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                                "--host", "127.0.0.1", "--port", str(args.port)])
     return 0
+
+
+def _free(port: int) -> None:
+    """One clear line when another program listens on `port` (the UI would print a bind error and exit 0)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the UI's server does: TIME_WAIT is no obstacle
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise studies.StudyError(f"port {port} on 127.0.0.1 cannot be opened ({error.strerror}); choose another "
+                                     f"with --port, e.g. ablate ui --port {port + 1 if port < 65535 else 5001}") from None

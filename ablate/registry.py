@@ -6,8 +6,9 @@ inject models and datasets that fail on purpose.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 
 def lookup(registry: Mapping[str, Any], name: str, what: str) -> Any:
@@ -20,5 +21,19 @@ def lookup(registry: Mapping[str, Any], name: str, what: str) -> Any:
             return getattr(importlib.import_module(module), attribute)
         except (ImportError, AttributeError, ValueError) as error:
             raise LookupError(f"{what} {name!r} cannot be imported: {error}") from None
-    raise LookupError(f"unknown {what} {name!r}; choose one of: {', '.join(sorted(registry))}, "
-                      "or give package.module:attribute")
+    raise LookupError(unknown(what, [name], registry, tail=", or give package.module:attribute"))
+
+
+def unknown(what: str, names: Iterable[Any], valid: Iterable[Any], lead: str = "choose one of", tail: str = "") -> str:
+    """The one line for names that are not among `valid`: the valid choices, then the nearest valid name
+    to each that is near one (a typo costs a glance, not a read through the list)."""
+    names, choices = list(names), sorted(map(str, valid))
+    folded = {c.lower(): c for c in choices}  # `o2` is a typo of `O2`
+    near = {name: folded[close[0]] for name in names
+            if (close := difflib.get_close_matches(str(name).lower(), list(folded), n=1))}
+    hint = ""
+    if len(names) == 1 and near:
+        hint = f"; did you mean {next(iter(near.values()))!r}?"
+    elif near:
+        hint = f"; did you mean {', '.join(f'{v!r} for {k!r}' for k, v in near.items())}?"
+    return (f"unknown {what} {', '.join(map(repr, names))}; {lead}: {', '.join(choices) or '(none)'}{tail}{hint}")

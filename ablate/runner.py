@@ -29,7 +29,7 @@ from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigt
 from ablate.machine import Machine
 from ablate.recovery import Recovery
 from ablate.records import BASELINE, State
-from ablate.storage import create_study, enqueue, optuna_study_name, shared, sqlite_path
+from ablate.storage import create_study, enqueue, metric_names, optuna_study_name, shared, sqlite_path
 from ablate.study import Option, Study, StudyError
 from ablate.tracking import PARENT_ATTR, Tracker, run_ids, trial_params
 from ablate.trial import ACCURACY_NOT_MEASURED, TrialFailed, TrialSpec, run_in_fresh_process
@@ -87,9 +87,10 @@ class Runner:
         self.recovery: Recovery | None = None
         heartbeat = dict(heartbeat_interval=heartbeat_s, grace_period=grace_s,
                          heartbeat_stale_trial_callback=lambda s, t: self.recovery.dead(s, t)) if self.heartbeat else None
-        self.optuna, self.created = create_study(storage, heartbeat, sampler=sampler,
-                                                 study_name=optuna_study_name(study, search, machine.device_type),
-                                                 directions=["maximize", "maximize"])  # throughput, accuracy
+        self.optuna, self.created = create_study(
+            storage, heartbeat, metric_names(study.throughput_unit), sampler=sampler,
+            study_name=optuna_study_name(study, search, machine.device_type),
+            directions=["maximize", "maximize"])  # throughput, accuracy
         stored = self.optuna.user_attrs.get("file_hash")
         if stored and stored != study.file_hash:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "

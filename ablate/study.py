@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
@@ -17,9 +18,9 @@ import yaml
 
 from ablate import tasks
 from ablate.protocol import Settings as Protocol
+from ablate.registry import lookup, unknown
 from ablate.tasks import Task
-from ablate.registry import lookup
-from strategies import PRESETS, REGISTRY, Strategy, preset
+from strategies import PRESETS, REGISTRY, Stack, Strategy, preset
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
 OFF = "off"
@@ -147,12 +148,14 @@ def find(name_or_path: str) -> Path:
     """The study file for a name in studies/ or a path."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.parent != Path("."):
+        if path.is_dir():
+            raise StudyError(f"{path} is a folder; give a study file (.yaml) or one of: {', '.join(available())}")
         if not path.is_file():
             raise StudyError(f"study file {path} does not exist")
         return path
     candidate = STUDIES_DIR / f"{name_or_path}.yaml"
     if not candidate.is_file():
-        raise StudyError(f"unknown study {name_or_path!r}; choose one of: {', '.join(available()) or '(none)'} or give a path")
+        raise StudyError(unknown("study", [name_or_path], available(), tail=", or give a path to a study file"))
     return candidate
 
 
@@ -163,9 +166,14 @@ def available() -> list[str]:
 def load(name_or_path: str, device_type: str) -> Study:
     """Load and validate a study for a device type ("cpu" or "cuda")."""
     path = find(name_or_path)
-    text = path.read_text()
     try:
-        raw = yaml.safe_load(text)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise StudyError(f"{path}: not a text file (byte {error.start} is not UTF-8); a study file is YAML") from None
+    except OSError as error:
+        raise StudyError(f"{path} cannot be read ({error.strerror})") from None
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader: no tag runs code
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         at = f" at line {where.line + 1}" if where else ""
@@ -191,6 +199,8 @@ def load(name_or_path: str, device_type: str) -> Study:
     _reject_unknown(override, DEVICE_KEYS, f"{path}: devices.{device_type}")
 
     space = dict(_mapping(raw["space"], f"{path}: space"))
+    if not space:
+        raise StudyError(f"{path}: space has no dimension; give at least one, e.g. pin_memory: [off, pin_memory]")
     extra = _mapping(override.get("space", {}), f"{path}: devices.{device_type}.space")
     _reject_unknown(extra, set(space), f"{path}: devices.{device_type}.space")
     space.update(extra)
@@ -202,7 +212,13 @@ def load(name_or_path: str, device_type: str) -> Study:
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
         raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
     baseline = _dataclass(Baseline, raw.get("baseline", {}), f"{path}: baseline")
-    _choice(baseline.optimizer, dict.fromkeys(OPTIMIZERS), f"{path}: baseline.optimizer")
+    _choice(baseline.optimizer, OPTIMIZERS, f"{path}: baseline", "optimizer")
+    dimensions = tuple((dim, _options(dim, choices, f"{path}: space.{dim}")) for dim, choices in space.items())
+    _one_dimension_each(dimensions, f"{path}: space")
+    name = str(raw.get("name", path.stem))
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):  # it names a folder under --results
+        raise StudyError(f"{path}: name {name!r} must be letters, digits, '_', '.' or '-' (it names the study's "
+                         "folder under --results), not starting with '.' or '-'")
     task_name, task_options = _task(raw.get("task", "classification"), raw["dataset"], f"{path}: task")
     model_options = {**_mapping(raw.get("model_options", {}) or {}, f"{path}: model_options"),
                      **_mapping(override.get("model_options", {}) or {}, f"{path}: devices.{device_type}.model_options")}
@@ -211,13 +227,13 @@ def load(name_or_path: str, device_type: str) -> Study:
     built_budget = _dataclass(Budget, budget, f"{path}: budget")
     _targets(built_budget, tasks.build(task_name, dict(task_options)), f"{path}: budget")
     return Study(
-        name=str(raw.get("name", path.stem)),
+        name=name,
         path=path,
         description=str(raw.get("description", "")).strip(),
         model=raw["model"],
         dataset=raw["dataset"],
         baseline=baseline,
-        space=tuple((dim, _options(dim, choices, f"{path}: space.{dim}")) for dim, choices in space.items()),
+        space=dimensions,
         budget=built_budget,
         accuracy_tolerance=float(tolerance),
         file_hash=hashlib.sha256(text.encode()).hexdigest()[:12],
@@ -315,6 +331,24 @@ def _options(dim: str, choices: Any, where: str) -> tuple[Option, ...]:
     return options
 
 
+def _one_dimension_each(space: tuple[tuple[str, tuple[Option, ...]], ...], where: str) -> None:
+    """A strategy belongs to one dimension: in two, a combination would apply it twice (or a preset's copy of it
+    twice), which no stack composes. Presets count by the strategies they bundle, so the rule is one rule."""
+    home: dict[str, tuple[str, Option]] = {}  # strategy -> (dimension, the choice that brings it)
+    for dim, options in space:
+        for option in options:
+            built = option.build()
+            for member in built.members if isinstance(built, Stack) else (built,) if built else ():
+                first, brought_by = home.setdefault(member.name, (dim, option))
+                if first != dim:
+                    raise StudyError(f"{where}: strategy {member.name!r} is in two dimensions, {first}"
+                                     f"{_via(brought_by)} and {dim}{_via(option)}; list its choices in one dimension")
+
+
+def _via(option: Option) -> str:
+    return f" (in preset {option.name})" if option.preset else ""
+
+
 def _option(choice: Any, where: str) -> Option:
     if choice in (None, False, OFF):  # YAML reads a bare `off` as False
         return Option(None)
@@ -324,14 +358,14 @@ def _option(choice: Any, where: str) -> Option:
         name, kwargs = next(iter(choice.items()))
         if name == PRESET:
             if not isinstance(kwargs, str) or kwargs not in PRESETS:
-                raise StudyError(f"{where}: unknown preset {kwargs!r}; choose one of: {', '.join(PRESETS)}")
+                raise StudyError(f"{where}: {unknown('preset', [kwargs], PRESETS)}")
             # O0 bundles nothing: it is the baseline, and labelled so.
             return Option(kwargs, preset=True) if preset(kwargs).members else Option(None)
         kwargs = _mapping(kwargs or {}, f"{where}.{name}")
     else:
         raise StudyError(f"{where}: a choice is off, a strategy name, {{name: {{option: value}}}} "
                          f"or {{preset: NAME}}; got {choice!r}")
-    _choice(name, REGISTRY, f"{where}: strategy")
+    _choice(name, REGISTRY, where, "strategy")
     accepted = [p for p in inspect.signature(REGISTRY[name]).parameters]
     _reject_unknown(kwargs, set(accepted), f"{where}.{name}", noun="option")
     option = Option(name, tuple(sorted(kwargs.items())))
@@ -375,12 +409,31 @@ def _mapping(value: Any, where: str) -> dict:
     return value
 
 
-def _choice(value: Any, valid: dict, where: str) -> None:
+def _choice(value: Any, valid: Any, where: str, what: str) -> None:
     if value not in valid:
-        raise StudyError(f"{where}: unknown {value!r}; choose one of: {', '.join(sorted(valid))}")
+        raise StudyError(f"{where}: {unknown(what, [value], valid)}")
 
 
 def _reject_unknown(mapping: dict, known: set[str], where: str, noun: str = "key") -> None:
-    unknown = sorted(str(k) for k in mapping if k not in known)
-    if unknown:
-        raise StudyError(f"{where}: unknown {noun} {', '.join(map(repr, unknown))}; valid: {', '.join(sorted(known)) or '(none)'}")
+    if strangers := sorted(str(k) for k in mapping if k not in known):
+        raise StudyError(f"{where}: {unknown(noun, strangers, known, lead='valid')}")
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (YAML forbids it; PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}  # key -> its line
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` keys may be overridden: that is its use
+                continue
+            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    where = f"both on line {line}" if seen[key] == line else f"at lines {seen[key]} and {line}"
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice in one mapping, "
+                                                            f"{where}; keep one", key_node.start_mark)
+                seen[key] = line
+            except TypeError:  # an unhashable key: the safe loader's own error says so
+                continue
+        return super().construct_mapping(node, deep=deep)

@@ -13,7 +13,8 @@ from ablate.cli import main
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 MORE = {
-    "tolerance out of range": (TINY.read_text() + "accuracy_tolerance: -1\n", "accuracy_tolerance must be"),
+    "tolerance out of range": (TINY.read_text().replace("accuracy_tolerance: 2.0", "accuracy_tolerance: -1"),
+                               "accuracy_tolerance must be"),
     "target above 100": (TINY.read_text().replace("target_accuracy: 99.0", "target_accuracy: 150"), "at most 100"),
     "unknown device section": (TINY.read_text() + "devices: {tpu: {}}\n", "unknown key 'tpu'; valid: cpu, cuda"),
     "wrong type of option": (TINY.read_text().replace("{n: 1}", "{n: one}"), "num_workers"),
@@ -86,3 +87,52 @@ def test_several_workers_refuse_sqlite(argv, tmp_path, capsys):
     assert main([*argv, "--device", "cpu", "--results", str(tmp_path / "results")]) == 2
     _one_line(capsys.readouterr().err, "several workers need a server database")
     assert not (tmp_path / "results").exists()
+
+
+def _nothing_written(cwd: Path, done: subprocess.CompletedProcess, expected: str) -> None:
+    assert done.returncode == 2, done.stderr
+    _one_line(done.stderr, expected)
+    assert list(cwd.iterdir()) == [], list(cwd.iterdir())
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--trials", "3"], "--trials applies to --search optuna; the grid runs all 8 combinations of tiny"),
+    (["--results", "/proc/x/results"], "results folder /proc/x/results cannot be created: /proc does not allow new folders"),
+    (["--storage", "sqlite:////proc/x/optuna.db"], "storage folder /proc/x cannot be created"),
+    (["--storage", "optuna.db"], "--storage 'optuna.db' is not a database URL; give sqlite:///PATH or postgresql://"),
+    (["--storage", "postgres1://h/db"], "unknown database 'postgres1'; choose one of: sqlite, postgresql, mysql"),
+    (["--storage", "postgresql://ablate:secret@127.0.0.1:9/db"], "--storage postgresql://ablate:***@127.0.0.1:9/db cannot be opened (connection failed"),
+    (["--device", "cdua"], "unknown device 'cdua'; choose one of: cpu, cuda[:N]; did you mean 'cuda'?"),
+    (["--search", "optna"], "unknown choice 'optna'; choose one of: grid, optuna; did you mean 'optuna'? (see ablate run --help)"),
+])
+def test_bad_run_options_are_one_line_and_write_nothing(args, expected, tmp_path):
+    # The default results folder is the working directory's: nothing may appear there either.
+    done = _cli("run", str(TINY), "--device", "cpu", *args, cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
+    _nothing_written(tmp_path, done, expected)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["run", "mnist_cn"], "unknown study 'mnist_cn'; choose one of: mnist_cnn, mnist_cnn_gpu"),
+    (["rn", "mnist_cnn"], "unknown choice 'rn'; choose one of: list, report, run, sync, ui, worker; did you mean 'run'? "
+                          "(see ablate --help)"),
+    (["report", str(TINY), "--storage", "nowhere"], "--storage 'nowhere' is not a database URL"),
+    (["run", str(TINY), "--trails", "3"], "unknown option '--trails'; choose one of: --device, --results, --search, "
+                                          "--single-pass, --storage, --trials, --workers, -h; did you mean '--trials'? "
+                                          "(see ablate run --help)"),
+    (["ui", "--prot", "5001"], "did you mean '--port'? (see ablate ui --help)"),
+])
+def test_names_and_commands_suggest_the_nearest(args, expected, tmp_path):
+    done = _cli(*args, cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
+    _nothing_written(tmp_path, done, expected)
+
+
+def test_ui_on_a_busy_port_names_the_port_and_the_flag(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _cli("ui", "--port", str(port), "--results", str(tmp_path / "results"), cwd=tmp_path)
+    _nothing_written(tmp_path, done, f"port {port} on 127.0.0.1 cannot be opened (Address already in use); choose another "
+                                     f"with --port, e.g. ablate ui --port {port + 1}")

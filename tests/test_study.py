@@ -77,6 +77,32 @@ BAD = {
                             "unknown preset {'level': 'O1'}; choose one of: O0, O1, O2, O3"),
     "bad new option value": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{fused_optimizer: {impl: turbo}}]}\n",
                              "impl must be one of fused, foreach"),
+    "key given twice": ("model: mnist_cnn\ndataset: mnist\nspace:\n  pin_memory: [off, pin_memory]\n  amp: [off]\n"
+                        "  pin_memory: [off]\n", "key 'pin_memory' is given twice in one mapping, at lines 4 and 6"),
+    "top-level key given twice": ("model: mnist_cnn\ndataset: mnist\nmodel: resnet18_cifar\nspace: {a: [off]}\n",
+                                  "key 'model' is given twice in one mapping, at lines 1 and 3"),
+    "option given twice on a line": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{amp: {dtype: bf16, dtype: fp16}}]}\n",
+                                     "key 'dtype' is given twice in one mapping, both on line 3"),
+    "strategy in two dimensions": ("model: mnist_cnn\ndataset: mnist\nspace:\n  a: [off, pin_memory]\n"
+                                   "  b: [off, {pin_memory: {}}]\n",
+                                   "space: strategy 'pin_memory' is in two dimensions, a and b"),
+    "preset's strategy in another dimension": (
+        "model: mnist_cnn\ndataset: mnist\nspace:\n  a: [off, {amp: {dtype: bf16}}]\n  b: [off, {preset: O1}]\n",
+        "space: strategy 'amp' is in two dimensions, a and b (in preset O1)"),
+    "strategy typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off, pin_memroy]}\n",
+                      "pin_memory, set_to_none, tf32, torchscript; did you mean 'pin_memory'?"),
+    "option typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{amp: {dtyp: bf16}}]}\n", "did you mean 'dtype'?"),
+    "preset typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{preset: o2}]}\n",
+                    "unknown preset 'o2'; choose one of: O0, O1, O2, O3; did you mean 'O2'?"),
+    "model typo": ("model: mnist_cn\ndataset: mnist\nspace: {a: [off]}\n", "did you mean 'mnist_cnn'?"),
+    "dataset typo": ("model: mnist_cnn\ndataset: mnsit\nspace: {a: [off]}\n", "did you mean 'mnist'?"),
+    "budget key typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbudget: {windwos: 2}\n",
+                        "unknown key 'windwos'; valid: "),
+    "no dimension": ("model: mnist_cnn\ndataset: mnist\nspace: {}\n", "space has no dimension"),
+    "a name that leaves the results folder": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nname: ../../x\n",
+                                              "name '../../x' must be letters, digits"),
+    "optimizer typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbaseline: {optimizer: adma}\n",
+                       "baseline: unknown optimizer 'adma'; choose one of: adam, sgd; did you mean 'adam'?"),
 }
 
 
@@ -98,9 +124,36 @@ def test_unknown_study_name_lists_the_studies():
     assert "mnist_cnn" in available()
 
 
+def test_an_unknown_study_name_suggests_the_nearest_and_still_lists_them():
+    with pytest.raises(StudyError, match="unknown study 'mnist_cn'; choose one of: mnist_cnn, .*did you mean 'mnist_cnn'"):
+        load("mnist_cn", "cpu")
+
+
+def test_a_binary_file_or_a_folder_is_one_line(tmp_path):
+    (tmp_path / "bin.yaml").write_bytes(b"model: \xf0\x28\x8c\x28\n")
+    with pytest.raises(StudyError, match=r"bin.yaml: not a text file \(byte 7 is not UTF-8\)"):
+        load(str(tmp_path / "bin.yaml"), "cpu")
+    with pytest.raises(StudyError, match="is a folder; give a study file"):
+        load(str(tmp_path), "cpu")
+
+
+def test_two_unknown_keys_each_get_their_nearest(tmp_path):
+    path = tmp_path / "typos.yaml"
+    path.write_text("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbudget: {windwos: 2, sede: 1}\n")
+    with pytest.raises(StudyError, match="did you mean 'seed' for 'sede', 'windows' for 'windwos'"):
+        load(str(path), "cpu")
+
+
+def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\ndevices:\n"
+                    "  cpu: {budget: &cpu {windows: 2, seed: 1}}\n  cuda: {budget: {<<: *cpu, windows: 5}}\n")
+    assert (load(str(path), "cuda").budget.windows, load(str(path), "cuda").budget.seed) == (5, 1)
+
+
 @pytest.mark.parametrize("args, expected", [
     (["run", "nope"], "unknown study 'nope'"),
-    (["run", "mnist_cnn", "--search", "bayes"], "invalid choice: 'bayes'"),
+    (["run", "mnist_cnn", "--search", "bayes"], "unknown choice 'bayes'; choose one of: grid, optuna"),
     (["run", "mnist_cnn", "--search", "optuna"], "--search optuna needs --trials N"),
     (["run", "mnist_cnn", "--device", "tpu"], "device"),
 ])
