@@ -40,12 +40,19 @@ def test_presets_in_a_study_are_bundles_labelled_by_name(tmp_path):
 def test_new_studies_load_on_both_devices():
     assert load("resnet_cifar", "cpu").size == load("resnet_cifar", "cuda").size == 80
     assert load("resnet_cifar", "cpu").budget.train_samples < load("resnet_cifar", "cuda").budget.train_samples
-    gpu = load("mnist_cnn_gpu", "cuda")
     from strategies import REGISTRY, compose
-    used = {m.name for _, opts in gpu.space for o in opts if o.name for m in compose(o.build())}
-    # The whole catalogue but the techniques for transformers (repeated blocks, attention, float8-sized linears),
-    # which the transformer study exercises; the compiled optimizer is not in this study yet.
-    assert used == set(REGISTRY) - {"activation_checkpointing", "attention_backend", "float8", "compiled_optimizer"}
+
+    def used(name: str) -> set[str]:
+        return {m.name for _, opts in load(name, "cuda").space for o in opts if o.name for m in compose(o.build())}
+
+    # Between them the two GPU studies use the whole catalogue: the CNN everything but the techniques for
+    # transformers (repeated blocks, attention, float8-sized linears), which gpt_kjv exercises.
+    transformer = {"activation_checkpointing", "attention_backend", "float8", "compiled_optimizer"}
+    assert used("mnist_cnn_gpu") | used("gpt_kjv") == set(REGISTRY)
+    assert transformer <= used("gpt_kjv")
+    gpt = load("gpt_kjv", "cuda")
+    assert (gpt.size, gpt.task_name, gpt.throughput_unit) == (432, "next_token", "tokens")
+    assert load("gpt_kjv", "cpu").size == 96 and dict(load("gpt_kjv", "cpu").model_options)["d_model"] == 128
 
 
 def test_study_is_frozen():
@@ -125,7 +132,7 @@ def test_unknown_study_name_lists_the_studies():
 
 
 def test_an_unknown_study_name_suggests_the_nearest_and_still_lists_them():
-    with pytest.raises(StudyError, match="unknown study 'mnist_cn'; choose one of: mnist_cnn, .*did you mean 'mnist_cnn'"):
+    with pytest.raises(StudyError, match="unknown study 'mnist_cn'; choose one of: gpt_kjv, mnist_cnn, .*did you mean 'mnist_cnn'"):
         load("mnist_cn", "cpu")
 
 
