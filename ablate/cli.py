@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--workers", type=_positive, default=1, metavar="N",
                                  help="worker processes on this machine sharing --storage (a server database); "
                                       "with --device cuda, worker i runs on cuda:i (default: %(default)s)")
+            command.add_argument("--full-table", action="store_true",
+                                 help="print every column of the results table (wide; the CSV always has them) "
+                                      "instead of the 100-column summary")
         command.add_argument("--storage", required=name == "worker", metavar="URL",
                              help=f"Optuna storage URL ({storage_help})")
         command.add_argument("--device", default=default_device(), help=f"{device_help} (default: %(default)s)")
@@ -136,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from ablate import data
     from ablate.machine import describe
-    from ablate.results import render
+    from ablate.results import render, render_compact
     from ablate.interrupts import Interrupted
     from ablate.runner import Runner
     from ablate.storage import check, default_storage, shared, sqlite_path
@@ -157,8 +160,12 @@ def _run(args: argparse.Namespace) -> int:
     machine = describe(str(device))
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
-    with lock:  # refuses at once while another run holds the study
+    from ablate.noise import LOG_NAME, to_log_file, trial_log_set
+
+    with lock, trial_log_set():  # the lock refuses at once while another run holds the study
         from ablate.protocol import SINGLE_PASS
+
+        log = to_log_file(args.results / study.name / LOG_NAME)
 
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
                         design=SINGLE_PASS if args.single_pass else None)
@@ -180,12 +187,14 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not outcome.ran:
         print("nothing to run: every combination already has a result (results are read back from the storage)")
-    print(render(outcome.table))
-    if study.budget.target_accuracy is not None:
+    full = getattr(args, "full_table", False)  # `ablate worker` has no flag: the summary
+    print(render(outcome.table, study.throughput_unit) if full
+          else render_compact(outcome.table, study.accuracy_tolerance))
+    if full and study.budget.target_accuracy is not None:
         print(f"\nto target s: training time until test accuracy first reached {study.budget.target_accuracy:g}% "
               f"(checked every {study.budget.eval_every_samples or study.budget.train_samples:,} samples, evaluation "
               "excluded, first step excluded); e2e: from model preparation, compilation included")
-    print(f"\nresults table: {outcome.csv}")
+    print(f"\nresults table: {outcome.csv}\nlibrary messages (MLflow, torch, compiler): {log}")
     if not runner.tracker.offline:  # else the warning at the end says what to do
         print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
               f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''})")

@@ -79,6 +79,7 @@ class StepClock:
     train_for_accuracy: bool
     evaluate: Callable[[], Quality] | None = None  # held-out quality
     units_per_sample: int = 1  # throughput's unit: tokens per sequence for a language model
+    on_phase: Callable[[str], None] = lambda text: None  # what the run is doing now, for the progress line
     samples: int = 0
     steps: int = 0
     first_step_s: float = 0.0
@@ -128,6 +129,7 @@ class StepClock:
 
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
         """Batches from `loader`, epoch after epoch, until the budget is spent."""
+        self.on_phase("first step (compilation, worker start-up)")
         self._start = time.perf_counter()
         while not self.done:
             for batch in _timed(iter(loader), self):
@@ -155,6 +157,7 @@ class StepClock:
             self.first_step_s = time.perf_counter() - self._start
             self._warm_from = self.samples
             self._next_eval = self.budget.eval_every_samples or 0
+            self.on_phase("warm-up")
             return
         if self.steps == ONE_OFF_STEPS and self._window_start is None:
             self._sync()
@@ -168,6 +171,7 @@ class StepClock:
             return
         if self._window_start is None:
             if self.samples - self._warm_from >= self.budget.warmup_samples:
+                self.on_phase(f"timed window 1 of {self.budget.windows}")  # before the window's clock starts
                 self._open_window()
                 reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
             return
@@ -176,6 +180,9 @@ class StepClock:
             self._sync()
             now = time.perf_counter()
             self.windows.append(Window(self._window_samples, now - self._window_start, self._data_wait))
+            self.on_phase(f"timed window {len(self.windows) + 1} of {self.budget.windows}" if not self.timing_done
+                          else f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)"
+                          if self.train_for_accuracy else "finishing")
             if self.timing_done:
                 # Read here: evaluations after the windows must not count, so trials that train accuracy compare
                 # with those that do not.
@@ -192,6 +199,7 @@ class StepClock:
         in_windows = self._window_start is not None and not self.timing_done
         if in_windows:  # the windows' peak so far; the evaluation's own is left out below
             self._peak_outside_evals = max(self._peak_outside_evals, peak_memory_mb(self.device))
+        self.on_phase(f"evaluating at {self.samples:,} samples")
         began = time.perf_counter()
         quality = self.evaluate()
         ended = time.perf_counter()  # evaluate() reads results back with .item(), so the device is done
@@ -201,6 +209,8 @@ class StepClock:
         self._paused += ended - began
         if self._window_start is not None:  # a window open across the evaluation must not count it
             self._window_start += ended - began
+        if self.timing_done and not self.done:
+            self.on_phase(f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)")
         return self.evaluations[-1]
 
     def _open_window(self, now: float | None = None) -> None:

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import csv
+import re
+import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -12,7 +15,19 @@ from ablate.records import BASELINE, Record, baseline, by_device
 
 COLUMNS = ["combination", "state", "samples/s", "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc", "acc from",
            "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
+RATE = "samples/s"  # the throughput column's key; its header names the study's unit (`columns`)
 NOT_REACHED = "not reached"
+COMPACT_WIDTH = 100  # the default table fits a 100-column terminal; the full one is behind --full-table
+# Long strategy names, shortened in the compact table only (the CSV, report and MLflow keep the full labels).
+SHORT = {"activation_checkpointing": "act_ckpt", "attention_backend": "attn", "compiled_optimizer": "compiled_opt",
+         "device_resident_data": "device_data", "fused_optimizer": "fused_opt", "half_precision": "half",
+         "cudnn_benchmark": "cudnn_bench", "channels_last": "ch_last", "num_workers": "workers",
+         "pin_memory": "pin", "batch_size": "batch", "set_to_none": "to_none", "torchscript": "script"}
+
+
+def columns(unit: str = "samples") -> list[str]:
+    """The table's columns, the throughput one named in the study's unit (tokens/s for a language model)."""
+    return [f"{unit}/s" if c == RATE else c for c in COLUMNS]
 
 
 def rows(records: list[Record]) -> list[dict[str, Any]]:
@@ -71,7 +86,8 @@ def _to_target(metrics: Mapping[str, float], key: str) -> float | str | None:
     return metrics[key] if metrics["target_reached"] else NOT_REACHED
 
 
-def render(table: list[dict[str, Any]]) -> str:
+def render(table: list[dict[str, Any]], unit: str = "samples") -> str:
+    """Every column (--full-table): wide, for a wide terminal or a file."""
     def cell(key: str, value: Any) -> Any:
         if value is None:
             return ""
@@ -93,12 +109,68 @@ def render(table: list[dict[str, Any]]) -> str:
         if key == "95% CI":
             return "" if row["ci low"] is None else f"[{row['ci low']:.2f}, {row['ci high']:.2f}]"
         return cell(key, row[key])
-    return tabulate([[value(r, k) for k in shown] for r in table], headers=shown, disable_numparse=True)
+    headers = [f"{unit}/s" if k == RATE else k for k in shown]
+    return tabulate([[value(r, k) for k in shown] for r in table], headers=headers, disable_numparse=True)
 
 
-def write_csv(table: list[dict[str, Any]], path: Path) -> None:
+def short_label(combination: str) -> str:
+    """`amp(dtype=bf16) + compile(regional=True)` -> `amp(bf16) + compile(regional)`: option names dropped where
+    the value says enough, a true flag by its name, long strategy names shortened (SHORT)."""
+    def option(match: re.Match) -> str:
+        key, value = match.group(1), match.group(2)
+        return key if value == "True" else f"no {key}" if value == "False" else value.strip("'")
+
+    parts = []
+    for part in combination.split(" + "):
+        name, _, args = part.partition("(")
+        args = re.sub(r"(\w+)=('[^']*'|[^,)]+)", option, args)
+        parts.append(SHORT.get(name, name) + (f"({args}" if args else ""))
+    return " + ".join(parts)
+
+
+def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = COMPACT_WIDTH) -> str:
+    """The answer in `width` columns: rank, combination, speed-up with its interval, accuracy change with the
+    parity flag, state; skipped combinations folded into one line per reason below it."""
+    shown = [r for r in table if r["state"] != "skipped"]
+    labels = [short_label(r["combination"]) for r in shown]
+    if len(set(labels)) < len(labels):  # shortening must never make two combinations read the same
+        labels = [r["combination"] for r in shown]
+    several = len({r["device"] for r in table}) > 1
+
+    def speedup(r: dict[str, Any]) -> str:
+        if r["speed-up"] is None:
+            return ""
+        return f"x{r['speed-up']:.2f}" + (f" [{r['ci low']:.2f}, {r['ci high']:.2f}]" if r["ci low"] is not None else "")
+
+    def accuracy(r: dict[str, Any]) -> str:
+        if r["Δ acc"] is None:
+            return ""
+        return f"{r['Δ acc']:+.2f}" + (" BELOW" if r["Δ acc"] < -tolerance else " ok")
+
+    body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r), accuracy(r),
+             r["state"] + (f" ({r['device'][:12]})" if several else "")]
+            for i, (r, label) in enumerate(zip(shown, labels), start=1)]
+    headers = ["#", "combination", "speed-up [95% CI]", "Δ acc", "state"]
+    room = width
+    while True:  # narrow the combination column (it wraps) until the whole table fits
+        text = tabulate(body, headers=headers, disable_numparse=True, maxcolwidths=[None, room, None, None, None])
+        over = max(map(len, text.splitlines())) - width
+        if over <= 0 or room <= 20:
+            break
+        room -= over
+    notes = [f"Δ acc: test accuracy change in points; BELOW = more than {tolerance:g} points below the baseline "
+             "(never recommended)."]
+    for state in ("skipped", "failed"):
+        reasons = Counter(r["reason"] for r in table if r["state"] == state)
+        for reason, n in reasons.most_common():
+            notes.append(f"{n} {'combination' if n == 1 else 'combinations'} {state}: {reason}")
+    wrapped = [textwrap.fill(n, width, subsequent_indent="  ") for n in notes]
+    return text + "\n\n" + "\n".join(wrapped)
+
+
+def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["trial", *COLUMNS, "noise", "measurements", "device", "host"])
+        writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "device", "host"])
         writer.writeheader()
-        writer.writerows(table)
+        writer.writerows({f"{unit}/s" if k == RATE else k: v for k, v in row.items()} for row in table)

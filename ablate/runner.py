@@ -104,6 +104,8 @@ class Runner:
         self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
         self.parent_id: str | None = None
         self.progress: tqdm | None = None
+        self._skip_reasons: set[str] = set()
+        self._can_run: dict[tuple[tuple[str, str], ...], bool] = {}
         self.signals = DeferredInterrupts()
         self.ran = 0
 
@@ -113,8 +115,13 @@ class Runner:
         self.recovery.interrupted()
         if self._next_step() != "done":
             self.open_parent()
-            with tqdm(total=self._planned(), initial=self._measured(), unit="trial", desc=self.study.name,
-                      dynamic_ncols=True) as bar, sigterm_as_keyboard_interrupt():
+            done, planned = self._to_measure()
+            # Skipped combinations take no time: they count neither in the total nor in the rate, so the ETA is
+            # the remaining measurements at the average measured duration so far (smoothing=0: not the last few).
+            with tqdm(total=planned, initial=done, unit="trial", desc=self.study.name, dynamic_ncols=True,
+                      smoothing=0, bar_format="{desc}: {n_fmt}/{total_fmt} measured |{bar}| "
+                                              "[{elapsed}<{remaining}{postfix}]") as bar, \
+                    sigterm_as_keyboard_interrupt():
                 self.progress = bar
                 try:
                     self._work()
@@ -138,7 +145,7 @@ class Runner:
                 self.optuna.optimize(self.signals.deliver_in(self._objective), n_trials=1,
                                      catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
             if self.progress:
-                self.progress.total = max(self._planned(), self.progress.n)
+                self.progress.total = max(self._to_measure()[1], self.progress.n)
                 self.progress.refresh()
 
     def _next_step(self) -> str:
@@ -177,6 +184,11 @@ class Runner:
 
     def _runnable(self, combo: tuple[tuple[str, str], ...]) -> bool:
         """Whether a combination can run here at all (else it is recorded as skipped, taking no time)."""
+        if combo not in self._can_run:  # asked again for each queued trial at every step of the progress line
+            self._can_run[combo] = self._check(combo)
+        return self._can_run[combo]
+
+    def _check(self, combo: tuple[tuple[str, str], ...]) -> bool:
         labels = dict(combo)
         try:
             stack = compose(*(s for s in (self.options[d][labels[d]].build() for d in self.options) if s is not None))
@@ -239,6 +251,24 @@ class Runner:
     def _measured(self) -> int:
         return len(records.load_measurements(self.optuna))
 
+    def _to_measure(self) -> tuple[int, int]:
+        """(measurements with a result, measurements planned), neither counting combinations skipped here."""
+        done = planned = 0
+        for t in self.optuna.get_trials(deepcopy=False):
+            if not claim.owns(t) or t.user_attrs.get("state") == State.SKIPPED:
+                continue
+            if t.state == TrialState.WAITING and not self._runnable(tuple(sorted(claim.params(t).items()))):
+                continue  # will be skipped at once
+            planned += 1
+            done += records.has_result(t) and t.state in records.FINISHED
+        if self.search == "optuna":
+            planned = max(planned, self.n_trials or 0)
+        return done, planned
+
+    def _show(self, doing: str) -> None:
+        if self.progress:
+            self.progress.set_postfix_str(doing[:120], refresh=True)
+
     # -- one measurement ------------------------------------------------------------------------------------
 
     def _objective(self, trial: Trial) -> tuple[float, float]:
@@ -263,8 +293,8 @@ class Runner:
         trial.set_user_attr("machine", dataclasses.asdict(self.machine))
         trial.set_user_attr("worker", f"{self.machine.host}:{os.getpid()}")  # which process ran it (several per host)
         trial.set_user_attr("state", State.RUNNING.value)  # replaced when it ends; still there if the study was stopped
-        if self.progress:
-            self.progress.set_postfix_str(f"block {block}: {combination}")
+        where = f"block {block}: {results.short_label(combination)}"
+        self._show(where)
         strategies = [s for s in (o.build() for o in options) if s is not None]
         try:
             stack = compose(*strategies)
@@ -285,7 +315,7 @@ class Runner:
         train = donor is None and trial.user_attrs.get("phase") != protocol.RACE
         spec = TrialSpec(self.study, options, self.machine.device, train_for_accuracy=train)
         try:
-            metrics = run_in_fresh_process(spec)
+            metrics = run_in_fresh_process(spec, on_phase=lambda doing: self._show(f"{where} · {doing}"))
         except TrialFailed as error:
             trial.set_user_attr("state", State.FAILED.value)
             trial.set_user_attr("reason", str(error))
@@ -338,9 +368,16 @@ class Runner:
         else:
             detail = (f"{m['throughput']:.0f} {self.study.throughput_unit}/s, test acc {m['test_accuracy']:.2f}%"
                       f"{' (trained)' if a.get('accuracy_trained') else ' (from #' + str(a.get('accuracy_from')) + ')'}")
-        if self.progress:
-            self.progress.write(f"#{trial.number} block {a.get('block', '?')} {a.get('combination', '?')}: "
-                                f"{state}: {detail}")
+        if not self.progress:
+            return
+        if state == State.SKIPPED:  # each reason once: a study on the wrong device skips dozens alike
+            if detail in self._skip_reasons:
+                return
+            self._skip_reasons.add(detail)
+            detail += " (later skips for this reason are not listed; the table counts them)"
+        self.progress.write(f"#{trial.number} block {a.get('block', '?')} {a.get('combination', '?')}: "
+                            f"{state}: {detail}")
+        if state != State.SKIPPED:
             self.progress.update(1)
 
     # -- MLflow parent run and the end ----------------------------------------------------------------------
@@ -368,7 +405,7 @@ class Runner:
         stored = records.load(self.optuna)
         table = results.rows(stored)
         csv = results.csv_path(self.results_dir, self.study.name, self.search, self.machine.device_type)
-        results.write_csv(table, csv)
+        results.write_csv(table, csv, self.study.throughput_unit)
         reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker, self.optuna.user_attrs)
         if self.parent_id:
             # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.

@@ -28,11 +28,24 @@ from functools import cache
 from typing import Any, Callable, Iterator
 
 from ablate import failures
+from ablate.noise import trial_output_to_log_file
 from ablate.study import Option, Study
 
 STOP_GRACE_S = 5.0
 ACCURACY_NOT_MEASURED = "accuracy_not_measured"
 BASELINE_FP32 = "ieee"  # strict IEEE fp32 matmuls and convolutions unless the TF32 strategy is on
+
+
+def _no_phase(text: str) -> None:
+    pass
+
+
+_phase: Callable[[str], None] = _no_phase  # in a trial process: sends what it is doing to the study's progress line
+
+
+def phase(text: str) -> None:
+    """Tell the study what this trial is doing now (a no-op outside a trial process)."""
+    _phase(text)
 
 
 class TrialFailed(RuntimeError):
@@ -68,6 +81,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         # The current device too, not only the tensors': pinned-memory threads, capability queries,
         # CUDA-graph pools and any library that asks "the" device then use the trial's, never cuda:0.
         torch.cuda.set_device(device)
+    phase("loading data")
     stack = compose(*(s for s in (o.build() for o in spec.options) if s is not None))
     task = study.task
     torch.manual_seed(budget.seed)
@@ -80,6 +94,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     if stack.loader_kwargs(**base).get("num_workers"):
         base["timeout"] = budget.loader_timeout_s
     loader = stack.make_loader(splits.train, device, **base)
+    phase("building the model")
     set_fp32_precision(BASELINE_FP32)  # a true fp32 baseline: PyTorch's default runs cuDNN convolutions in TF32
     model = lookup(MODELS, study.model, "model")(**model_kwargs(study)).to(device)
     flops_per_token = getattr(model, "flops_per_token", None)
@@ -99,7 +114,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.
     clock = StepClock(budget, device, for_accuracy,
                       evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
-                      units_per_sample=task.units_per_sample)
+                      units_per_sample=task.units_per_sample, on_phase=phase)
     train(stack, task, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
     clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
     if stack.metrics().get("cuda_graphs.cudagraph_skips"):  # a PyTorch without cudagraph_or_error fell back
@@ -150,7 +165,10 @@ def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn:
     # the reference machine) instead of the platform default a user's own
     # script gets (fork on Linux up to Python 3.13). Measure what users get.
     mp.set_start_method(None, force=True)
+    trial_output_to_log_file()
     cache = _cold_compile_cache()
+    global _phase
+    _phase = lambda text: conn.send(("phase", text))  # noqa: E731 - a few microseconds, at phase changes only
     try:
         metrics = target(spec)
         metrics["process_start_s"] = process_start_s
@@ -174,8 +192,9 @@ def _cold_compile_cache() -> str:
     return cache
 
 
-def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str, Any]] = run) -> dict[str, Any]:
-    """Run `target(spec)` (by default: train and measure) in a new process.
+def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str, Any]] = run,
+                         on_phase: Callable[[str], None] = _no_phase) -> dict[str, Any]:
+    """Run `target(spec)` (by default: train and measure) in a new process; `on_phase` hears what it is doing.
 
     Raises `TrialFailed` with a one-line reason (see `ablate.failures`) when the
     trial raised, died, or ran past the study's `trial_timeout_s`. However the
@@ -190,14 +209,20 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
         with _ctrl_c_blocked():  # the child inherits the blocked signal: Ctrl-C is this process's to handle
             process.start()  # inside the try: an interrupt while it starts must still stop it
         child_end.close()
-        if parent_end.poll(limit):  # True on a message, and on EOF when the process died
+        on_phase("starting (a new interpreter imports torch)")
+        deadline = None if limit is None else time.monotonic() + limit
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not parent_end.poll(left):  # True on a message, and on EOF when the process died
+                _stop(process)
+                raise TrialFailed(f"timeout: the trial ran past the study's limit of {limit:g} s "
+                                  "(budget.trial_timeout_s) and was killed")
             message = parent_end.recv()
-        else:
-            _stop(process)
-            raise TrialFailed(f"timeout: the trial ran past the study's limit of {limit:g} s (budget.trial_timeout_s) "
-                              "and was killed")
-    except EOFError:
-        pass
+            if message[0] != "phase":
+                break
+            on_phase(message[1])
+    except EOFError:  # the process died, perhaps after saying what it was doing
+        message = None
     except BaseException:
         _stop(process)
         raise

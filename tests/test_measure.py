@@ -146,3 +146,13 @@ def test_steps_after_the_first_that_pay_a_one_off_cost_are_reported(fake_time):
         fake_time.now += 5 * STEP_S if clock.steps in (1, 2) else STEP_S
         clock.count(BATCH)
     assert clock.summary()["early_steps_excess_s"] == pytest.approx(2 * 4 * STEP_S)
+
+
+def test_the_clock_says_which_phase_the_run_is_in(fake_time):
+    heard = []
+    clock = _clock(fake_time, [20.0, 30.0, 40.0, 50.0], eval_every_samples=32, target_accuracy=99.0)
+    clock.on_phase = heard.append
+    _train(clock, fake_time)
+    assert heard[:3] == ["first step (compilation, worker start-up)", "warm-up", "timed window 1 of 2"]
+    assert "timed window 2 of 2" in heard and any(h.startswith("evaluating at ") for h in heard)
+    assert heard.index("timed window 2 of 2") < heard.index(next(h for h in heard if h.startswith("training for")))

@@ -52,3 +52,28 @@ def test_a_trial_on_a_cuda_device_makes_it_the_current_device(monkeypatch):
     spec = _spec()
     with pytest.raises(_DeviceSet, match="cuda:1"):
         trial.run(TrialSpec(spec.study, spec.options, "cuda:1", train_for_accuracy=False))
+
+
+def _says_what_it_does(spec):
+    from ablate import trial
+
+    trial.phase("loading data")
+    trial.phase("timed window 1 of 3")
+    return {"throughput": 1.0}
+
+
+def _says_then_dies(spec):
+    import os
+
+    from ablate import trial
+
+    trial.phase("warm-up")
+    os._exit(3)
+
+
+def test_the_trial_tells_the_study_what_it_is_doing_and_a_death_after_that_is_still_a_death():
+    heard = []
+    assert run_in_fresh_process(_spec(), _says_what_it_does, on_phase=heard.append)["throughput"] == 1.0
+    assert heard == ["starting (a new interpreter imports torch)", "loading data", "timed window 1 of 3"]
+    with pytest.raises(TrialFailed, match="crashed: the trial process exited with status 3"):
+        run_in_fresh_process(_spec(), _says_then_dies)

@@ -1,0 +1,82 @@
+"""The default results table: the answer in 100 columns, long labels shortened but never confused, skips folded."""
+from __future__ import annotations
+
+import itertools
+
+from ablate import results
+from ablate.records import BASELINE, Record, combine
+
+DIMS = {  # mnist_cnn_gpu-like labels: the longest the built-in studies make
+    "data": ["off", "num_workers(n=4)", "device_resident_data"],
+    "precision": ["off", "amp(dtype=bf16)", "half_precision(dtype=bf16)"],
+    "graph": ["off", "compile(regional=True)", "compile(mode='max-autotune-no-cudagraphs')"],
+    "ckpt": ["off", "activation_checkpointing(every=2)"],
+    "attention": ["off", "attention_backend(backend=cudnn)"],
+    "opt": ["off", "compiled_optimizer"],
+}
+SKIP = "AttentionBackend: the cudnn attention kernel is CUDA-only; on a CPU PyTorch has flash and math only"
+
+
+def _table() -> list[dict]:
+    measurements = []
+    for number, choice in enumerate(itertools.product(*DIMS.values())):
+        levels = dict(zip(DIMS, choice))
+        label = " + ".join(c for c in choice if c != "off") or BASELINE
+        if levels["attention"] != "off":
+            measurements.append(Record(number, label, levels, "skipped", reason=SKIP))
+            continue
+        if levels["data"] == "device_resident_data" and levels["graph"] != "off":
+            measurements.append(Record(number, label, levels, "failed", reason="oom: CUDA out of memory"))
+            continue
+        rate = 1000.0 * (1 + number / 50)
+        for block in range(2):
+            measurements.append(Record(1000 * block + number, label, levels, "complete", block=block,
+                                       accuracy_trained=block == 0,
+                                       metrics={"throughput": rate * (1 + block / 100), "throughput_window_0": rate,
+                                                "test_accuracy": 98.0 - (number % 7) / 2}))
+    return results.rows(combine(measurements))
+
+
+def test_the_default_table_fits_100_columns_with_the_longest_labels_failures_and_skips():
+    text = results.render_compact(_table(), tolerance=0.5)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert text.splitlines()[0].split()[:5] == ["#", "combination", "speed-up", "[95%", "CI]"]
+    assert "BELOW" in text and " ok" in text  # parity is flagged where it fails and where it holds
+
+
+def test_repeated_skip_reasons_are_one_line_and_failures_say_why():
+    table = _table()
+    text = results.render_compact(table, tolerance=0.5)
+    skipped = sum(1 for r in table if r["state"] == "skipped")
+    assert text.count("cudnn attention kernel") == 1 and f"{skipped} combinations skipped: AttentionBackend" in text
+    assert "combinations failed: oom: CUDA out of memory" in text
+    assert not any(line.split()[-1:] == ["skipped"] for line in text.splitlines())  # no row per skip
+
+
+def test_shortened_labels_read_well_and_never_make_two_combinations_the_same():
+    assert results.short_label("amp(dtype=bf16) + compile(regional=True) + activation_checkpointing(every=2)") \
+        == "amp(bf16) + compile(regional) + act_ckpt(2)"
+    assert results.short_label("compile(mode='max-autotune')") == "compile(max-autotune)"
+    table = _table()
+    shown = [r for r in table if r["state"] != "skipped"]
+    assert len({results.short_label(r["combination"]) for r in shown}) == len(shown)
+    text = results.render_compact(table, tolerance=0.5)
+    assert "half(bf16) + compile(regional)" in text
+
+
+def test_labels_fall_back_to_the_full_names_where_shortening_would_confuse_two():
+    table = [{"combination": c, "state": "complete", "speed-up": 1.0, "ci low": None, "Δ acc": None, "device": "d",
+              "reason": ""} for c in ("compile(fullgraph=True)", "compile(dynamic=True)")]
+    for row in table:
+        row["ci high"] = None
+    assert results.short_label("compile(fullgraph=True)") != results.short_label("compile(dynamic=True)")
+    confusing = [dict(table[0], combination="amp(dtype=bf16)"), dict(table[0], combination="amp(bf16)")]
+    text = results.render_compact(confusing, tolerance=0.5)
+    assert "amp(dtype=bf16)" in text
+
+
+def test_the_full_table_names_the_throughput_unit(tmp_path):
+    table = _table()
+    assert "tokens/s" in results.render(table, "tokens").splitlines()[0]
+    results.write_csv(table, tmp_path / "t.csv", "tokens")
+    assert "tokens/s" in (tmp_path / "t.csv").read_text().splitlines()[0]
