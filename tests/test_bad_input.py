@@ -116,8 +116,9 @@ def test_bad_run_options_are_one_line_and_write_nothing(args, expected, tmp_path
     (["rn", "mnist_cnn"], "unknown choice 'rn'; choose one of: list, report, run, sync, ui, worker; did you mean 'run'? "
                           "(see ablate --help)"),
     (["report", str(TINY), "--storage", "nowhere"], "--storage 'nowhere' is not a database URL"),
-    (["run", str(TINY), "--trails", "3"], "unknown option '--trails'; choose one of: --device, --results, --search, "
-                                          "--single-pass, --storage, --trials, --workers, -h; did you mean '--trials'? "
+    (["run", str(TINY), "--trails", "3"], "unknown option '--trails'; choose one of: --device, --full-table, --results, "
+                                          "--search, --single-pass, --storage, --trials, --workers, -h; did you mean "
+                                          "'--trials'? "
                                           "(see ablate run --help)"),
     (["ui", "--prot", "5001"], "did you mean '--port'? (see ablate ui --help)"),
 ])
