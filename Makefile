@@ -26,7 +26,7 @@ test: $(STAMP)
 bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (about 20 min on 2 CPU cores) [ARGS="--no-grid"]
 	$(BIN)/python -m benchmarks $(ARGS)
 
-gpu:  ## on a CUDA machine: GPU tests, every strategy end to end, mnist_cnn, a ResNet subset, the GPU bench; logs in $$OUT or results/gpu; exit 2 at once without a GPU
+gpu:  ## on a CUDA machine: GPU tests, every strategy alone, ResNet AMP/channels_last, the GPU bench, within time limits [ARGS="--part 1" or "--dry-run"]; summary and tarball in $$OUT or results/gpu; exit 2 at once without a GPU
 	$(GPU_PYTHON) -m benchmarks.gpu $(ARGS)
 
 ui: $(STAMP)  ## MLflow UI on http://127.0.0.1:5000 [ARGS="--results DIR --port N"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ablate import study as studies
 from ablate.data import DataUnavailable
 from ablate.lock import Busy, study_lock
-from ablate.machine import default_device
+from ablate.machine import default_device, resolve
 from ablate.registry import unknown
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def _port(text: str) -> int:
 
 
 def _device(text: str) -> torch.device:
-    import torch  # imported late: `ablate list` and bad input answer without loading torch
+    import torch
 
     try:
         device = torch.device(text)
@@ -120,15 +120,29 @@ def _device(text: str) -> torch.device:
         device = None
     if device is None or device.type not in studies.DEVICE_TYPES:
         raise studies.StudyError(unknown("device", [text], studies.DEVICE_TYPES, tail="[:N]"))
-    return device
+    # "cuda" names the current device, so the records, the MLflow tags and every trial say which one measured.
+    # Reading stored results (report, sync) needs no GPU: there "cuda" only names the results' device type.
+    return resolve(device) if device.type == "cuda" and torch.cuda.is_available() else device
+
+
+def _runnable(device: torch.device) -> None:
+    """Refuse a CUDA device this machine does not have, before anything is written."""
+    import torch
+
+    if device.type != "cuda":
+        return
+    if not torch.cuda.is_available():
+        raise studies.StudyError(f"--device {device} asked for, but no CUDA device is available; use --device cpu")
+    if device.index is not None and device.index >= (count := torch.cuda.device_count()):
+        raise studies.StudyError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to "
+                                 f"cuda:{count - 1}")
 
 
 def _run(args: argparse.Namespace) -> int:
     import torch
 
     device = _device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise studies.StudyError("--device cuda asked for, but no CUDA device is available; use --device cpu")
+    _runnable(device)
     if args.search == "optuna" and not args.trials:
         raise studies.StudyError("--search optuna needs --trials N")
     study = studies.load(args.study, device.type)

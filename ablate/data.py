@@ -2,7 +2,9 @@
 
 The data root is ``$ABLATE_DATA_DIR`` when set, else ``./data``. Missing files
 are downloaded (torchvision's downloads for images, Project Gutenberg for the
-King James Bible); when that fails too (offline), the error says which files
+King James Bible), each connection and read limited to DOWNLOAD_TIMEOUT_S so a
+network that drops packets cannot hang a trial; ``ABLATE_OFFLINE=1`` skips the
+attempt. When the files cannot be had (offline), the error says which files
 were looked for, where, and how to point ABLATE_DATA_DIR at a copy.
 
 Text datasets are bytes cut into windows of the next-token task's
@@ -12,11 +14,13 @@ verse is both trained on and held out) is the test split.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch.utils.data import Dataset, Subset
@@ -24,6 +28,8 @@ from torch.utils.data import Dataset, Subset
 from ablate.registry import lookup
 
 DATA_ENV = "ABLATE_DATA_DIR"
+OFFLINE_ENV = "ABLATE_OFFLINE"  # "1": never try a download (a machine with no route out, where one may hang)
+DOWNLOAD_TIMEOUT_S = 30  # per connection attempt and per read, not for the whole file
 
 
 class DataUnavailable(RuntimeError):
@@ -41,6 +47,28 @@ class Splits:
     throughput_only: str | None = None  # why test accuracy means nothing here (synthetic stand-in data)
 
 
+def offline() -> bool:
+    return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def _time_limited() -> Iterator[None]:
+    """torchvision's downloads open URLs without a timeout; a network that drops packets would hang them for good."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _torchvision(dataset: Callable[..., Dataset], root: Path, transform: Callable) -> Splits:
+    """Both splits of a torchvision dataset, downloaded (time-limited) unless they are on disk or we are offline."""
+    with _time_limited():
+        return Splits(*(dataset(root, train=train, download=not offline(), transform=transform)
+                        for train in (True, False)))
+
+
 def _why(error: Exception) -> str:
     return " ".join(str(error).split())[:200]  # torchvision's messages span lines
 
@@ -51,7 +79,7 @@ def _mnist(root: Path) -> Splits:
     # The normalisation of the PyTorch MNIST example: the training set's mean and std.
     transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
     try:
-        return Splits(*(datasets.MNIST(root, train=train, download=True, transform=transform) for train in (True, False)))
+        return _torchvision(datasets.MNIST, root, transform)
     except Exception as error:  # torchvision raises RuntimeError or URLError depending on where it fails
         reason = _why(error)
         folder = (root / "MNIST" / "raw").resolve()
@@ -70,7 +98,7 @@ def _cifar10(root: Path) -> Splits:
     transform = transforms.Compose([
         transforms.ToTensor(), transforms.Normalize((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))])
     try:
-        return Splits(*(datasets.CIFAR10(root, train=train, download=True, transform=transform) for train in (True, False)))
+        return _torchvision(datasets.CIFAR10, root, transform)
     except Exception as error:  # offline, or a partial download
         folder = (root / datasets.CIFAR10.base_folder).resolve()
         note = (f"CIFAR-10 is not in {folder} and could not be downloaded ({_why(error)}); torchvision FakeData "
@@ -86,7 +114,6 @@ def _cifar10(root: Path) -> Splits:
 HELD_OUT = 0.1  # the last tenth of a text file is the test split
 # Project Gutenberg's eBook 10: the same text as the offline copy (kjv/kjv.txt), laid out differently.
 KJV_URL = "https://www.gutenberg.org/cache/epub/10/pg10.txt"
-DOWNLOAD_TIMEOUT_S = 30
 
 
 class ByteWindows(Dataset):
@@ -130,6 +157,8 @@ def _kjv(root: Path, seq_len: int) -> Splits:
     file = root / "kjv" / "kjv.txt"
     if not file.is_file():
         try:
+            if offline():
+                raise OSError(f"{OFFLINE_ENV} is set")
             file.parent.mkdir(parents=True, exist_ok=True)
             with urllib.request.urlopen(KJV_URL, timeout=DOWNLOAD_TIMEOUT_S) as response:
                 text = response.read()

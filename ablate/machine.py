@@ -32,8 +32,21 @@ def default_device() -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
-def describe(device: str) -> Machine:
+def resolve(device: str | torch.device) -> torch.device:
+    """`device` with an index: a bare "cuda" becomes the current CUDA device ("cuda:0" unless set otherwise).
+
+    Why everywhere, not only where it fails: `torch.cuda.set_device` refuses a device without an index
+    ("Expected a torch.device with a specified index or an integer"), and a record, an MLflow tag or a
+    worker that says "cuda" cannot tell which of several GPUs measured it.
+    """
     dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def describe(device: str | torch.device) -> Machine:
+    dev = resolve(device)
     if dev.type == "cuda" and torch.cuda.is_available():
         name = torch.cuda.get_device_name(dev)
     else:
@@ -42,9 +55,20 @@ def describe(device: str) -> Machine:
     return Machine(str(dev), name, torch.__version__, commit(), socket.gethostname())
 
 
-def commit() -> str:
-    """The checkout's commit (with +dirty when there are uncommitted changes), or 'unknown'."""
-    root = Path(__file__).resolve().parent.parent
+COMMIT_ENV = "ABLATE_COMMIT"
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def commit(root: Path = ROOT) -> str:
+    """The checkout's commit (with +dirty when there are uncommitted changes), else $ABLATE_COMMIT, else 'unknown'.
+
+    A lent GPU machine gets a copy of the working tree without `.git`; `python -m benchmarks.gpu pack` writes
+    the commit beside the wheels it carries, and the device command exports it as ABLATE_COMMIT.
+    """
+    if not (root / ".git").exists() and os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
                              text=True, check=True, timeout=10).stdout.strip()
@@ -52,7 +76,7 @@ def commit() -> str:
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return os.environ.get(COMMIT_ENV) or "unknown"
 
 
 def _cpu_model() -> str:

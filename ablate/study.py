@@ -328,6 +328,9 @@ def _options(dim: str, choices: Any, where: str) -> tuple[Option, ...]:
     labels = [o.label for o in options]
     if len(set(labels)) != len(labels):
         raise StudyError(f"{where}: a choice is listed twice ({', '.join(labels)})")
+    if all(o.name is not None for o in options):  # speed-ups are against the baseline: every dimension off
+        raise StudyError(f"{where}: no `off` among the choices ({', '.join(labels)}); every dimension needs one, "
+                         "since the baseline is every dimension off: add `off` as its first choice")
     return options
 
 

@@ -67,6 +67,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     from ablate import data
     from ablate.failures import CompileFailed
+    from ablate.machine import resolve
     from ablate.measure import StepClock
     from ablate.mfu import utilisation
     from ablate.models import MODELS
@@ -76,7 +77,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from strategies import compose, set_fp32_precision
 
     began = time.perf_counter()
-    study, budget, device = spec.study, spec.study.budget, torch.device(spec.device)
+    study, budget, device = spec.study, spec.study.budget, resolve(spec.device)
     if device.type == "cuda":
         # The current device too, not only the tensors': pinned-memory threads, capability queries,
         # CUDA-graph pools and any library that asks "the" device then use the trial's, never cuda:0.

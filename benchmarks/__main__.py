@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from ablate.machine import default_device, describe
+from ablate.machine import default_device, describe, resolve
 from benchmarks import cpu_time, grid, overhead, trials
+from benchmarks.sections import RESULTS, rewrite
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TARGET_OVERHEAD = 0.01
 TARGET_NOISE_PCT = {"cpu": 5.0, "cuda": 2.0}
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path("results/bench"), help="where the grid's results go")
     parser.add_argument("--output", type=Path, default=RESULTS, help="the file to rewrite (default: %(default)s)")
     args = parser.parse_args(argv)
-    device = torch.device(args.device)
+    device = resolve(args.device)  # "cuda": the current device, by index, in the record
     machine = describe(str(device))
     kind = device.type
     lines = [f"<!-- bench:{kind}:start (written by `make bench`; edit outside these markers) -->",
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         """Keep every finished part, on stdout and in the file, so a later failure loses nothing measured."""
         lines.extend(part)
         print("\n".join(part), flush=True)
-        _rewrite(args.output, kind, "\n".join(lines + ([f"*Still measuring: {pending}.*", ""] if pending else []) + [end]))
+        rewrite(args.output, kind, "\n".join(lines + ([f"*Still measuring: {pending}.*", ""] if pending else []) + [end]))
 
     print("1/4 framework overhead ...", file=sys.stderr)
     add(_overhead(overhead.measure(device, pairs=args.pairs, steps=args.steps), args.pairs), "start-up, noise, grid")
@@ -140,13 +140,6 @@ def _section(markdown: str, heading: str) -> list[str]:
         return []
     body = [line for line in match.group(1).splitlines() if not line.startswith("![")]
     return [f"#{heading}", *body]
-
-
-def _rewrite(path: Path, kind: str, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark records\n"
-    pattern = re.compile(rf"<!-- bench:{kind}:start.*?<!-- bench:{kind}:end -->", flags=re.S)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
-    path.write_text(text)
 
 
 if __name__ == "__main__":

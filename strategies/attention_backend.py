@@ -19,6 +19,10 @@ BACKENDS = {
 # fused attention need Ampere; the memory-efficient (xformers/CUTLASS) kernel runs from Maxwell on.
 CUDA_CAPABILITY = {"flash": (8, 0), "efficient": (5, 0), "cudnn": (8, 0), "math": (0, 0)}
 CPU_BACKENDS = ("flash", "math")  # PyTorch has CPU kernels for these two only
+# CUDA kernels that take fp16/bf16 inputs only (PyTorch's check_flash_attention_dtype / cuDNN's dtype check in
+# sdp_utils.cpp); the strategies that lower the precision attention's inputs arrive in.
+HALF_ONLY_ON_CUDA = ("flash", "cudnn")
+HALF_PRECISION = ("amp", "half_precision")
 
 
 class AttentionBackend(Strategy):
@@ -42,7 +46,9 @@ class AttentionBackend(Strategy):
     with AMP - or an unsupported head size) raises at the first forward
     instead of falling back, so what is timed is the named kernel. On a CPU
     only flash and math exist; `check` refuses the others, and CUDA kernels
-    on GPUs older than they need.
+    on GPUs older than they need; `check_with` refuses flash and cuDNN on
+    CUDA in a stack without AMP or HalfPrecision, whose fp32 inputs they
+    cannot take.
     """
 
     name = "attention_backend"
@@ -69,6 +75,14 @@ class AttentionBackend(Strategy):
         if self.backend == "cudnn" and not torch.backends.cudnn.is_available():
             return "this PyTorch build has no cuDNN"
         return capability_reason(device, CUDA_CAPABILITY[self.backend], what)
+
+    def check_with(self, others: tuple[Strategy, ...], device: torch.device | str) -> str | None:
+        if as_device(device).type != "cuda" or self.backend not in HALF_ONLY_ON_CUDA:
+            return None
+        if any(m.name in HALF_PRECISION for m in others):
+            return None
+        return (f"the {self.backend} attention kernel on CUDA takes fp16/bf16 inputs only, and nothing in this "
+                f"combination lowers the precision; compose it with {' or '.join(HALF_PRECISION)}")
 
     def params(self) -> dict[str, Any]:
         return {"backend": self.backend}

@@ -91,6 +91,10 @@ class Strategy:
         """None when the technique can do its job on `device`, else the reason why not."""
         return None
 
+    def check_with(self, others: tuple["Strategy", ...], device: torch.device | str) -> str | None:
+        """Like `check`, for what the technique needs from the rest of its stack (`others`); None when it has it."""
+        return None
+
     def params(self) -> dict[str, Any]:
         """Flat, YAML- and MLflow-loggable settings (without the name prefix)."""
         return {}

@@ -11,6 +11,25 @@ from strategies.base import Strategy, as_device, capability_reason, cuda_reason
 from strategies.blocks import repeated_blocks
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes whose compiled code replays CUDA graphs
+
+
+def gradients_outside_graph_pool(model: torch.nn.Module) -> torch.nn.Module:
+    """Give every trainable parameter of `model` a zero-filled ``.grad`` now, before any graph is captured.
+
+    Why: with CUDA-graph trees, the compiled backward's outputs live in the graph's memory pool, which the
+    next replay overwrites. A parameter whose ``.grad`` is None at the first backward adopts that output
+    as its gradient; a loop that then zero-fills (``zero_grad(set_to_none=False)``, the baseline here) or
+    accumulates keeps it across the next replay and fails at the second step ("accessing tensor output of
+    CUDAGraphs that has been overwritten by a subsequent run", pytorch#169545). A ``.grad`` that already
+    exists is accumulated into in place, so it stays in ordinary memory. Adding to zeros is exact, so the
+    first step's numbers do not change; a loop that sets gradients to None still works (its optimizer has
+    used each adopted gradient before the next replay).
+    """
+    for parameter in model.parameters():
+        if parameter.requires_grad and parameter.grad is None:
+            parameter.grad = torch.zeros_like(parameter)
+    return model
 
 
 def inductor_reason(device: torch.device | str) -> str | None:
@@ -83,6 +102,8 @@ class Compile(Strategy):
         # torch.compile rejects `mode` for backends other than inductor.
         options: dict[str, Any] = {"mode": self.mode} if self.backend == "inductor" else {}
         options.update(fullgraph=self.fullgraph, backend=self.backend, dynamic=self.dynamic)
+        if self.backend == "inductor" and self.mode in CUDA_GRAPH_MODES:
+            gradients_outside_graph_pool(model)
         if not self.regional:
             return torch.compile(model, **options)
         for block in repeated_blocks(model, "Compile(regional=True)"):

@@ -6,7 +6,7 @@ from typing import Any
 import torch
 
 from strategies.base import Strategy, cuda_reason
-from strategies.compile import inductor_reason
+from strategies.compile import gradients_outside_graph_pool, inductor_reason
 
 KERNELS = ("inductor", "eager")
 
@@ -31,7 +31,11 @@ class CUDAGraphs(Strategy):
     backward only, copy inputs into static buffers, re-record on new shapes
     and fall back to eager where capture is impossible, so the strategy
     composes with the rest. The optimizer step stays outside the graph (use
-    FusedOptimizer to shrink it).
+    FusedOptimizer to shrink it). `prepare_model` gives every parameter a
+    zero-filled gradient first, so gradients never live in the graph pool
+    (see `strategies.compile.gradients_outside_graph_pool`): a loop that
+    zero-fills gradients or accumulates them would otherwise fail at the
+    second step.
 
     kernels="inductor" is ``mode="reduce-overhead"``: Inductor's fused Triton
     kernels, then graphs (needs Triton). kernels="eager" is the "cudagraphs"
@@ -64,6 +68,7 @@ class CUDAGraphs(Strategy):
         triton = config.triton
         if hasattr(triton, "cudagraph_or_error"):  # process-wide, as trials run one per process
             triton.cudagraph_or_error = True
+        gradients_outside_graph_pool(model)
         if self.kernels == "inductor":
             return torch.compile(model, mode="reduce-overhead")
         return torch.compile(model, backend="cudagraphs")

@@ -139,8 +139,8 @@ class Stack(Strategy):
 
     def check(self, device: torch.device | str) -> str | None:
         for member in self.members:
-            reason = member.check(device)
-            if reason:
+            others = tuple(m for m in self.members if m is not member)
+            if reason := member.check(device) or member.check_with(others, device):
                 return f"{type(member).__name__}: {reason}"
         return None
 

@@ -44,6 +44,20 @@ def make_dataset(n: int = N_SAMPLES, seed: int = 1234) -> TensorDataset:
     return TensorDataset(inputs, targets)
 
 
+@pytest.fixture(autouse=True)
+def _inductor_cudagraph_or_error_restored():
+    """CUDAGraphs sets Inductor's process-wide `cudagraph_or_error` (a trial has its process to itself); tests share
+    one process, so each test gets the value back as it was, and a later compile test is not made to error."""
+    def flag() -> bool | None:
+        config = sys.modules.get("torch._inductor.config")
+        return getattr(config.triton, "cudagraph_or_error", None) if config is not None else None
+
+    before = flag()
+    yield
+    if flag() is not None:
+        sys.modules["torch._inductor.config"].triton.cudagraph_or_error = bool(before)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _sigint_raises_keyboard_interrupt():
     """Ctrl-C as Python sets it up, even when the suite was started with SIGINT ignored (a shell's background job).

@@ -22,6 +22,8 @@ MORE = {
                              "protocol: unknown key 'contendrs'; valid: block_size, contenders"),
     "negative race blocks": (TINY.read_text().replace("race_blocks: 1", "race_blocks: -1"), "must be >= 0"),
     "zero block size": (TINY.read_text().replace("block_size: 2", "block_size: 0"), "block_size: must be > 0"),
+    "a dimension without off": (TINY.read_text().replace("[off, pin_memory]", "[pin_memory]"),
+                                "no `off` among the choices (pin_memory); every dimension needs one"),
 }
 
 

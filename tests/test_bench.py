@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.__main__ import _rewrite, main
+from benchmarks.__main__ import main
+from benchmarks.sections import rewrite as _rewrite
 
 KEPT = "A hand-written record that must survive."
 

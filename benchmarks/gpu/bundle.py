@@ -1,0 +1,97 @@
+"""What a `make gpu` command brings back, and how it lands in benchmarks/RESULTS.md on the CPU machine.
+
+On the GPU machine, after every step: `summary.md` (each step's outcome and its results in brief) and one
+tarball of the scratch folder (logs, each study's CSV, report and summary.json, the bench section) go to $OUT,
+so a command stopped from outside still returns everything finished before. Only 8 files come back from $OUT,
+so nothing else is written there. `python -m benchmarks.gpu merge TARBALL` then writes the part's section (and
+the bench's cuda section, when it ran) into benchmarks/RESULTS.md here, where the commit can be made.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+from benchmarks.sections import RESULTS, rewrite, section_pattern
+SECTION = "section.md"  # in the tarball: the part's RESULTS.md section
+BENCH = "bench/RESULTS.md"  # in the tarball: the file the bench step rewrote, holding its cuda section
+SKIP_IN_TARBALL = (".db", ".db-journal", ".pt")  # stores and checkpoints: large, and the CSVs and JSON say it all
+
+
+def catalogue_problems(table: Path) -> list[str]:
+    """What is wrong in a catalogue's results table: a failed trial, or a skipped one without its reason."""
+    if not table.exists():
+        return [f"no results table at {table.name}"]
+    problems = []
+    for row in csv.DictReader(table.open()):
+        if row["state"] == "failed":
+            problems.append(f"{row['combination']} failed: {row['reason']}")
+        elif row["state"] == "skipped" and not row["reason"].strip():
+            problems.append(f"{row['combination']} was skipped without a reason")
+    return problems
+
+
+def study_lines(results: Path) -> list[str]:
+    """A study's results in brief: states, every failure and skip with its reason, the speed-ups with intervals."""
+    lines: list[str] = []
+    for table in sorted(results.glob("*/*-cuda.csv")):
+        rows = list(csv.DictReader(table.open()))
+        states = Counter(row["state"] for row in rows)
+        lines.append(f"- {table.parent.name}: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
+        reasons = Counter((row["state"], row["reason"].strip()) for row in rows if row["state"] in ("failed", "skipped"))
+        lines += [f"  - {state} x{n}: {reason or '(no reason recorded)'}" for (state, reason), n in reasons.items()]
+    for summary in sorted(results.glob("*/**/summary.json")):
+        data = json.loads(summary.read_text())
+        unit = next((s.get("throughput_unit") for s in data.get("speedups", [])), "")
+        lines += ["", f"{data.get('study')} ({data.get('protocol', {}).get('description', '')}):", "",
+                  f"| combination | speed-up [95% CI] | throughput ({unit}) | accuracy change | peak MB |",
+                  "|---|---|---|---|---|"]
+        for s in data.get("speedups", []):
+            interval = f" [{s['low']:.2f}, {s['high']:.2f}]" if s.get("low") is not None else ""
+            change = s.get("accuracy_change")
+            lines.append(f"| {s['combination']} | x{s['speedup']:.2f}{interval} | {_number(s.get('throughput'))} | "
+                         f"{'' if change is None else f'{change:+.2f} pts'} | {_number(s.get('peak_memory_mb'))} |")
+        if pick := data.get("recommendation"):
+            lines.append(f"\nRecommended: {pick['combination']} (x{pick['speedup']:.2f})")
+    return lines
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:,.0f}"
+
+
+def pack(scratch: Path, tarball: Path) -> None:
+    """The scratch folder as one gzipped tarball, written whole or not at all."""
+    partial = tarball.with_suffix(".part")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(scratch, arcname=scratch.name, filter=lambda info: None if info.name.endswith(SKIP_IN_TARBALL) else info)
+    partial.replace(tarball)
+
+
+def merge(tarball: Path, into: Path = RESULTS, unpack_to: Path = Path("results/gpu")) -> list[str]:
+    """Unpack `tarball` under `unpack_to` and write its sections into `into`; returns the sections' names."""
+    unpack_to.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tarball) as tar:
+        tar.extractall(unpack_to, filter="data")
+        top = {Path(name).parts[0] for name in tar.getnames()}
+    if len(top) != 1:
+        raise ValueError(f"{tarball} is not a `make gpu` tarball (one top folder expected, found {len(top)})")
+    folder = unpack_to / top.pop()
+    written = []
+    section = folder / SECTION
+    if not section.exists():
+        raise ValueError(f"{tarball} holds no {SECTION}: was it written by `python -m benchmarks.gpu`?")
+    text = section.read_text()
+    kind = re.search(r"<!-- bench:(\S+):start", text)
+    if kind is None:
+        raise ValueError(f"{section} has no section markers")
+    rewrite(into, kind.group(1), text.strip())
+    written.append(kind.group(1))
+    bench = folder / BENCH
+    if bench.exists() and (found := section_pattern("cuda").search(bench.read_text())):
+        rewrite(into, "cuda", found.group(0))
+        written.append("cuda")
+    return written
