@@ -300,7 +300,7 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ablate import records
+    from ablate import records, results
     from ablate.machine import describe
     from ablate.runner import write_reports
     from ablate.tracking import Tracker
@@ -311,6 +311,10 @@ def _report(args: argparse.Namespace) -> int:
         raise studies.StudyError(f"{found.study_name} in {storage} has no complete trial yet ({len(stored)} finished: "
                                  "skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
+    # The table too: a study stopped before its end (Ctrl-C, a time limit) wrote none.
+    table = results.csv_path(args.results, study.name, args.search, device.type)
+    results.write_csv(results.rows(stored), table, study.throughput_unit)
+    print(f"results table: {table}")
     for built in write_reports(study, stored, args.search, args.results, tracker, found.user_attrs):
         print(built.summary())
     if tracker.offline:

@@ -18,7 +18,8 @@ from pathlib import Path
 from benchmarks.sections import RESULTS, rewrite, section_pattern
 SECTION = "section.md"  # in the tarball: the part's RESULTS.md section
 BENCH = "bench/RESULTS.md"  # in the tarball: the file the bench step rewrote, holding its cuda section
-SKIP_IN_TARBALL = (".db", ".db-journal", ".pt")  # stores and checkpoints: large, and the CSVs and JSON say it all
+# Stores, checkpoints and MLflow's copies of the reports: large, and the CSVs, reports and JSON say it all.
+SKIP_IN_TARBALL = (".db", ".db-journal", ".pt", "mlartifacts")
 
 
 def catalogue_problems(table: Path) -> list[str]:
@@ -43,7 +44,7 @@ def study_lines(results: Path) -> list[str]:
         lines.append(f"- {table.parent.name}: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
         reasons = Counter((row["state"], row["reason"].strip()) for row in rows if row["state"] in ("failed", "skipped"))
         lines += [f"  - {state} x{n}: {reason or '(no reason recorded)'}" for (state, reason), n in reasons.items()]
-    for summary in sorted(results.glob("*/**/summary.json")):
+    for summary in sorted(results.glob("*/report/**/summary.json")):
         data = json.loads(summary.read_text())
         unit = next((s.get("throughput_unit") for s in data.get("speedups", [])), "")
         lines += ["", f"{data.get('study')} ({data.get('protocol', {}).get('description', '')}):", "",
