@@ -118,6 +118,7 @@ def _run(names: list[str], budget: float, label: str, scratch: Path, out: Path,
         if limit < MIN_STEP_S:
             rows.append(f"| {name} | not run: the command's budget was spent | | |")
             failed = True
+            _write(label, rows, details, scratch, out)
             continue
         print(f"make gpu: {name} (limit {limit:.0f} s): {shlex.join(step.command(scratch))}", flush=True)
         began = time.monotonic()
@@ -129,7 +130,7 @@ def _run(names: list[str], budget: float, label: str, scratch: Path, out: Path,
         details += ([f"### {name}", "", *notes, ""] if notes else [])
         print(f"make gpu: {name}: {outcome} ({took:.0f} s)", flush=True)
         _write(label, rows, details, scratch, out)
-    print((scratch / "summary.md").read_text() if rows else "make gpu: nothing ran")
+    print((scratch / "summary.md").read_text())
     return 1 if failed else 0
 
 
@@ -146,8 +147,19 @@ def _run_step(step: Step, limit: float, scratch: Path) -> tuple[str, list[str]]:
             _stop(process)
             outcome = f"stopped at its limit ({limit:.0f} s), partial results kept"
             if step.study:
-                subprocess.run(step.report_command(scratch), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                               timeout=max(reserve, MIN_STEP_S))
+                try:
+                    subprocess.run(step.report_command(scratch), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                   timeout=max(reserve, MIN_STEP_S))
+                except subprocess.TimeoutExpired:
+                    outcome += "; its report could not be rebuilt in time"
+    try:
+        return _judged(step, outcome, scratch, log_path)
+    except Exception as error:  # noqa: BLE001 - a summary that cannot be read must not lose the next steps
+        return outcome, [f"- the step's results could not be summarised: {type(error).__name__}: {error}"]
+
+
+def _judged(step: Step, outcome: str, scratch: Path, log_path: Path) -> tuple[str, list[str]]:
+    """The step's outcome, with a catalogue's problems, and its notes for the summary."""
     notes: list[str] = []
     if step.name == "gpu-tests":
         notes = [f"- {line}" for line in log_path.read_text().splitlines() if line.startswith(("FAILED", "ERROR"))]
