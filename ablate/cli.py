@@ -1,4 +1,4 @@
-"""Command line: `ablate run | worker | report | sync | list | ui`. Entry points only: parse, call, print."""
+"""Command line: `ablate run | worker | report | sync | list | ui | new`. Entry points only: parse, call, print."""
 from __future__ import annotations
 
 import argparse
@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
                              help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
+    new = commands.add_parser("new", help="write a commented study file for a model, ready to edit and run")
+    new.add_argument("model", help="hf:ARCH (hf:llama), hf:PATH, timm:NAME, torchvision:NAME, a built-in model or "
+                                   "package.module:Class")
+    new.add_argument("--out", type=Path, metavar="FILE", help="where to write it (default: ./NAME.yaml)")
     ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=_port, default=5000, help="port to serve on (default: %(default)s)")
     ui.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
@@ -90,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         sub.error(unknown("option", flags[:1], set(re.findall(r"(?<![\w-])--?[a-z][\w-]*", sub.format_usage())))
                   if flags else f"unrecognized arguments: {' '.join(extra)}")
     try:
-        return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui}[args.command](args)
+        return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui,
+                "new": _new}[args.command](args)
     except (studies.StudyError, DataUnavailable, Busy) as error:
         print(f"ablate: error: {error}", file=sys.stderr)
         return 2
@@ -171,6 +176,8 @@ def _run(args: argparse.Namespace) -> int:
     if database := sqlite_path(storage):
         _writable(database.parent, "storage folder", "--storage")
     data.load(study.dataset, **study.dataset_kwargs)  # fails early, before anything is written, when the data is missing
+    if study.data_note:  # how text reaches a library model: its tokenizer, or bytes as token ids
+        print(f"{study.name}: {study.data_note}")
     machine = describe(str(device))
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
@@ -356,6 +363,17 @@ def _list(args: argparse.Namespace) -> int:
     print("presets ({preset: NAME} in a study's space):")
     for name in PRESETS:
         print(f"  {name:<{width}}{' + '.join(map(repr, preset(name).members)) or 'nothing: the baseline'}")
+    return 0
+
+
+def _new(args: argparse.Namespace) -> int:
+    from ablate import scaffold
+
+    try:
+        path = scaffold.write(args.model, args.out)
+    except (LookupError, FileExistsError, OSError) as error:  # an unknown or unavailable model, a file in the way
+        raise studies.StudyError(str(error).strip('"')) from None
+    print(f"wrote {path}; edit it, then run it with: ablate run {path}")
     return 0
 
 

@@ -10,7 +10,14 @@ were looked for, where, and how to point ABLATE_DATA_DIR at a copy.
 Text datasets are bytes cut into windows of the next-token task's
 ``seq_len``: sample i is bytes [i*seq_len, (i+1)*seq_len) and its targets the
 same window shifted by one byte. The last 10% of the file (by position, so no
-verse is both trained on and held out) is the test split.
+verse is both trained on and held out) is the test split. With a
+``tokenizer`` (a local folder or hub id, for a Hugging Face model that has
+one) the windows are of its token ids instead, and the splits' ``note`` says so.
+
+Images for library models: ``imagefolder`` reads torchvision's ImageFolder
+layout (``train/`` and ``val/`` under ``path``, one folder per class) at the
+model's input size; ``synthetic`` is random tensors of that size with random
+labels, throughput only, like the CIFAR-10 stand-in.
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ class Splits:
     train: Dataset
     test: Dataset
     throughput_only: str | None = None  # why test accuracy means nothing here (synthetic stand-in data)
+    note: str | None = None  # how the data reaches the model, where that is a choice (text: tokens or bytes)
 
 
 def offline() -> bool:
@@ -117,7 +125,7 @@ KJV_URL = "https://www.gutenberg.org/cache/epub/10/pg10.txt"
 
 
 class ByteWindows(Dataset):
-    """Consecutive windows of `seq_len` bytes, each with its targets: the next byte at every position."""
+    """Consecutive windows of `seq_len` bytes (or token ids), each with its targets: the next one at every position."""
 
     def __init__(self, data: torch.Tensor, seq_len: int) -> None:
         self.data, self.seq_len = data, seq_len
@@ -133,26 +141,42 @@ class ByteWindows(Dataset):
         return window[:-1], window[1:]
 
 
-def _byte_splits(path: Path, seq_len: int) -> Splits:
+def _byte_splits(path: Path, seq_len: int, tokenizer: str | None = None) -> Splits:
     data = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8)
+    note = None
+    if tokenizer is not None:
+        data, note = _tokenize(path, tokenizer), f"{path.name} tokenized by {tokenizer}'s tokenizer"
     cut = int(len(data) * (1 - HELD_OUT))
     train, test = ByteWindows(data[:cut], seq_len), ByteWindows(data[cut:], seq_len)
     if not len(test):
         raise DataUnavailable(f"{path} holds {len(data):,} bytes: too short for one held-out window of "
-                              f"{seq_len + 1} bytes in its last {HELD_OUT:.0%}")
-    return Splits(train, test)
+                              f"{seq_len + 1} tokens in its last {HELD_OUT:.0%}")
+    return Splits(train, test, note=note)
 
 
-def _text(root: Path, seq_len: int, path: str) -> Splits:
+def _tokenize(path: Path, tokenizer: str) -> torch.Tensor:
+    """The file's token ids under a Hugging Face tokenizer, read from a folder or the local cache (offline first)."""
+    from transformers import AutoTokenizer
+
+    try:
+        encoder = AutoTokenizer.from_pretrained(tokenizer)
+    except (OSError, ValueError) as error:
+        raise DataUnavailable(f"the tokenizer of {tokenizer} cannot be loaded ({_why(error)}); use hf:ARCH "
+                              "(text as bytes) or a folder with tokenizer files") from error
+    ids = encoder(path.read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)["input_ids"]
+    return torch.tensor(ids, dtype=torch.int64)
+
+
+def _text(root: Path, seq_len: int, path: str, tokenizer: str | None = None) -> Splits:
     """Any text file, as bytes; a relative `path` is inside the data root."""
     file = root / Path(path).expanduser()  # an absolute path replaces the root
     if not file.is_file():
         raise DataUnavailable(f"text file {file.resolve()} does not exist (dataset_options.path is absolute or "
                               f"relative to the data root, {DATA_ENV} or ./data)")
-    return _byte_splits(file, seq_len)
+    return _byte_splits(file, seq_len, tokenizer)
 
 
-def _kjv(root: Path, seq_len: int) -> Splits:
+def _kjv(root: Path, seq_len: int, tokenizer: str | None = None) -> Splits:
     """The King James Bible (4.4 MB of ASCII), downloaded from Project Gutenberg when it is not on disk."""
     file = root / "kjv" / "kjv.txt"
     if not file.is_file():
@@ -169,7 +193,38 @@ def _kjv(root: Path, seq_len: int) -> Splits:
             raise DataUnavailable(
                 f"the King James Bible is not at {file.resolve()} and could not be downloaded from {KJV_URL} "
                 f"({_why(error)}); set {DATA_ENV} to a folder holding kjv/kjv.txt") from error
-    return _byte_splits(file, seq_len)
+    return _byte_splits(file, seq_len, tokenizer)
+
+
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # what timm and torchvision models expect
+
+
+def _image_folder(root: Path, path: str, image_size: int = 224) -> Splits:
+    """torchvision's ImageFolder: ``path/train`` and ``path/val`` (or ``path/test``), one folder per class."""
+    from torchvision import datasets, transforms
+
+    folder = root / Path(path).expanduser()
+    test = next((folder / name for name in ("val", "test") if (folder / name).is_dir()), None)
+    if not (folder / "train").is_dir() or test is None:
+        raise DataUnavailable(f"image folder {folder.resolve()} needs train/ and val/ (or test/) inside, one "
+                              "subfolder per class (torchvision's ImageFolder layout)")
+    transform = transforms.Compose([transforms.Resize(image_size), transforms.CenterCrop(image_size),
+                                    transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    return Splits(datasets.ImageFolder(folder / "train", transform), datasets.ImageFolder(test, transform))
+
+
+def _synthetic(root: Path, image_size: int = 224, channels: int = 3, num_classes: int = 1000,
+               samples: int = 10_000) -> Splits:
+    """Random images of the model's input size with random labels (torchvision FakeData): throughput only."""
+    from torchvision import datasets, transforms
+
+    def fake(size: int, offset: int) -> Dataset:
+        return datasets.FakeData(size, image_size=(channels, image_size, image_size), num_classes=num_classes,
+                                 transform=transforms.ToTensor(), random_offset=offset)
+
+    note = (f"synthetic data (random {channels}x{image_size}x{image_size} images, random labels): throughput only, "
+            "accuracy not measured")
+    return Splits(fake(samples, 0), fake(max(1, samples // 10), samples), throughput_only=note)
 
 
 DATASETS: dict[str, Callable[..., Splits]] = {
@@ -177,6 +232,8 @@ DATASETS: dict[str, Callable[..., Splits]] = {
     "cifar10": _cifar10,
     "kjv": _kjv,
     "text": _text,
+    "imagefolder": _image_folder,
+    "synthetic": _synthetic,
 }
 TEXT_DATASETS = frozenset({"kjv", "text"})  # windows of bytes for the next_token task: they take its seq_len
 
@@ -188,4 +245,4 @@ def load(name: str, train_subset: int | None = None, test_subset: int | None = N
     """
     splits = lookup(DATASETS, name, "dataset")(data_root(), **options)
     cut = lambda ds, n: Subset(ds, range(min(n, len(ds)))) if n else ds  # noqa: E731
-    return Splits(cut(splits.train, train_subset), cut(splits.test, test_subset), splits.throughput_only)
+    return Splits(cut(splits.train, train_subset), cut(splits.test, test_subset), splits.throughput_only, splits.note)

@@ -1,4 +1,5 @@
-"""Models a study can name, looked up by name in `MODELS`."""
+"""Models a study can name, looked up by name in `MODELS`: the built-ins here, and library models by prefix
+(``hf:llama``, ``timm:vit_tiny_patch16_224``, ``torchvision:resnet50``; see `ablate.hub_models`)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -6,6 +7,8 @@ from typing import Callable
 import torch
 from torch import nn
 import torch.nn.functional as F
+
+from ablate import hub_models
 
 
 class MnistCNN(nn.Module):
@@ -114,8 +117,21 @@ class ByteGPT(nn.Module):
         return 6.0 * weights + 12.0 * self.n_layer * self.d_model * self.seq_len
 
 
-MODELS: dict[str, Callable[..., nn.Module]] = {
+class _Models(dict):
+    """The built-in models by name; a library model's name (``hf:...``) is found too, its constructor made on
+    demand, so every lookup of a study's model - the loader's and the trial's - takes either kind."""
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or hub_models.is_library(name)
+
+    def __missing__(self, name: str) -> Callable[..., nn.Module]:
+        if hub_models.is_library(name):
+            return hub_models.factory(name)  # ModelUnavailable (a LookupError) says why it cannot be had
+        raise KeyError(name)
+
+
+MODELS: dict[str, Callable[..., nn.Module]] = _Models({
     "mnist_cnn": MnistCNN,
     "resnet18_cifar": resnet18_cifar,
     "byte_gpt": ByteGPT,
-}
+})

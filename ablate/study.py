@@ -102,6 +102,8 @@ class Study:
     task_options: tuple[tuple[str, Any], ...] = ()
     model_options: tuple[tuple[str, Any], ...] = ()
     dataset_options: tuple[tuple[str, Any], ...] = ()
+    tokenizer: str | None = None  # an hf: model's own tokenizer (folder or hub id) for text; None: bytes as ids
+    data_note: str | None = None  # how text reaches an hf: model (tokens or bytes), said when a run starts
 
     @property
     def task(self) -> Task:
@@ -117,8 +119,10 @@ class Study:
         """What `ablate.data.load` passes to the dataset: its options, and a text dataset's window, the seq_len."""
         from ablate.data import TEXT_DATASETS
 
-        seq_len = {"seq_len": self.task.units_per_sample} if self.dataset in TEXT_DATASETS else {}
-        return {**dict(self.dataset_options), **seq_len}
+        if self.dataset not in TEXT_DATASETS:
+            return dict(self.dataset_options)
+        tokenizer = {"tokenizer": self.tokenizer} if self.tokenizer else {}
+        return {**dict(self.dataset_options), "seq_len": self.task.units_per_sample, **tokenizer}
 
     @property
     def dimensions(self) -> dict[str, tuple[Option, ...]]:
@@ -219,10 +223,11 @@ def load(name_or_path: str, device_type: str) -> Study:
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):  # it names a folder under --results
         raise StudyError(f"{path}: name {name!r} must be letters, digits, '_', '.' or '-' (it names the study's "
                          "folder under --results), not starting with '.' or '-'")
-    task_name, task_options = _task(raw.get("task", "classification"), raw["dataset"], f"{path}: task")
+    task_name, task_options = _task(raw.get("task", "classification"), raw["dataset"], f"{path}: task", raw["model"])
     model_options = {**_mapping(raw.get("model_options", {}) or {}, f"{path}: model_options"),
                      **_mapping(override.get("model_options", {}) or {}, f"{path}: devices.{device_type}.model_options")}
     _model_options(raw["model"], model_options, f"{path}: model_options")
+    tokenizer, data_note = _text_encoding(raw["model"], raw["dataset"], model_options, f"{path}: model_options")
     dataset_options = _dataset_options(raw["dataset"], raw.get("dataset_options", {}), f"{path}: dataset_options")
     built_budget = _dataclass(Budget, budget, f"{path}: budget")
     _targets(built_budget, tasks.build(task_name, dict(task_options)), f"{path}: budget")
@@ -242,10 +247,12 @@ def load(name_or_path: str, device_type: str) -> Study:
         task_options=task_options,
         model_options=tuple(sorted(model_options.items())),
         dataset_options=tuple(sorted(dataset_options.items())),
+        tokenizer=tokenizer,
+        data_note=data_note,
     )
 
 
-def _task(value: Any, dataset: str, where: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+def _task(value: Any, dataset: str, where: str, model: str = "") -> tuple[str, tuple[tuple[str, Any], ...]]:
     """`task: NAME`, `task: {next_token: {seq_len: 256}}` or `task: package.module:loss_function`."""
     from ablate.data import TEXT_DATASETS
 
@@ -264,22 +271,34 @@ def _task(value: Any, dataset: str, where: str) -> tuple[str, tuple[tuple[str, A
         tasks.build(name, options)
     except (LookupError, ValueError, TypeError) as error:
         raise StudyError(f"{where}: {error}") from None
-    if (dataset in TEXT_DATASETS) != (name == "next_token") and name in tasks.TASKS:
-        kind = "text, for next_token" if dataset in TEXT_DATASETS else "not text; next_token needs kjv or text"
+    if (dataset in TEXT_DATASETS) != (name in tasks.TEXT_TASKS) and name in tasks.TASKS:
+        kind = ("text, for next_token or causal_lm" if dataset in TEXT_DATASETS
+                else f"not text; {name} needs kjv or text")
         raise StudyError(f"{where}: task {name!r} does not fit dataset {dataset!r} ({kind})")
+    if str(model).startswith("hf:") and name != "causal_lm":  # its output is the library's, loss included
+        raise StudyError(f"{where}: model {model!r} is a Hugging Face causal LM: it trains with task "
+                         "{causal_lm: {seq_len: N}} on a text dataset (kjv or text)")
     return name, tuple(sorted(options.items()))
 
 
+DATASET_OPTIONS = {"text": {"path"}, "imagefolder": {"path", "image_size"},
+                   "synthetic": {"image_size", "channels", "num_classes", "samples"}}
+
+
 def _dataset_options(dataset: str, value: Any, where: str) -> dict[str, Any]:
-    """Only `dataset: text` takes an option: the `path` of its file."""
+    """`dataset: text` and `imagefolder` take the `path` of their data; imagefolder and synthetic an image size."""
     options = _mapping(value or {}, where)
-    if dataset == "text":
-        _reject_unknown(options, {"path"}, where, noun="option")
-        if not isinstance(options.get("path"), str):
-            raise StudyError(f"{where}.path: dataset text needs the path of a text file (absolute, or relative to "
-                             "the data root)")
+    if dataset in DATASET_OPTIONS:
+        _reject_unknown(options, DATASET_OPTIONS[dataset], where, noun="option")
+        if "path" in DATASET_OPTIONS[dataset] and not isinstance(options.get("path"), str):
+            raise StudyError(f"{where}.path: dataset {dataset} needs the path of its "
+                             f"{'text file' if dataset == 'text' else 'folder'} (absolute, or relative to the data root)")
+        for key in DATASET_OPTIONS[dataset] - {"path"}:
+            if key in options and (not isinstance(options[key], int) or isinstance(options[key], bool)
+                                   or options[key] < 1):
+                raise StudyError(f"{where}.{key}: expected a whole number >= 1, got {options[key]!r}")
     elif options:
-        raise StudyError(f"{where}: dataset {dataset!r} takes no options (dataset text takes path)")
+        raise StudyError(f"{where}: dataset {dataset!r} takes no options (text, imagefolder and synthetic do)")
     return options
 
 
@@ -289,17 +308,34 @@ def _model_options(model: str, options: dict[str, Any], where: str) -> None:
 
     from ablate.models import MODELS
 
+    from ablate import hub_models
+
     factory = lookup(MODELS, model, "model")
-    accepted = set(inspect.signature(factory).parameters)
     if "seq_len" in options:
         raise StudyError(f"{where}.seq_len: set it once, as task: {{next_token: {{seq_len: N}}}}; the model gets it")
-    _reject_unknown(options, accepted - {"seq_len"}, where, noun="option")
-    if options:
-        try:
+    if not hub_models.is_library(model):  # a library's constructor takes **options: checked below
+        _reject_unknown(options, set(inspect.signature(factory).parameters) - {"seq_len"}, where, noun="option")
+    try:
+        if hub_models.is_library(model):
+            hub_models.check_options(model, options)
+        if options or hub_models.is_library(model):
             with torch.device("meta"):  # checks the combination of options without allocating the weights
                 factory(**options)
-        except (TypeError, ValueError) as error:
-            raise StudyError(f"{where}: {error}") from None
+    except (TypeError, ValueError, LookupError) as error:
+        raise StudyError(f"{where}: {error}") from None
+
+
+def _text_encoding(model: str, dataset: str, options: dict[str, Any], where: str) -> tuple[str | None, str | None]:
+    """An hf: model's text: (its tokenizer, or None for bytes as token ids; the sentence saying which)."""
+    from ablate import hub_models
+    from ablate.data import TEXT_DATASETS
+
+    if not str(model).startswith("hf:") or dataset not in TEXT_DATASETS:
+        return None, None
+    try:
+        return hub_models.text_encoding(model, options)
+    except (ValueError, LookupError) as error:
+        raise StudyError(f"{where}: {error}") from None
 
 
 def model_kwargs(study: Study) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 The training loop only calls ``task.loss(model, batch)``, so any model can be
 ablated: an image classifier (``classification``), a language model
-(``next_token``), or anything else through the user's own loss function named
+(``next_token``), a Hugging Face causal LM on its own loss (``causal_lm``), or anything else through the user's own loss function named
 by import path (``task: mypackage.losses:my_loss``, called with the model and
 the batch, after the batch has been moved to the device).
 
@@ -125,6 +125,31 @@ class NextToken(_Counting):
         return Quality(loss, accuracy, (("bits_per_byte", loss / math.log(2)),))
 
 
+class CausalLM(NextToken):
+    """A Hugging Face causal LM trained on its own loss: ``model(input_ids=inputs, labels=inputs).loss``.
+
+    The batch is the text datasets' ``(inputs, targets)``; the model shifts the labels itself (position t
+    predicts token t+1), so each sequence of ``seq_len`` tokens trains ``seq_len - 1`` predictions and the
+    targets' last token goes unused. Throughput counts the ``seq_len`` tokens fed in. Quality: next-token
+    accuracy and mean loss over the same shifted positions, and bits per token (bits per byte when the text
+    is bytes, as without a tokenizer).
+    """
+
+    name = "causal_lm"
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        inputs, _ = batch
+        return model(input_ids=inputs, labels=inputs).loss  # the model's own loss, as its users train it
+
+    def _logits_and_targets(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, _ = batch
+        logits = model(input_ids=inputs).logits[:, :-1]
+        return logits.flatten(0, -2).float(), inputs[:, 1:].flatten()
+
+    def _quality(self, loss: float, accuracy: float) -> Quality:
+        return Quality(loss, accuracy, (("bits_per_token", loss / math.log(2)),))
+
+
 class CustomLoss(Task):
     """The user's ``fn(model, batch) -> scalar loss``; quality is its mean over the held-out batches."""
 
@@ -146,7 +171,8 @@ class CustomLoss(Task):
         return Quality(total / count)
 
 
-TASKS: dict[str, type[Task]] = {"classification": Classification, "next_token": NextToken}
+TASKS: dict[str, type[Task]] = {"classification": Classification, "next_token": NextToken, "causal_lm": CausalLM}
+TEXT_TASKS = frozenset({"next_token", "causal_lm"})  # trained on the text datasets' windows of tokens
 
 
 def build(name: str, options: dict[str, Any] | None = None) -> Task:

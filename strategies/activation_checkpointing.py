@@ -35,7 +35,8 @@ class ActivationCheckpointing(Strategy):
     about half the saving for half the cost.
 
     Blocks are found by the convention in `strategies.blocks` (members of an
-    ``nn.ModuleList`` of same-class modules); a model without any is refused.
+    ``nn.ModuleList`` of same-class modules, or of an ``nn.Sequential`` of two or
+    more same-class blocks from outside ``torch.nn``); a model without any is refused.
     Applied before graph capture (its order is below Compile's), so compiling
     keeps the recomputation inside the compiled region. The block objects stay
     in place (their ``forward`` is replaced on the instance), so regional

@@ -65,7 +65,7 @@ class Compile(Strategy):
     longest one-off cost); "max-autotune-no-cudagraphs" (the autotuning alone).
 
     ``regional=True`` compiles each repeated block in place (``block.compile()``
-    on every member of an ``nn.ModuleList`` of same-class blocks, see
+    on every repeated block - an ``nn.ModuleList`` of same-class blocks or a Sequential of them, see
     `strategies.blocks`) instead of the whole model. Dynamo compiles the first
     block and reuses that code for the identical others, so the one-off cost
     is about one block's instead of the whole network's - the break-even

@@ -132,7 +132,7 @@ def test_unknown_study_name_lists_the_studies():
 
 
 def test_an_unknown_study_name_suggests_the_nearest_and_still_lists_them():
-    with pytest.raises(StudyError, match="unknown study 'mnist_cn'; choose one of: gpt_kjv, mnist_cnn, .*did you mean 'mnist_cnn'"):
+    with pytest.raises(StudyError, match="unknown study 'mnist_cn'; choose one of: gpt_kjv, llama_tiny, mnist_cnn, .*did you mean 'mnist_cnn'"):
         load("mnist_cn", "cpu")
 
 
