@@ -102,6 +102,7 @@ class Study:
     task_options: tuple[tuple[str, Any], ...] = ()
     model_options: tuple[tuple[str, Any], ...] = ()
     dataset_options: tuple[tuple[str, Any], ...] = ()
+    seed_pinned: bool = False  # the study file sets budget.seed: every run uses it (else each run draws its own)
 
     @property
     def task(self) -> Task:
@@ -242,6 +243,7 @@ def load(name_or_path: str, device_type: str) -> Study:
         task_options=task_options,
         model_options=tuple(sorted(model_options.items())),
         dataset_options=tuple(sorted(dataset_options.items())),
+        seed_pinned="seed" in budget,
     )
 
 

@@ -73,27 +73,42 @@ def compare(first: dict, second: dict) -> Comparison:
                       (_pick_agrees(first, second), _pick_agrees(second, first)), tuple(width), rho)
 
 
+def _run(args: argparse.Namespace, folders: list[Path]) -> list[float]:
+    """Both runs, each in a fresh folder with seeds of its own (the study pins none); their wall times."""
+    began, procs, walls = time.perf_counter(), [], [math.nan, math.nan]
+    for i, folder in enumerate(folders):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        log = (folder / "stdout.txt").open("w")
+        procs.append(subprocess.Popen([sys.executable, "-m", "ablate", "run", args.study, "--device", args.device,
+                                       "--results", str(folder)], stdout=log, stderr=subprocess.STDOUT, text=True))
+        if not args.concurrent:
+            procs[-1].wait()
+            walls[i] = time.perf_counter() - began
+            began = time.perf_counter()
+    for i, p in enumerate(procs):
+        if p.wait() != 0:
+            raise SystemExit(f"run {i + 1} failed (exit {p.returncode}); see {folders[i] / 'stdout.txt'}")
+        if args.concurrent:
+            walls[i] = time.perf_counter() - began
+    return walls
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.reproducibility", description=__doc__.splitlines()[0])
     parser.add_argument("--study", default=str(STUDY))
     parser.add_argument("--results", type=Path, default=Path("results/repro"))
     parser.add_argument("--device", default=default_device())
+    parser.add_argument("--concurrent", action="store_true",
+                        help="run the two studies at the same time (half the wall time; each sees the other's load)")
+    parser.add_argument("--compare-only", action="store_true", help="compare the summaries already in --results")
     args = parser.parse_args(argv)
     name = Path(args.study).stem
-    summaries, walls, trials = [], [], []
-    for run in (1, 2):
-        folder = args.results / f"run{run}"
-        shutil.rmtree(folder, ignore_errors=True)
-        began = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "ablate", "run", args.study, "--device", args.device,
-                               "--results", str(folder)], stdout=subprocess.PIPE, text=True)
-        walls.append(time.perf_counter() - began)
-        if done.returncode != 0:
-            print(done.stdout)
-            raise SystemExit(f"run {run} failed (exit {done.returncode})")
-        summary = json.loads((folder / name / "report" / "grid" / "summary.json").read_text())
-        summaries.append(summary)
-        trials.append(sum(1 for line in done.stdout.splitlines() if line.startswith("#")))
+    folders = [args.results / f"run{run}" for run in (1, 2)]
+    walls: list[float] = [math.nan, math.nan]
+    if not args.compare_only:
+        walls = _run(args, folders)
+    summaries = [json.loads((f / name / "report" / "grid" / "summary.json").read_text()) for f in folders]
     c = compare(*summaries)
     machine = describe(args.device)
     lines = [f"Reproducibility of `{name}` on {machine.device_name}, torch {machine.torch}, commit {machine.commit}:",

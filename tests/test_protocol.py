@@ -80,7 +80,8 @@ def simulate_study(truth, settings: Settings, seed: int, history: list | None = 
         if standing.next_block is None:
             return protocol.estimates(measurements, BASELINE), standing, len(measurements)
         block = 1 + max(m.block for m in measurements)  # as the runner numbers a race block
-        measurements += [host.measure(s) for s in protocol.race_plan(standing.next_block, BASELINE, block, seed)]
+        measurements += [host.measure(s) for s in protocol.race_plan(standing.next_block, BASELINE, block, seed,
+                                                                     standing.phase)]
     raise AssertionError("the race never stopped")
 
 
@@ -97,12 +98,12 @@ def coverage(lucky: float = 0.0) -> dict[str, tuple[int, int]]:
     for seed in range(N_STUDIES):
         est, standing, _ = simulate_study(TRUTH16, Settings(), seed, lucky=lucky)
         assert standing.leader is not None
-        assert est[standing.leader].phase == RACE  # the recommendation rests on its race blocks only
+        assert est[standing.leader].phase == protocol.CONFIRM  # the recommendation rests on blocks selection never saw
         for c, e in est.items():
             if c == BASELINE:
                 continue
             hit = covers(e, TRUTH16[c])
-            cats = ["all", "raced" if e.phase == RACE else "screened"] + (["leader"] if c == standing.leader else [])
+            cats = ["all", "raced" if e.phase in (RACE, protocol.CONFIRM) else "screened"] + (["leader"] if c == standing.leader else [])
             for cat in cats:
                 counts[cat][0] += hit
                 counts[cat][1] += 1
