@@ -61,18 +61,27 @@ class Contrast:
         return None if bounds is None else max(abs(math.expm1(b)) for b in bounds)
 
 
-def paired(leader: Mapping[int, float], other: Mapping[int, float], key: Key) -> Contrast:
-    """The contrast of two combinations from their per-block log throughputs (block -> value)."""
+def paired(leader: Mapping[int, float], other: Mapping[int, float], key: Key,
+           model: tuple[float, int] | None = None) -> Contrast:
+    """The contrast of two combinations from their per-block log throughputs (block -> value).
+
+    `model`: the variance model's variance of one block's difference (the two combinations' process variances
+    summed, `ablate.variance`) and its degrees of freedom. Its many degrees of freedom buy power that a pair's
+    own few blocks cannot (t quantile 2.6 rather than 3.4 at 6 blocks); the pair's own spread is used instead
+    where it is wider, so a pair noisier than the model says is not declared apart on the model's word.
+    """
     shared = sorted(set(leader) & set(other))
     ds = [leader[b] - other[b] for b in shared]
     n = len(ds)
     mean = sum(ds) / n if n else 0.0
     if n < 2:
         return Contrast(key, mean, None, 0, n, None)
-    sd = math.sqrt(sum((d - mean) ** 2 for d in ds) / (n - 1))
-    se = sd / math.sqrt(n)
-    p = 1.0 if se == 0 and mean == 0 else 0.0 if se == 0 else float(2 * stats.t.sf(abs(mean) / se, n - 1))
-    return Contrast(key, mean, se, n - 1, n, p)
+    var, df = sum((d - mean) ** 2 for d in ds) / (n - 1), n - 1
+    if model is not None and model[0] >= var:
+        var, df = model
+    se = math.sqrt(var / n)
+    p = 1.0 if se == 0 and mean == 0 else 0.0 if se == 0 else float(2 * stats.t.sf(abs(mean) / se, df))
+    return Contrast(key, mean, se, df, n, p)
 
 
 def look_alpha(look: int, looks: int, alpha: float = ALPHA) -> float:

@@ -29,9 +29,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+from ablate import variance
 from ablate.contrasts import Contrast, look_alpha, paired, told_apart, ALPHA
 from ablate.protocol import (CONFIRM, FULL, MIN_RACE_BLOCKS, RACE, Estimate, Key, Measurement, Settings,
-                             default_techniques, estimates)
+                             default_techniques, estimates, noise_sources)
 from ablate.words import count
 
 
@@ -67,13 +68,16 @@ def _relative(values: dict[Key, dict[int, float]], c: Key, baseline: Key, blocks
     return statistics.fmean(ds) if ds else None
 
 
-def _look(values, baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float) -> tuple[Key, list[Contrast], set[Key]]:
-    """The leader among `field` on `blocks`, its contrasts with the others, and those Holm tells apart."""
+def _look(values, baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
+          model: Callable[[Key], float] | None = None, df: int = 0) -> tuple[Key, list[Contrast], set[Key]]:
+    """The leader among `field` on `blocks`, its contrasts with the others, and those Holm tells apart.
+    `model`: a combination's process variance from the variance model (with `df`)."""
     shown = {c: values.get(c, {}) for c in field}
     shown = {c: {b: v for b, v in by.items() if b in blocks} for c, by in shown.items()}
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
     leader = max(sorted(field, key=str), key=lambda c: -math.inf if rel[c] is None else rel[c])
-    found = [paired(shown[leader], shown[c], c) for c in sorted(field, key=str) if c != leader]
+    found = [paired(shown[leader], shown[c], c, (model(leader) + model(c), df) if model else None)
+             for c in sorted(field, key=str) if c != leader]
     return leader, found, told_apart(found, alpha)
 
 
@@ -86,6 +90,8 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
     """
     techniques = techniques or default_techniques(baseline)
     est = {c: e for c, e in estimates(measurements, baseline, techniques).items() if c in eligible}
+    fitted = variance.fit(noise_sources(measurements, baseline, techniques))
+    model = (lambda c: fitted.variance(techniques(c))) if fitted else None
     values = _values(measurements, RACE)
     blocks = sorted({b for by in values.values() for b in by})
     n_race = len(blocks)
@@ -111,7 +117,8 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
             field.append(baseline)
         field = [c for c in field if c in est]
         alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks) if n >= MIN_RACE_BLOCKS else 0.0
-        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha)
+        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model,
+                                           fitted.df if fitted else 0)
         out += sorted(dropped, key=str)
     survivors = [c for c in field if c != leader and c not in out]
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
@@ -154,7 +161,7 @@ def _not_raced(measurements, baseline: Key, est: dict[Key, Estimate], settings: 
         values = _values(measurements, FULL)
         blocks = sorted({b for by in values.values() for b in by})
         field = [c for c in est if c in values]
-        leader, contrasts, out = _look(values, baseline, field, blocks, ALPHA)
+        leader, contrasts, out = _look(values, baseline, field, blocks, ALPHA)  # own spreads: every block shared
         still = tuple(sorted((c for c in field if c != leader and c not in out), key=lambda c: (-est[c].log, str(c))))
         return Race(leader, still, 0, None, "no racing in this protocol", contrasts=tuple(contrasts),
                     eliminated=tuple(sorted(out, key=str)))
