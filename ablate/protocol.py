@@ -183,11 +183,18 @@ def _pairs(ys: dict[Key, dict[int, tuple[str, list[float]]]], c: Key, baseline: 
                    for b, (_, y) in sorted(use.items())]
 
 
+def _var(xs: Sequence[float]) -> float:
+    """The sample variance in floats (statistics.variance computes in exact fractions: 10x slower, and the race
+    recomputes every estimate at each of its steps)."""
+    mean = sum(xs) / len(xs)
+    return sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+
+
 def _own_noise(pairs: list[tuple[float, int]]) -> float:
     """One combination's own process variance, from its paired differences across blocks (needs two)."""
     ds = [d for d, _ in pairs]
     scale = statistics.fmean(1 + 1 / n for _, n in pairs)  # var(d) = sigma^2 (1 + 1/baselines)
-    return statistics.variance(ds) / scale
+    return _var(ds) / scale
 
 
 def default_techniques(baseline: Key) -> Callable[[Key], frozenset]:
@@ -202,16 +209,28 @@ def noise_sources(measurements: Iterable[Measurement], baseline: Key,
     of one phase (each pair with n baselines varies by sigma^2 (1 + 1/n))."""
     techniques = techniques or default_techniques(baseline)
     ys = _by_block(measurements)
-    out = [variance.Source(frozenset(), statistics.variance(v), len(v) - 1)
+    out = [variance.Source(frozenset(), _var(v), len(v) - 1)
            for _, v in ys.get(baseline, {}).values() if len(v) > 1]
+    base = variance.pooled(out)
     for c in ys:
         if c == baseline:
             continue
         for phase in sorted({p for p, _ in ys[c].values()}):
             _, pairs = _pairs(ys, c, baseline, phase)
             if len(pairs) > 1:
-                out.append(variance.Source(techniques(c), _own_noise(pairs), len(pairs) - 1))
+                out.append(variance.Source(techniques(c), _own_process(pairs, base.low if base else None),
+                                           len(pairs) - 1))
     return out
+
+
+def _own_process(pairs: list[tuple[float, int]], base_var: float | None) -> float:
+    """A combination's own process variance from its paired differences: var(d) = sigma_c^2 + sigma_base^2 / n,
+    so the baselines' share is taken off where their variance is known (a noisy combination is not averaged
+    with a quiet baseline); else sigma^2 (1 + 1/n) with one sigma for both. Never below a tenth of var(d)."""
+    if base_var is None:
+        return _own_noise(pairs)
+    raw = _var([d for d, _ in pairs])
+    return max(raw - base_var * statistics.fmean(1 / n for _, n in pairs), 0.1 * raw)
 
 
 def process_noise(measurements: Iterable[Measurement], baseline: Key) -> tuple[float | None, int, str]:
@@ -240,7 +259,9 @@ def estimates(measurements: Iterable[Measurement], baseline: Key,
     techniques = techniques or default_techniques(baseline)
     ys = _by_block(measurements)
     var_, df, noise = process_noise(measurements, baseline)
-    model = variance.fit(noise_sources(measurements, baseline, techniques))
+    sources = noise_sources(measurements, baseline, techniques)
+    model = variance.fit(sources)
+    base_var = variance.pooled([s for s in sources if not s.techniques])
     if model is not None and model.by_technique:
         noise, df = "model", model.df
     out: dict[Key, Estimate] = {baseline: BASELINE_ESTIMATE} if baseline in ys else {}
@@ -251,10 +272,16 @@ def estimates(measurements: Iterable[Measurement], baseline: Key,
         if not pairs:
             continue
         k = len(pairs)
-        mine, its_df, its_noise = (model.variance(techniques(c)) if model else None), df, noise
-        if k > 1 and (mine is None or (own := _own_noise(pairs)) > mine):
-            mine, its_df, its_noise = _own_noise(pairs), k - 1, "own"
-        se = math.sqrt(mine * sum(1 + 1 / n for _, n in pairs)) / k if mine is not None else None
+        # var(d) in a block with n baselines: sigma_c^2 + sigma_base^2 / n (one sigma for both without techniques)
+        sb = base_var.low if base_var and model and model.by_technique else None
+        mine = None if model is None else sum(
+            model.variance(techniques(c)) + (sb if sb is not None else model.variance(techniques(c))) / n
+            for _, n in pairs) / k
+        its_df, its_noise = df, noise
+        own = _var([d for d, _ in pairs]) if k > 1 else None
+        if own is not None and (mine is None or own > mine):
+            mine, its_df, its_noise = own, k - 1, "own"
+        se = math.sqrt(mine / k) if mine is not None else None
         out[c] = Estimate(statistics.fmean(d for d, _ in pairs), se, its_df, k, phase, its_noise)
     return out
 

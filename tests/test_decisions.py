@@ -105,7 +105,7 @@ TIE4 = {BASE: 0.0, "a": math.log(1.3), "b": math.log(1.3), "c": math.log(1.3), "
 @pytest.mark.parametrize("scenario", ["four-way tie", "mnist-like grid"])
 def test_the_recommendation_is_the_race_leader_unbiased_and_covered(scenario):
     rng = np.random.default_rng(3)
-    hits, z, same, n = 0, [], 0, 150
+    hits, z, same, n = 0, [], 0, 120
     for seed in range(n):
         truth = TIE4 if scenario == "four-way tie" else _grid_truth(rng)
         sigma = {c: 0.08 if scenario == "four-way tie" else 0.10 for c in truth}
@@ -124,21 +124,24 @@ def test_the_recommendation_is_the_race_leader_unbiased_and_covered(scenario):
 
 # 3. Elimination by paired contrasts, with the comparisons and the looks controlled.
 
+SIGMA_RACE = 0.06  # between-process SD of the race simulations (a quiet host: the baseline moved 3-8%)
+
+
 def _two(ratio: float, seed: int) -> bool:
     """Two contenders `ratio` apart (and two slower combinations): whether the race told them apart."""
     truth = {BASE: 0.0, "a": math.log(1.5), "b": math.log(1.5 / ratio), "c": math.log(1.0), "d": math.log(0.9)}
-    sigma = {c: 0.08 for c in truth}
+    sigma = {c: SIGMA_RACE for c in truth}
     _, standing = run_study(truth, sigma, Settings(race_blocks=6, contenders=2), seed)
     return not {"a", "b"} <= {standing.leader, *standing.contenders}
 
 
 def test_two_contenders_15_percent_apart_are_told_apart_over_six_blocks():
-    rate = sum(_two(1.15, seed) for seed in range(200)) / 200
+    rate = sum(_two(1.15, seed) for seed in range(150)) / 150
     assert rate >= 0.70, rate
 
 
 def test_a_true_tie_is_declared_broken_at_most_5_percent_of_the_time_over_the_whole_race():
-    rate = sum(_two(1.0, seed) for seed in range(300)) / 300
+    rate = sum(_two(1.0, seed) for seed in range(200)) / 200
     assert rate <= 0.05, rate
 
 
@@ -158,7 +161,7 @@ def _hetero_truth() -> tuple[dict[str, float], dict[str, float]]:
 def test_noisy_and_quiet_screened_combinations_are_both_covered_near_95_percent():
     truth, sigma = _hetero_truth()
     hits = {True: [0, 0], False: [0, 0]}
-    for seed in range(150):
+    for seed in range(100):
         ms, _ = run_study(truth, sigma, Settings(), seed)
         for c, e in protocol.estimates(ms, BASE).items():
             if c == BASE or e.phase != SCREEN or e.interval() is None:
@@ -167,6 +170,17 @@ def test_noisy_and_quiet_screened_combinations_are_both_covered_near_95_percent(
             hits[sigma[c] > 0.1][0] += low <= truth[c] <= high
             hits[sigma[c] > 0.1][1] += 1
     noisy, quiet = (hits[k][0] / hits[k][1] for k in (True, False))
-    assert hits[True][1] >= 100 and hits[False][1] >= 300, hits
+    assert hits[True][1] >= 100 and hits[False][1] >= 300, hits  # about 3 and 7 per study
     assert noisy >= 0.90, noisy
     assert quiet <= 0.985, quiet
+
+
+def test_holm_matches_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    from ablate.contrasts import _holm
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        p = tuple(float(x) for x in rng.uniform(0, 0.1, rng.integers(1, 7)))
+        assert _holm(p, 0.05) == tuple(bool(r) for r in multipletests(list(p), alpha=0.05, method="holm")[0])
