@@ -252,9 +252,11 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
             "it ran in, of its throughput divided by the same block's baseline's (paired, so drift and a lucky "
             "baseline cancel). A raced combination's estimate comes from its race blocks only, so picking the "
             "leader from the screening does not inflate it. The 95% t interval rests on between-process noise: "
-            "the spread of the paired differences of the combinations measured in several blocks and of the two "
-            "baselines within each screening block, pooled (\"paired\"; \"baseline\" when the baselines are the "
-            "only source), or a combination's own spread across its blocks where that is wider (\"own\").", "",
+            "a variance model by technique fitted to the spread of the paired differences of the combinations "
+            "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
+            "when too few: \"paired\", or \"baseline\" when the baselines are the only source), or a "
+            "combination's own spread across its blocks where that is wider (\"own\"). The leader's estimate "
+            "comes from its confirmation blocks, which its selection never saw.", "",
             "![speed-up per combination](speedup.png)", "",
             f"| combination | {study.throughput_unit}/s | speed-up (95% CI) | blocks | noise | test acc % | "
             f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}",
