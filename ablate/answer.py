@@ -15,6 +15,7 @@ from ablate.analysis import Speedup
 from ablate.contrasts import EQUIVALENCE_CONFIDENCE
 from ablate.records import BASELINE, Record
 from ablate.verdicts import Recommendation
+from ablate.words import count
 
 
 def _x(s: Speedup | None) -> str:
@@ -37,7 +38,7 @@ def recommendation_lines(rec: Recommendation, found: dict[str, Speedup], toleran
     basis = ("from its confirmation blocks, which its selection never saw" if rec.confirmed else
              "from the blocks that selected it: no confirmation blocks ran, so it may read high")
     out = [f"The race's leader is **{leader.combination}**: {_x(s)} the baseline's throughput ({basis}"
-           + (f", {s.estimate.blocks} blocks, noise from {s.estimate.noise}" if s else "") + ")."]
+           + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "") + ")."]
     others = [m for m in rec.members if m is not leader]
     if others:
         parts = []

@@ -96,7 +96,8 @@ class Runner:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "
                              f"{study.file_hash}); move {results_dir / study.name} away or pass --storage to start afresh")
         planned = self.optuna.user_attrs.get(PROTOCOL_ATTR)
-        if planned and planned != dataclasses.asdict(self.design):
+        # A study stored before a setting existed followed its default: compare with the defaults filled in.
+        if planned and {**dataclasses.asdict(protocol.Settings()), **planned} != dataclasses.asdict(self.design):
             raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
                              f"run with the same protocol, or pass --results or --storage to start afresh")
         self.optuna.set_user_attr("file_hash", study.file_hash)
