@@ -63,7 +63,8 @@ class Speedup:
 def protocol_measurements(records: list[Record]) -> list[protocol.Measurement]:
     """The complete measurements of combination records, as the protocol reads them (keyed by combination)."""
     return [protocol.Measurement(r.combination, m.block, m.phase, m.log_throughput)
-            for r in records for m in (r.measurements or (r,)) if m.log_throughput is not None]
+            for r in records for m in (r.measurements or (r,))
+            if m.log_throughput is not None and m.phase != protocol.PARITY]
 
 
 def speedups(records: list[Record]) -> list[Speedup]:
@@ -121,7 +122,8 @@ class Observation:
 def throughput_observations(records: list[Record]) -> list[Observation]:
     """Every complete measurement's log throughput, with its block."""
     return [Observation(dict(m.levels), m.log_throughput, m.block)
-            for r in records for m in (r.measurements or (r,)) if m.log_throughput is not None]
+            for r in records for m in (r.measurements or (r,))
+            if m.log_throughput is not None and m.phase != protocol.PARITY]
 
 
 def accuracy_observations(records: list[Record]) -> list[Observation]:
@@ -251,11 +253,10 @@ def break_even(records: list[Record], study: Study) -> list[BreakEven]:
 
 
 def parity_failures(records: list[Record], tolerance: float) -> list[Record]:
-    """Complete combinations whose accuracy is more than `tolerance` points below the baseline's."""
-    base = baseline(records)
-    if base is None or base.accuracy is None:
-        return []
-    return [r for r in records if r.complete and r.accuracy is not None and r.accuracy < base.accuracy - tolerance]
+    """Complete combinations whose accuracy is `below` the baseline's (`ablate.verdicts`)."""
+    from ablate import verdicts  # it builds on this module's speed-ups
+
+    return verdicts.parity_failures(records, tolerance)
 
 
 def pareto_front(records: list[Record]) -> list[Record]:
@@ -270,17 +271,18 @@ def pareto_front(records: list[Record]) -> list[Record]:
 
 
 def eligible(records: list[Record], tolerance: float) -> list[Record]:
-    """Complete combinations that may be recommended: within `tolerance` of the baseline's accuracy, or any
-    where accuracy could not be measured at all (stand-in data; the report says so)."""
-    flagged = {r.number for r in parity_failures(records, tolerance)}
-    return [r for r in records if r.complete and r.number not in flagged and (r.accuracy is not None or r.accuracy_note)]
+    """Complete combinations that may be raced and recommended (`ablate.verdicts.eligible`)."""
+    from ablate import verdicts
+
+    return verdicts.eligible(records, tolerance)
 
 
-def recommend(records: list[Record], tolerance: float) -> Record | None:
-    """The combination with the highest speed-up estimate among the eligible (the race's leader)."""
-    found = speedup_of(records)
-    ranked = [r for r in eligible(records, tolerance) if r.combination in found]
-    return max(ranked, key=lambda r: found[r.combination].estimate.log, default=None)
+def recommend(records: list[Record], tolerance: float, settings: protocol.Settings | None = None) -> Record | None:
+    """The race's leader among the eligible combinations (`ablate.verdicts.recommendation`)."""
+    from ablate import verdicts
+
+    found = verdicts.recommendation(records, tolerance, settings)
+    return found.leader if found else None
 
 
 def compose_line(record: Record, study: Study) -> tuple[str, str]:

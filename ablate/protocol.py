@@ -44,16 +44,19 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Sequence
+from typing import Callable, Hashable, Iterable, Sequence
 
 from scipy import stats
 
+from ablate import variance
 from ablate.words import count
 
 CONFIDENCE = 0.95
 MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (its interval comes from them)
 MIN_POOLED_DF = 2  # fewer pooled degrees of freedom: fall back on the baseline's spread
 SCREEN, RACE, FULL = "screen", "race", "full"
+CONFIRM = "confirm"  # after the race: the leader's estimate, from blocks its selection never saw
+PARITY = "parity"  # a training run at another seed for accuracy parity (ablate.parity): no speed-up from it
 
 Key = Hashable  # a combination, as the caller names it
 
@@ -67,6 +70,8 @@ class Settings:
     contenders: int = 6  # at most this many combinations raced per block (leader included; the baseline extra)
     full_blocks: int | None = None  # N: every combination in each of N blocks (a full randomized block design)
     screen_baselines: int = 2  # baselines per screening block
+    confirm_blocks: int = 3  # after the race: blocks of the leader (and the simplest of its set) with the baseline
+    seeds: int = 3  # at most this many training seeds per accuracy group (ablate.parity: 2, then where uncertain)
 
     @property
     def racing(self) -> bool:
@@ -78,11 +83,12 @@ class Settings:
         text = (f"screening in blocks of {count(self.block_size, 'combination')} plus "
                 f"{count(self.screen_baselines, 'baseline measurement')}, in a random order per block")
         return text + (f"; then racing of up to {count(self.contenders, 'contender')} in at most "
-                       f"{count(self.race_blocks, 'block')}"
+                       f"{count(self.race_blocks, 'block')}, eliminated by paired contrasts (Holm, alpha "
+                       f"spent over the looks), and {count(self.confirm_blocks, 'confirmation block')}"
                        if self.racing else "; no racing")
 
 
-SINGLE_PASS = Settings(block_size=10**9, race_blocks=0, screen_baselines=1)  # the design before blocks
+SINGLE_PASS = Settings(block_size=10**9, race_blocks=0, screen_baselines=1, confirm_blocks=0, seeds=1)  # the design before blocks
 
 
 @dataclass(frozen=True)
@@ -155,72 +161,109 @@ BASELINE_ESTIMATE = Estimate(0.0, 0.0, 0, 0, SCREEN, "paired")  # x1.00 by defin
 
 
 def _by_block(measurements: Iterable[Measurement]) -> dict[Key, dict[int, tuple[str, list[float]]]]:
-    """combination -> block -> (phase, its log throughputs in that block)."""
+    """combination -> block -> (phase, its log throughputs in that block); parity runs left out."""
     acc: dict[Key, dict[int, tuple[str, list[float]]]] = {}
     for m in measurements:
-        acc.setdefault(m.combination, {}).setdefault(m.block, (m.phase, []))[1].append(m.log_throughput)
+        if m.phase != PARITY:
+            acc.setdefault(m.combination, {}).setdefault(m.block, (m.phase, []))[1].append(m.log_throughput)
     return acc
 
 
-def _pairs(ys: dict[Key, dict[int, tuple[str, list[float]]]], c: Key, baseline: Key) -> tuple[str, list[tuple[float, int]]]:
-    """The phase an estimate of `c` uses, and per block its difference from the mean of the block's baselines
-    with the number of those baselines."""
+def _pairs(ys: dict[Key, dict[int, tuple[str, list[float]]]], c: Key, baseline: Key,
+           phase: str | None = None) -> tuple[str, list[tuple[float, int]]]:
+    """The phase an estimate of `c` uses (confirmation, else race, else any; or `phase`), and per block its
+    difference from the mean of the block's baselines with the number of those baselines."""
     base = ys.get(baseline, {})
     mine = {b: v for b, v in ys.get(c, {}).items() if b in base}
-    raced = {b: v for b, v in mine.items() if v[0] == RACE}
-    use = raced or mine
-    phase = RACE if raced else next((p for p, _ in use.values()), SCREEN)
+    if phase is None:
+        phase = next((p for p in (CONFIRM, RACE) if any(v[0] == p for v in mine.values())),
+                     next((p for p, _ in mine.values()), SCREEN))
+    use = {b: v for b, v in mine.items() if v[0] == phase}
     return phase, [(statistics.fmean(y) - statistics.fmean(base[b][1]), len(base[b][1]))
                    for b, (_, y) in sorted(use.items())]
 
 
-def process_noise(measurements: Iterable[Measurement], baseline: Key) -> tuple[float | None, int, str]:
-    """The variance of one process's log throughput, its degrees of freedom, and where it came from.
-
-    Two sources, pooled when both exist, neither touched by drift between blocks: the spread of a
-    combination's paired differences across the blocks it ran in (each pair with one baseline varies by
-    twice a process's variance), and the spread of the baselines measured twice in one block.
-    """
-    ys = _by_block(measurements)
-    ss, df = 0.0, 0
-    raced = False
-    for c in ys:
-        if c == baseline:
-            continue
-        _, pairs = _pairs(ys, c, baseline)
-        if len(pairs) > 1:
-            ds = [d for d, _ in pairs]
-            scale = statistics.fmean(1 + 1 / n for _, n in pairs)  # var(d) = sigma^2 (1 + 1/baselines)
-            ss += sum((d - statistics.fmean(ds)) ** 2 for d in ds) / scale
-            df += len(ds) - 1
-            raced = True
-    for _, values in ys.get(baseline, {}).values():
-        if len(values) > 1:
-            ss += sum((v - statistics.fmean(values)) ** 2 for v in values)
-            df += len(values) - 1
-    if df == 0:
-        return None, 0, "none"
-    return ss / df, df, "paired" if raced else "baseline"
+def _var(xs: Sequence[float]) -> float:
+    """The sample variance in floats (statistics.variance computes in exact fractions: 10x slower, and the race
+    recomputes every estimate at each of its steps)."""
+    mean = sum(xs) / len(xs)
+    return sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
 
 
 def _own_noise(pairs: list[tuple[float, int]]) -> float:
     """One combination's own process variance, from its paired differences across blocks (needs two)."""
     ds = [d for d, _ in pairs]
     scale = statistics.fmean(1 + 1 / n for _, n in pairs)  # var(d) = sigma^2 (1 + 1/baselines)
-    return statistics.variance(ds) / scale
+    return _var(ds) / scale
 
 
-def estimates(measurements: Iterable[Measurement], baseline: Key) -> dict[Key, Estimate]:
+def default_techniques(baseline: Key) -> Callable[[Key], frozenset]:
+    """A combination's techniques from its label ("a + b"); the baseline and non-text keys have none."""
+    return lambda c: frozenset() if c == baseline or not isinstance(c, str) else frozenset(c.split(" + "))
+
+
+def noise_sources(measurements: Iterable[Measurement], baseline: Key,
+                  techniques: Callable[[Key], frozenset] | None = None) -> list[variance.Source]:
+    """Every variance of one process's log throughput the measurements hold, none touched by drift between
+    blocks: the baselines' spread within a block, and each combination's paired differences across the blocks
+    of one phase (each pair with n baselines varies by sigma^2 (1 + 1/n))."""
+    techniques = techniques or default_techniques(baseline)
+    ys = _by_block(measurements)
+    out = [variance.Source(frozenset(), _var(v), len(v) - 1)
+           for _, v in ys.get(baseline, {}).values() if len(v) > 1]
+    base = variance.pooled(out)
+    for c in ys:
+        if c == baseline:
+            continue
+        for phase in sorted({p for p, _ in ys[c].values()}):
+            _, pairs = _pairs(ys, c, baseline, phase)
+            if len(pairs) > 1:
+                out.append(variance.Source(techniques(c), _own_process(pairs, base.low if base else None),
+                                           len(pairs) - 1))
+    return out
+
+
+def _own_process(pairs: list[tuple[float, int]], base_var: float | None) -> float:
+    """A combination's own process variance from its paired differences: var(d) = sigma_c^2 + sigma_base^2 / n,
+    so the baselines' share is taken off where their variance is known (a noisy combination is not averaged
+    with a quiet baseline); else sigma^2 (1 + 1/n) with one sigma for both. Never below a tenth of var(d)."""
+    if base_var is None:
+        return _own_noise(pairs)
+    raw = _var([d for d, _ in pairs])
+    return max(raw - base_var * statistics.fmean(1 / n for _, n in pairs), 0.1 * raw)
+
+
+def process_noise(measurements: Iterable[Measurement], baseline: Key) -> tuple[float | None, int, str]:
+    """The pooled variance of one process's log throughput, its degrees of freedom, and where it came from
+    ("paired": combinations measured in several blocks among the sources; "baseline": the baselines only)."""
+    measurements = list(measurements)
+    sources = noise_sources(measurements, baseline)
+    pooled = variance.pooled(sources)
+    if pooled is None:
+        return None, 0, "none"
+    from_baselines = sum(1 for _, v in _by_block(measurements).get(baseline, {}).values() if len(v) > 1)
+    return pooled.low, pooled.df, "paired" if len(sources) > from_baselines else "baseline"
+
+
+def estimates(measurements: Iterable[Measurement], baseline: Key,
+              techniques: Callable[[Key], frozenset] | None = None) -> dict[Key, Estimate]:
     """The speed-up estimate of every combination measured in a block that also measured the baseline.
 
-    Some combinations vary more from process to process than others (measured: bf16 autocast with a doubled
-    batch moved between two levels 40% apart from one process to the next, where the baseline moved by 3%),
-    so a combination measured in several blocks takes the wider of its own noise (degrees of freedom: its
-    blocks minus one) and the pooled noise, never the narrower ("own" or "paired").
+    Its variance comes from the variance model by technique (`ablate.variance`; "model" when techniques got
+    their own terms, else the pooled "paired" or "baseline" noise). A combination measured in several blocks
+    takes the wider of its own spread (degrees of freedom: its blocks minus one) and the model's, never the
+    narrower ("own"): noise differs between combinations (measured: bf16 autocast with a doubled batch moved
+    between two levels 40% apart from one process to the next, where the baseline moved by 3%).
     """
     measurements = list(measurements)
+    techniques = techniques or default_techniques(baseline)
     ys = _by_block(measurements)
-    var, df, noise = process_noise(measurements, baseline)
+    var_, df, noise = process_noise(measurements, baseline)
+    sources = noise_sources(measurements, baseline, techniques)
+    model = variance.fit(sources)
+    base_var = variance.pooled([s for s in sources if not s.techniques])
+    if model is not None and model.by_technique:
+        noise, df = "model", model.df
     out: dict[Key, Estimate] = {baseline: BASELINE_ESTIMATE} if baseline in ys else {}
     for c in ys:
         if c == baseline:
@@ -229,10 +272,16 @@ def estimates(measurements: Iterable[Measurement], baseline: Key) -> dict[Key, E
         if not pairs:
             continue
         k = len(pairs)
-        mine, its_df, its_noise = var, df, noise
-        if k > 1 and (var is None or (own := _own_noise(pairs)) > var):
-            mine, its_df, its_noise = (own if var is not None else _own_noise(pairs)), k - 1, "own"
-        se = math.sqrt(mine * sum(1 + 1 / n for _, n in pairs)) / k if mine is not None else None
+        # var(d) in a block with n baselines: sigma_c^2 + sigma_base^2 / n (one sigma for both without techniques)
+        sb = base_var.low if base_var and model and model.by_technique else None
+        mine = None if model is None else sum(
+            model.variance(techniques(c)) + (sb if sb is not None else model.variance(techniques(c))) / n
+            for _, n in pairs) / k
+        its_df, its_noise = df, noise
+        own = _var([d for d, _ in pairs]) if k > 1 else None
+        if own is not None and (mine is None or own > mine):
+            mine, its_df, its_noise = own, k - 1, "own"
+        se = math.sqrt(mine / k) if mine is not None else None
         out[c] = Estimate(statistics.fmean(d for d, _ in pairs), se, its_df, k, phase, its_noise)
     return out
 
@@ -243,51 +292,9 @@ def baseline_cv(measurements: Iterable[Measurement], baseline: Key) -> float | N
     return statistics.stdev(ys) if len(ys) > 1 else None  # the SD of log throughput is the CV, to first order
 
 
-@dataclass(frozen=True)
-class Race:
-    """Where the race stands after the blocks measured so far."""
-
-    leader: Key | None
-    contenders: tuple[Key, ...]  # still in the running besides the leader
-    race_blocks: int  # race blocks measured
-    next_block: tuple[Key, ...] | None  # the combinations of the next race block (baseline added), None: stop
-    why: str
+def race_plan(members: Sequence[Key], baseline: Key, block: int, seed: int, phase: str = RACE) -> list[Slot]:
+    """One race (or confirmation) block: the contenders and the baseline, in the block's own random order."""
+    return _ordered(block, [baseline, *members], phase, seed)
 
 
-def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key], settings: Settings) -> Race:
-    """The next race block, from every measurement so far and the combinations within the accuracy tolerance.
-
-    Call it once every planned measurement has a result; it is deterministic, so workers that call it on the
-    same measurements plan the same block.
-    """
-    est = {c: e for c, e in estimates(measurements, baseline).items() if c in eligible}
-    raced_blocks = sorted({m.block for m in measurements if m.phase == RACE})
-    n_race = len(raced_blocks)
-    if not est:
-        return Race(None, (), n_race, None, "no combination within the accuracy tolerance was measured")
-    if n_race:  # contenders only drop out: the field is the last race block's
-        last = raced_blocks[-1]
-        field = {m.combination for m in measurements if m.block == last and m.combination in est}
-    else:
-        field = set(est)
-    leader = max(sorted(field, key=str), key=lambda c: est[c].log)
-    low = (est[leader].interval() or (-math.inf, math.inf))[0]
-    still = [c for c in field if c != leader and ((est[c].interval() or (-math.inf, math.inf))[1] >= low)]
-    still.sort(key=lambda c: (-est[c].log, str(c)))
-    if not settings.racing:
-        return Race(leader, tuple(still), n_race, None, "no racing in this protocol")
-    if not still and n_race >= MIN_RACE_BLOCKS:
-        return Race(leader, (), n_race, None, f"the leader is distinguishable from every other after {n_race} race blocks")
-    if n_race >= settings.race_blocks:
-        return Race(leader, tuple(still), n_race, None,
-                    f"the race stopped at its maximum of {count(settings.race_blocks, 'block')}"
-                    + (f" with {len(still)} still indistinguishable from the leader" if still else ""))
-    members = [c for c in [leader, *still] if c != baseline][: max(1, settings.contenders)]
-    if not members:
-        return Race(leader, (), n_race, None, "no combination could still beat the baseline")
-    return Race(leader, tuple(still), n_race, tuple(members), "racing")
-
-
-def race_plan(members: Sequence[Key], baseline: Key, block: int, seed: int) -> list[Slot]:
-    """One race block: the contenders and the baseline, in the block's own random order."""
-    return _ordered(block, [baseline, *members], RACE, seed)
+from ablate.racing import Race, race  # noqa: E402 - the race builds on the estimates above

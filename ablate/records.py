@@ -18,6 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 BASELINE = "baseline"
+PARITY = "parity"  # ablate.protocol.PARITY: a training run at another seed (records does not import the protocol)
 
 
 class State(str, Enum):
@@ -57,6 +58,8 @@ class Record:
     block: int = 0  # the protocol's block this measurement ran in
     phase: str = "screen"  # screen, race or full (ablate.protocol)
     position: int = 0  # its place in the block's random order
+    accuracy_group: str | None = None  # combinations that change the numbers alike train to the same accuracy
+    seed_index: int = 0  # which of the run's training seeds trained it (0: the run's own; 1, 2...: parity seeds)
     # A combination's record holds all its measurements with a result; a measurement's own record holds none.
     measurements: tuple[Record, ...] = field(default=(), compare=False, repr=False)
     trial: FrozenTrial | None = field(default=None, compare=False, repr=False)  # for Optuna's own Pareto front
@@ -113,6 +116,8 @@ def from_trial(trial: FrozenTrial) -> Record:
         block=int(a.get("block", 0)),
         phase=a.get("phase", "screen"),
         position=int(a.get("position", 0)),
+        accuracy_group=a.get("accuracy_group"),
+        seed_index=int(a.get("seed_index", 0)),
         trial=trial,
     )
 
@@ -137,7 +142,8 @@ def combine(measurements: list[Record]) -> list[Record]:
 
     The combination's record is its *primary* measurement - the one that trained (or borrowed) its accuracy,
     else its first complete one, else its last - with `measurements` set to all of them and `throughput` the
-    geometric mean over its complete measurements. The analysis reads the measurements; one-off costs,
+    geometric mean over its complete measurements (parity runs at other seeds left out: they train, and
+    their windows are not paired with a baseline). The analysis reads the measurements; one-off costs,
     memory and accuracy come from the primary.
     """
     groups: dict[tuple[str, str], list[Record]] = {}
@@ -146,10 +152,11 @@ def combine(measurements: list[Record]) -> list[Record]:
     out = []
     for ms in groups.values():
         done = [m for m in ms if m.complete]
-        primary = next((m for m in done if m.accuracy_trained), None) or (done[0] if done else ms[-1])
+        primary = (next((m for m in done if m.accuracy_trained and m.seed_index == 0), None)
+                   or next((m for m in done if m.phase != PARITY), None) or (done[0] if done else ms[-1]))
         metrics = dict(primary.metrics)
-        if done:
-            metrics["throughput"] = math.exp(sum(math.log(m.throughput) for m in done) / len(done))
+        if timed := [m for m in done if m.phase != PARITY]:
+            metrics["throughput"] = math.exp(sum(math.log(m.throughput) for m in timed) / len(timed))
         out.append(replace(primary, metrics=metrics, measurements=tuple(ms)))
     return out
 
@@ -174,6 +181,8 @@ def mlflow_payload(attrs: Mapping[str, Any], fallback_state: str) -> tuple[str, 
     state = MLFLOW_STATE.get(attrs.get("state", fallback_state), "killed")
     tags = {"ablate.block": str(attrs.get("block", 0)), "ablate.phase": str(attrs.get("phase", "screen")),
             "ablate.position": str(attrs.get("position", 0))}
+    if attrs.get("training_seed") is not None:
+        tags["ablate.training_seed"] = str(attrs["training_seed"])
     metrics: dict[str, float] = {}
     if state == State.COMPLETE:
         metrics = dict(attrs.get("metrics", {}))

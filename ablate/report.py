@@ -6,6 +6,7 @@ different devices are never mixed: each device gets its own report.
 from __future__ import annotations
 
 import base64
+import math
 import json
 import re
 from collections import Counter
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import markdown
 
-from ablate import analysis, plots, protocol
+from ablate import analysis, answer, plots, protocol, seeds, verdicts
 from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
 from ablate.mfu import peak
 from ablate.records import BASELINE, Record, baseline, by_device
@@ -34,11 +35,16 @@ class Report:
     summary_json: Path
     plots: list[Path]
     recommended: Record | None
-    compose: tuple[str, str] | None
+    compose: tuple[str, str] | None  # for `recommended`: the simplest of the set
     metrics: dict[str, float] = field(default_factory=dict)
+    seeds: dict | None = None
+    leader: str | None = None  # the race's leader (the set's fastest)
+    members: tuple[str, ...] = ()  # the recommended set, simplest first
 
     def summary(self) -> str:
         lines = [f"report ({self.device}): {self.html}", f"summary for scripts: {self.summary_json}"]
+        if self.seeds:
+            lines.append(f"seeds: {seeds.describe(self.seeds)}")
         if self.recommended:
             m = self.metrics
             interval = (f" [{m['recommended.speedup.low']:.2f}, {m['recommended.speedup.high']:.2f}] (95%, "
@@ -47,6 +53,9 @@ class Report:
             lines.append(f"recommended: {self.recommended.combination} "
                          f"(x{m.get('recommended.speedup', float('nan')):.2f}{interval} the baseline's throughput)")
             lines += [f"  {line}" for line in self.compose or ()]
+            if len(self.members) > 1:
+                lines.append(f"  not told apart from it (race leader {self.leader}): "
+                             + "; ".join(m for m in self.members if m != self.recommended.combination))
         else:
             lines.append("recommended: none (no complete combination within the accuracy tolerance)")
         return "\n".join(lines)
@@ -88,8 +97,9 @@ def _build_one(study: Study, records: list[Record], search: str, folder: Path, d
     flagged = analysis.parity_failures(records, tolerance)
     flagged_numbers = {r.number for r in flagged}
     front = analysis.pareto_front(records)
-    picked = analysis.recommend(records, tolerance)
-    compose = analysis.compose_line(picked, study) if picked else None
+    rec = verdicts.recommendation(records, tolerance, _design(study, race))
+    picked = rec.leader if rec else None
+    compose = analysis.compose_line(rec.simplest, study) if rec else None
     breaks = analysis.break_even(records, study)
     title = f"{study.name} ({search}) on {device}"
 
@@ -101,16 +111,18 @@ def _build_one(study: Study, records: list[Record], search: str, folder: Path, d
     ]
     cv = protocol.baseline_cv(analysis.protocol_measurements(records), BASELINE)
     text = _markdown(study, records, search, device, speedups, throughput, accuracy, numeric_dims, flagged, front,
-                     picked, compose, breaks, cv, race)
+                     rec, compose, breaks, cv, race)
     md = folder / "report.md"
     md.write_text(text)
     html = folder / "report.html"
     html.write_text(_html(text, figures, title))
     summary = folder / "summary.json"
-    summary.write_text(json.dumps(_summary(study, records, search, device, speedups, flagged, picked, compose, cv,
+    summary.write_text(json.dumps(_summary(study, records, search, device, speedups, rec, compose, cv,
                                            race), indent=2) + "\n")
-    return Report(device, folder, md, html, summary, figures, picked, compose,
-                  _metrics(speedups, throughput, accuracy, picked, flagged, cv))
+    return Report(device, folder, md, html, summary, figures, rec.simplest if rec else None, compose,
+                  _metrics(speedups, throughput, accuracy, rec.simplest if rec else None, flagged, cv),
+                  race.get(seeds.SEEDS_ATTR), rec.leader.combination if rec else None,
+                  tuple(m.combination for m in rec.members) if rec else ())
 
 
 def _samples(study: Study) -> str:
@@ -134,11 +146,11 @@ def _design(study: Study, stored: dict) -> protocol.Settings:
 
 
 def _summary(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
-             flagged: list[Record], picked: Record | None, compose: tuple[str, str] | None, cv: float | None,
+             rec: verdicts.Recommendation | None, compose: tuple[str, str] | None, cv: float | None,
              race: dict) -> dict:
     """summary.json: what a user's CI reads to notice that the best stack has changed."""
     base = baseline(records)
-    flagged_numbers = {r.number for r in flagged}
+    verdict = verdicts.parity_of(records, study.accuracy_tolerance)
 
     def entry(s: Speedup) -> dict:
         r, e = s.record, s.estimate
@@ -149,8 +161,11 @@ def _summary(study: Study, records: list[Record], search: str, device: str, spee
                 "peak_memory_mb": r.metrics.get("peak_memory_mb"), "mfu": r.metrics.get("mfu"), "accuracy": r.accuracy,
                 "accuracy_change": (r.accuracy - base.accuracy
                                     if base and base.accuracy is not None and r.accuracy is not None else None),
-                "parity": None if r.accuracy is None else r.number not in flagged_numbers}
-    chosen = next((s for s in speedups if picked and s.record is picked), None)
+                "parity": (p := verdict.get(r.combination)) and {
+                    "verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds},
+                "within_of_no_effect": answer.within(e) if s.log and not s.log.distinguishable else None}
+    found = {s.record.combination: s for s in speedups}
+    chosen = found.get(rec.leader.combination) if rec else None
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     return {
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": device,
@@ -158,14 +173,20 @@ def _summary(study: Study, records: list[Record], search: str, device: str, spee
         "protocol": {**_design(study, race).__dict__, "description": _design(study, race).describe(),
                      "confidence": analysis.CONFIDENCE, "race": race.get("race"), "baseline_cv_across_blocks": cv,
                      "compile_cache": "cold per measurement"},
-        "recommendation": None if chosen is None else {**entry(chosen), "compose": list(compose or ())},
+        "seeds": race.get(seeds.SEEDS_ATTR),
+        "recommendation": None if chosen is None or rec is None else {
+            **entry(chosen), "confirmed": rec.confirmed, "leader": rec.leader.combination,
+            "set": [m.combination for m in rec.members], "simplest": rec.simplest.combination,
+            "compose": list(compose or ()), "pending": list(rec.pending),
+            "contrasts": {c: {"leader_over_it": math.exp(k.diff), "p": k.p, "blocks": k.blocks,
+                              "within": k.equivalence()} for c, k in rec.contrasts.items()}},
         "speedups": [entry(s) for s in speedups],
     }
 
 
 def _markdown(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
               throughput: EffectFit | str, accuracy: EffectFit | str, numeric_dims: list[str], flagged: list[Record],
-              front: list[Record], picked: Record | None, compose: tuple[str, str] | None,
+              front: list[Record], rec: verdicts.Recommendation | None, compose: tuple[str, str] | None,
               breaks: list[BreakEven], cv: float | None, stored: dict) -> str:
     base = baseline(records)
     states = Counter(r.state for r in records)
@@ -201,22 +222,24 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
         "",
     ]
     tol = study.accuracy_tolerance
-    if picked and compose:
-        s = next((s for s in speedups if s.record is picked), None)
-        out += [f"The fastest combination whose test accuracy is within {tol:g} points of the baseline's: "
-                f"**{picked.combination}**, {_factor(s.factor, s) if s else 'n/a'} the baseline's throughput "
+    found = {s.record.combination: s for s in speedups}
+    if rec and compose:
+        pick = rec.simplest
+        s = found.get(pick.combination)
+        out += [f"Recommended{' (the simplest of a set the race could not tell apart)' if len(rec.members) > 1 else ''}"
+                f": **{pick.combination}**, {_factor(s.factor, s) if s else 'n/a'} the baseline's throughput "
                 f"({_basis(s) if s else ''}), "
-                + (f"test accuracy {picked.accuracy:.2f}% ({_points(picked.accuracy - base.accuracy) if base else ''})."
-                   if picked.accuracy is not None else "accuracy not measured."),
+                + (f"test accuracy {pick.accuracy:.2f}% ({_points(pick.accuracy - base.accuracy) if base else ''})."
+                   if pick.accuracy is not None else "accuracy not measured."),
                 "", "```python", *compose, "```", ""]
-        tied = [t for t in speedups if t.record is not picked and t.factor and s and s.factor
-                and t.record.number not in {r.number for r in flagged} and t.factor.high >= s.factor.low]
-        if tied:
-            out += [f"Not distinguishable from it (the intervals overlap): "
-                    + "; ".join(f"{t.record.combination} ({_factor(t.factor, t)})" for t in tied[:5])
-                    + (f"; and {len(tied) - 5} more" if len(tied) > 5 else "") + ".", ""]
+        out += answer.recommendation_lines(rec, found, tol)
     else:
-        out += [f"None: no complete combination has a test accuracy within {tol:g} points of the baseline's.", ""]
+        out += [f"None: no complete combination's test accuracy is within {tol:g} points of the baseline's "
+                "(every accuracy group is `below`).", ""]
+    if stored.get(seeds.SEEDS_ATTR):
+        out += [f"Seeds of this run: {seeds.describe(stored[seeds.SEEDS_ATTR])} (parity's extra seeds: the "
+                "training seed plus 1, 2...).", ""]
+    out += answer.spreads_warning(analysis.protocol_measurements(records))[1]
 
     if cv is not None and cv > NOISY_CV:
         out += [f"**A noisy host.** The baseline's throughput moved by {100 * cv:.0f}% between blocks (coefficient "
@@ -229,31 +252,35 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
             "it ran in, of its throughput divided by the same block's baseline's (paired, so drift and a lucky "
             "baseline cancel). A raced combination's estimate comes from its race blocks only, so picking the "
             "leader from the screening does not inflate it. The 95% t interval rests on between-process noise: "
-            "the spread of the paired differences of the combinations measured in several blocks and of the two "
-            "baselines within each screening block, pooled (\"paired\"; \"baseline\" when the baselines are the "
-            "only source), or a combination's own spread across its blocks where that is wider (\"own\").", "",
+            "a variance model by technique fitted to the spread of the paired differences of the combinations "
+            "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
+            "when too few: \"paired\", or \"baseline\" when the baselines are the only source), or a "
+            "combination's own spread across its blocks where that is wider (\"own\"). The leader's estimate "
+            "comes from its confirmation blocks, which its selection never saw.", "",
             "![speed-up per combination](speedup.png)", "",
             f"| combination | {study.throughput_unit}/s | speed-up (95% CI) | blocks | noise | test acc % | "
             f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}",
             f"|---|---:|---|---:|---|---:|---:|---:|---|---:|{'---:|' if mfu else ''}"]
-    flagged_numbers = {r.number for r in flagged}
+    verdict = verdicts.parity_of(records, tol)
     for s in speedups:
         r = s.record
-        delta = _points(r.accuracy - base.accuracy) if base and base.accuracy is not None and r.accuracy is not None else ""
+        delta = (_points(verdict[r.combination].change) if r.combination in verdict else
+                 _points(r.accuracy - base.accuracy) if base and base.accuracy is not None and r.accuracy is not None else "")
         out.append(f"| {r.combination} | {r.throughput:.0f} | {_factor(s.factor, s)} | "
                    f"{'' if r.combination == BASELINE else s.estimate.blocks} | "
                    f"{'' if r.combination == BASELINE else s.estimate.noise} | "
                    f"{'' if r.accuracy is None else f'{r.accuracy:.2f}'} | {delta} | "
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
-                   f"{'**below tolerance**' if r.number in flagged_numbers else 'ok'} | {_memory(r, base)} |"
+                   f"{_parity_cell(verdict.get(r.combination))} | {_memory(r, base)} |"
                    + (f" {100 * r.metrics['mfu']:.1f}% |" if mfu and 'mfu' in r.metrics else " |" if mfu else ""))
     out += ["", MEMORY[device_type]]
     if mfu:
         out += ["", f"MFU: {study.throughput_unit}/s x the model's training FLOPs per token / the device's dense "
                 f"BF16 peak ({mfu.tflops:g} TFLOPS: {mfu.source}), whatever precision the combination ran in."]
-    out += ["", "Accuracy was trained once per group of combinations that differ only in techniques that leave the "
-            "numbers unchanged (\"acc from\" names the trial), with one seed: accuracy changes have no repeats and "
-            "so no per-combination interval.", ""]
+    out += ["", "Accuracy was trained once per seed per group of combinations that differ only in techniques that "
+            "leave the numbers unchanged (\"acc from\" names the trial of the run's own seed); Δ acc is the mean "
+            "paired change over the group's seeds (see Accuracy parity).", ""]
+    out += answer.equivalence_lines(speedups)
 
     out += ["## What each technique is worth", ""]
     if any(isinstance(f, EffectFit) for f in (throughput, accuracy)):  # else the figure would be text only
@@ -289,11 +316,8 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
     out += ["## Accuracy parity", ""]
     if base is None or base.accuracy is None:
         out += ["The baseline has no measured accuracy, so parity could not be checked.", ""]
-    elif flagged:
-        out += [f"Below the baseline's {base.accuracy:.2f}% by more than {tol:g} points, never recommended:", ""]
-        out += [f"- {r.combination}: {r.accuracy:.2f}% ({_points(r.accuracy - base.accuracy)})" for r in flagged] + [""]
     else:
-        out += [f"Every complete combination is within {tol:g} points of the baseline's {base.accuracy:.2f}%.", ""]
+        out += answer.parity_lines(verdicts.parity_by_group(records, tol), records, tol)
 
     if front:  # accuracy was measured
         out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
@@ -377,6 +401,10 @@ def _factor(i: Interval | None, s: Speedup | None = None) -> str:
     if i is None:
         return "n/a" if s is None else f"x{s.point:.2f} (no interval: one block, no repeats)"
     return f"x{i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}]"
+
+
+def _parity_cell(p) -> str:
+    return "" if p is None else f"{p.verdict} [{p.low:+.2f}, {p.high:+.2f}]"
 
 
 def _basis(s: Speedup) -> str:

@@ -30,17 +30,23 @@ def columns(unit: str = "samples") -> list[str]:
     return [f"{unit}/s" if c == RATE else c for c in COLUMNS]
 
 
-def rows(records: list[Record]) -> list[dict[str, Any]]:
-    """One row per record; speed-ups and accuracy changes against the baseline of the same device, never another's."""
+def rows(records: list[Record], tolerance: float | None = None) -> list[dict[str, Any]]:
+    """One row per record; speed-ups and accuracy changes against the baseline of the same device, never another's.
+    With the study's `tolerance`, each row has its accuracy group's parity verdict and interval (`ablate.parity`):
+    "Δ acc" is then the mean paired change over the group's shared seeds."""
+    from ablate.verdicts import parity_of
+
     table = []
     for device, group in by_device(records).items():
         base = baseline(group)
         base_acc = base.accuracy if base else None
         found = speedup_of(group)
+        verdicts = parity_of(group, tolerance) if tolerance is not None else {}
         for r in group:
             m = r.metrics
             rate, acc = r.throughput, r.accuracy
             s = found.get(r.combination)
+            p = verdicts.get(r.combination)
             table.append({
                 "trial": r.number,
                 "combination": r.combination,
@@ -53,7 +59,11 @@ def rows(records: list[Record]) -> list[dict[str, Any]]:
                 "noise": s.estimate.noise if s else None,
                 "measurements": len([x for x in r.measurements if x.complete]) or None,
                 "test acc %": acc,
-                "Δ acc": acc - base_acc if acc is not None and base_acc is not None else None,
+                "Δ acc": p.change if p else acc - base_acc if acc is not None and base_acc is not None else None,
+                "parity": p.verdict if p else None,
+                "parity low": p.low if p else None,
+                "parity high": p.high if p else None,
+                "seeds": p.seeds if p else None,
                 "acc from": r.accuracy_from,
                 # Time to the study's target accuracy: measured in the trials that trained accuracy.
                 "to target s": _to_target(m, "time_to_target_s"),
@@ -72,7 +82,8 @@ def rows(records: list[Record]) -> list[dict[str, Any]]:
 def comparisons(row: dict[str, Any]) -> dict[str, float]:
     """A row's comparisons with the baseline, as MLflow metrics (those that could be computed)."""
     found = {"speedup": row.get("speed-up"), "speedup_low": row.get("ci low"), "speedup_high": row.get("ci high"),
-             "speedup_blocks": row.get("blocks"), "accuracy_change": row.get("Δ acc")}
+             "speedup_blocks": row.get("blocks"), "accuracy_change": row.get("Δ acc"),
+             "accuracy_change_low": row.get("parity low"), "accuracy_change_high": row.get("parity high")}
     return {k: float(v) for k, v in found.items() if v is not None}
 
 
@@ -145,12 +156,14 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
     def accuracy(r: dict[str, Any]) -> str:
         if r["Δ acc"] is None:
             return ""
-        return f"{r['Δ acc']:+.2f}" + (" BELOW" if r["Δ acc"] < -tolerance else " ok")
+        if r.get("parity") is None:  # a table built without the tolerance: the old hard cut
+            return f"{r['Δ acc']:+.2f}" + (" BELOW" if r["Δ acc"] < -tolerance else " ok")
+        return f"{r['Δ acc']:+.2f} [{r['parity low']:+.2f}, {r['parity high']:+.2f}] {r['parity']}"
 
     body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r), accuracy(r),
              r["state"] + (f" ({r['device'][:12]})" if several else "")]
             for i, (r, label) in enumerate(zip(shown, labels), start=1)]
-    headers = ["#", "combination", "speed-up [95% CI]", "Δ acc", "state"]
+    headers = ["#", "combination", "speed-up [95% CI]", "Δ acc [95% CI] parity", "state"]
     room = width
     while True:  # narrow the combination column (it wraps) until the whole table fits
         text = tabulate(body, headers=headers, disable_numparse=True, maxcolwidths=[None, room, None, None, None])
@@ -158,8 +171,8 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
         if over <= 0 or room <= 20:
             break
         room -= over
-    notes = [f"Δ acc: test accuracy change in points; BELOW = more than {tolerance:g} points below the baseline "
-             "(never recommended)."]
+    notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
+             f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it."]
     for state in ("skipped", "failed"):
         reasons = Counter(r["reason"] for r in table if r["state"] == state)
         for reason, n in reasons.most_common():
@@ -171,6 +184,7 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
 def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "device", "host"])
+        writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "parity", "parity low",
+                                               "parity high", "seeds", "device", "host"])
         writer.writeheader()
         writer.writerows({f"{unit}/s" if k == RATE else k: v for k, v in row.items()} for row in table)

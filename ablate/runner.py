@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import analysis, claim, protocol, records, report, results, view
+from ablate import analysis, claim, parity, protocol, records, report, results, seeds, verdicts, view
 from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
 from ablate.recovery import Recovery
@@ -96,11 +96,17 @@ class Runner:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "
                              f"{study.file_hash}); move {results_dir / study.name} away or pass --storage to start afresh")
         planned = self.optuna.user_attrs.get(PROTOCOL_ATTR)
-        if planned and planned != dataclasses.asdict(self.design):
+        # A study stored before a setting existed followed its default: compare with the defaults filled in.
+        if planned and {**dataclasses.asdict(protocol.Settings()), **planned} != dataclasses.asdict(self.design):
             raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
                              f"run with the same protocol, or pass --results or --storage to start afresh")
         self.optuna.set_user_attr("file_hash", study.file_hash)
         self.optuna.set_user_attr(PROTOCOL_ATTR, dataclasses.asdict(self.design))
+        self.seeds = seeds.resolve(self.optuna.user_attrs.get(seeds.SEEDS_ATTR),
+                                   study.budget.seed if study.seed_pinned else None)
+        self.optuna.set_user_attr(seeds.SEEDS_ATTR, self.seeds)  # a resume reads them back
+        if search != "grid":  # TPE's picks follow the run's protocol seed too
+            self.optuna.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
         self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
         self.parent_id: str | None = None
         self.progress: tqdm | None = None
@@ -163,7 +169,7 @@ class Runner:
             return "run"
         if any(t.state == TrialState.RUNNING for t in trials):
             return "wait"
-        return "run" if self._plan_race() else "done"
+        return "run" if self._plan_parity() or self._plan_race() else "done"
 
     def _plan_screening(self) -> None:
         """Queue the screening blocks (deterministic: workers that plan at once queue the same, and
@@ -172,15 +178,15 @@ class Runner:
         for combo in _grid(self.options):
             (runnable if self._runnable(combo) else unrunnable).append(combo)
         baseline = tuple(baseline_levels(self.options))
-        plan = protocol.screening_plan(runnable, baseline, self.design, self.study.budget.seed, unrunnable)
+        plan = protocol.screening_plan(runnable, baseline, self.design, self.seeds[seeds.PROTOCOL], unrunnable)
         for slot in plan:
             self._enqueue(slot)
 
-    def _enqueue(self, slot: protocol.Slot) -> None:
+    def _enqueue(self, slot: protocol.Slot, seed_index: int = 0) -> None:
         labels = dict(slot.combination)
         options = tuple(self.options[d][labels[d]] for d in self.options)
         enqueue(self.optuna, labels, {"block": slot.block, "position": slot.position, "phase": slot.phase,
-                                      "combination": combination_label(options)})
+                                      "combination": combination_label(options), "seed_index": seed_index})
 
     def _runnable(self, combo: tuple[tuple[str, str], ...]) -> bool:
         """Whether a combination can run here at all (else it is recorded as skipped, taking no time)."""
@@ -204,7 +210,7 @@ class Runner:
         block = (screened - 1) // size if done else screened // size
         if block < 0:
             return False
-        places = sorted(random.Random(f"{self.study.budget.seed}:{block}:baseline").choices(
+        places = sorted(random.Random(f"{self.seeds[seeds.PROTOCOL]}:{block}:baseline").choices(
             range(size), k=self.design.screen_baselines))
         due = len(places) if done else sum(1 for p in places if p <= screened - block * size)
         have = sum(1 for t in trials if t.user_attrs.get("block") == block and claim.owns(t)
@@ -223,6 +229,23 @@ class Runner:
         """Screening measurements TPE picked (queued baselines not counted)."""
         return sum(1 for t in trials if t.user_attrs.get("picked") and claim.owns(t))
 
+    def _plan_parity(self) -> bool:
+        """Every planned measurement has a result: queue the parity race's next seed (`ablate.parity`), if any:
+        one trial per accuracy group that needs it, the combination that first trained the group."""
+        stored = [r for r in records.load(self.optuna) if r.device == self.machine.device_name]
+        step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
+                                verdicts.test_size(stored), self.design.seeds)
+        if step is None:
+            return False
+        index, groups = step
+        first = {m.accuracy_group: m for r in stored for m in r.measurements
+                 if m.accuracy_trained and m.seed_index == 0 and m.complete}
+        for place, group in enumerate(groups):
+            # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
+            slot = protocol.Slot(tuple(sorted(first[group].levels.items())), -index, place, protocol.PARITY)
+            self._enqueue(slot, seed_index=index)
+        return True
+
     def _plan_race(self) -> bool:
         """Every planned measurement has a result: queue the next race block, if the race goes on."""
         if not self.design.racing:
@@ -232,13 +255,15 @@ class Runner:
         eligible = {r.combination for r in analysis.eligible(stored, self.study.accuracy_tolerance)}
         standing = protocol.race(measurements, BASELINE, eligible, self.design)
         self.optuna.set_user_attr(RACE_ATTR, {"leader": standing.leader, "why": standing.why,
-                                              "race_blocks": standing.race_blocks})
+                                              "race_blocks": standing.race_blocks,
+                                              "confirm_blocks": standing.confirm_blocks,
+                                              "pending": list(standing.pending)})
         if standing.next_block is None:
             return False
         by_label = {r.combination: tuple(sorted(r.levels.items())) for r in stored}
         block = 1 + max((m.block for m in measurements), default=-1)
         slots = protocol.race_plan([by_label[c] for c in standing.next_block], by_label[BASELINE], block,
-                                   self.study.budget.seed)
+                                   self.seeds[seeds.PROTOCOL], standing.phase)
         for slot in slots:
             self._enqueue(slot)
         return True
@@ -311,9 +336,13 @@ class Runner:
         trial.set_user_attr("accuracy_group", group)
         # Accuracy is trained once per group, in a screening measurement, after its timed windows; race
         # measurements time their windows only.
-        donor = self._accuracy_donor(group)
-        train = donor is None and trial.user_attrs.get("phase") != protocol.RACE
-        spec = TrialSpec(self.study, options, self.machine.device, train_for_accuracy=train)
+        phase, index = trial.user_attrs.get("phase"), int(trial.user_attrs.get("seed_index", 0))
+        donor = None if phase == protocol.PARITY else self._accuracy_donor(group)
+        train = phase == protocol.PARITY or (donor is None and phase in (protocol.SCREEN, protocol.FULL, None))
+        trial.set_user_attr("training_seed", seeds.training(self.seeds, index))
+        study = dataclasses.replace(self.study, budget=dataclasses.replace(
+            self.study.budget, seed=seeds.training(self.seeds, index)))
+        spec = TrialSpec(study, options, self.machine.device, train_for_accuracy=train)
         try:
             metrics = run_in_fresh_process(spec, on_phase=lambda doing: self._show(f"{where} · {doing}"))
         except TrialFailed as error:
@@ -350,6 +379,7 @@ class Runner:
         for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             # Same device only: another GPU model (or a CPU) may round differently.
             if (t.user_attrs.get("accuracy_group") == group and t.user_attrs.get("accuracy_trained")
+                    and not t.user_attrs.get("seed_index")  # the run's own seed, not a parity seed's
                     and t.user_attrs.get("machine", {}).get("device_name") == self.machine.device_name):
                 return t
         return None
@@ -403,7 +433,7 @@ class Runner:
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)
-        table = results.rows(stored)
+        table = results.rows(stored, self.study.accuracy_tolerance)
         csv = results.csv_path(self.results_dir, self.study.name, self.search, self.machine.device_type)
         results.write_csv(table, csv, self.study.throughput_unit)
         reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker, self.optuna.user_attrs)

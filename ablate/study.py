@@ -104,6 +104,7 @@ class Study:
     dataset_options: tuple[tuple[str, Any], ...] = ()
     tokenizer: str | None = None  # an hf: model's own tokenizer (folder or hub id) for text; None: bytes as ids
     data_note: str | None = None  # how text reaches an hf: model (tokens or bytes), said when a run starts
+    seed_pinned: bool = False  # the study file sets budget.seed: every run uses it (else each run draws its own)
 
     @property
     def task(self) -> Task:
@@ -249,6 +250,7 @@ def load(name_or_path: str, device_type: str) -> Study:
         dataset_options=tuple(sorted(dataset_options.items())),
         tokenizer=tokenizer,
         data_note=data_note,
+        seed_pinned="seed" in budget,
     )
 
 

@@ -124,6 +124,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     metrics = clock.summary()
     metrics["prepare_model_s"] = prepare_model_s
     metrics["data_load_s"] = data_load_s
+    metrics["test_samples"] = float(len(splits.test))  # the n of accuracy parity's paired binomial error
     # Start-up inside the process, up to the first training step, without the data every trial must load.
     metrics["setup_s"] = clock.started_at - began - data_load_s
     # Compilation, scripting, worker start-up, and what steps 2-3 took beyond steady speed (CUDA-graph recording,

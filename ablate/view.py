@@ -94,7 +94,8 @@ def display_tags(row: Mapping[str, Any], parity_failed: bool, tolerance: float) 
         tags[SPEEDUP] = f"x{row['speed-up']:.2f}{interval}"
     if row.get("Δ acc") is not None:
         tags[ACCURACY] = f"{row['Δ acc']:+.2f} pts"
-        tags[PARITY] = f"fails (>{tolerance:g} pts lost)" if parity_failed else "ok"
+        tags[PARITY] = (f"{row['parity']} [{row['parity low']:+.2f}, {row['parity high']:+.2f}] ({row['seeds']} seeds)"
+                        if row.get("parity") else f"fails (>{tolerance:g} pts lost)" if parity_failed else "ok")
     return tags
 
 

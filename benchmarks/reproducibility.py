@@ -11,6 +11,13 @@ checked the same way against the other run's estimate of the same
 combination (a recommended baseline: the other run's pick must be
 indistinguishable from x1.00), and its interval's width (high / low) is
 reported, since agreement must not be bought with vague intervals.
+
+The two runs draw their own seeds (the study pins none): different screening
+orders and different training seeds, printed with the result. Calibration:
+with honest standard errors each z = difference / combined SE is about N(0, 1),
+so the sum of z^2 over the K compared combinations follows chi^2 with K
+degrees of freedom; its tail probability is printed beside the median interval
+width, and the two runs' recommended sets (simplest first) should intersect.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import argparse
 import json
 import math
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -38,10 +46,23 @@ class Comparison:
     recommendation_agrees: tuple[bool, bool]
     widths: tuple[float | None, float | None]  # high / low of each run's recommendation
     spearman: float | None
+    chi2: float = math.nan  # sum over the compared combinations of z^2 (z: difference / combined SE)
+    chi2_p: float = math.nan  # P(chi^2 with `compared` df >= chi2): small = intervals too narrow to agree
+    median_widths: tuple[float, float] = (math.nan, math.nan)  # each run's median interval width (high/low)
+    sets: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each run's recommended set, simplest first
+    seeds: tuple[dict | None, dict | None] = (None, None)
+
+    @property
+    def sets_intersect(self) -> bool:
+        return bool(set(self.sets[0]) & set(self.sets[1]))
 
     @property
     def share(self) -> float:
         return self.agreeing / self.compared if self.compared else math.nan
+
+
+def _z(a: dict, b: dict) -> float:
+    return (math.log(a["speedup"]) - math.log(b["speedup"])) / math.hypot(a["log_se"], b["log_se"])
 
 
 def _agree(a: dict, b: dict) -> bool:
@@ -69,8 +90,39 @@ def compare(first: dict, second: dict) -> Comparison:
     agreeing = sum(_agree(a[c], b[c]) for c in both)
     rho = float(spearmanr([a[c]["speedup"] for c in both], [b[c]["speedup"] for c in both])[0]) if len(both) > 2 else None
     width = [(r["high"] / r["low"]) if (r := s["recommendation"]) and r["low"] else None for s in (first, second)]
+    from scipy.stats import chi2
+
+    zs = [_z(a[c], b[c]) for c in both if a[c]["log_se"] is not None and b[c]["log_se"] is not None]
+    total = float(sum(z * z for z in zs))
+    medians = tuple(statistics.median(s["high"] / s["low"] for s in run["speedups"] if s["low"]
+                                      and s["combination"] != "baseline") for run in (first, second))
+    sets = tuple(tuple(run["recommendation"].get("set") or [run["recommendation"]["combination"]])
+                 for run in (first, second))
     return Comparison(agreeing, len(both), (first["recommendation"]["combination"], second["recommendation"]["combination"]),
-                      (_pick_agrees(first, second), _pick_agrees(second, first)), tuple(width), rho)
+                      (_pick_agrees(first, second), _pick_agrees(second, first)), tuple(width), rho,
+                      total, float(chi2.sf(total, len(zs))) if zs else math.nan, medians, sets,
+                      (first.get("seeds"), second.get("seeds")))
+
+
+def _run(args: argparse.Namespace, folders: list[Path]) -> list[float]:
+    """Both runs, each in a fresh folder with seeds of its own (the study pins none); their wall times."""
+    began, procs, walls = time.perf_counter(), [], [math.nan, math.nan]
+    for i, folder in enumerate(folders):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        log = (folder / "stdout.txt").open("w")
+        procs.append(subprocess.Popen([sys.executable, "-m", "ablate", "run", args.study, "--device", args.device,
+                                       "--results", str(folder)], stdout=log, stderr=subprocess.STDOUT, text=True))
+        if not args.concurrent:
+            procs[-1].wait()
+            walls[i] = time.perf_counter() - began
+            began = time.perf_counter()
+    for i, p in enumerate(procs):
+        if p.wait() != 0:
+            raise SystemExit(f"run {i + 1} failed (exit {p.returncode}); see {folders[i] / 'stdout.txt'}")
+        if args.concurrent:
+            walls[i] = time.perf_counter() - began
+    return walls
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,22 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", default=str(STUDY))
     parser.add_argument("--results", type=Path, default=Path("results/repro"))
     parser.add_argument("--device", default=default_device())
+    parser.add_argument("--concurrent", action="store_true",
+                        help="run the two studies at the same time (half the wall time; each sees the other's load)")
+    parser.add_argument("--compare-only", action="store_true", help="compare the summaries already in --results")
     args = parser.parse_args(argv)
     name = Path(args.study).stem
-    summaries, walls, trials = [], [], []
-    for run in (1, 2):
-        folder = args.results / f"run{run}"
-        shutil.rmtree(folder, ignore_errors=True)
-        began = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "ablate", "run", args.study, "--device", args.device,
-                               "--results", str(folder)], stdout=subprocess.PIPE, text=True)
-        walls.append(time.perf_counter() - began)
-        if done.returncode != 0:
-            print(done.stdout)
-            raise SystemExit(f"run {run} failed (exit {done.returncode})")
-        summary = json.loads((folder / name / "report" / "grid" / "summary.json").read_text())
-        summaries.append(summary)
-        trials.append(sum(1 for line in done.stdout.splitlines() if line.startswith("#")))
+    folders = [args.results / f"run{run}" for run in (1, 2)]
+    walls: list[float] = [math.nan, math.nan]
+    if not args.compare_only:
+        walls = _run(args, folders)
+    summaries = [json.loads((f / name / "report" / "grid" / "summary.json").read_text()) for f in folders]
     c = compare(*summaries)
     machine = describe(args.device)
     lines = [f"Reproducibility of `{name}` on {machine.device_name}, torch {machine.torch}, commit {machine.commit}:",
@@ -103,7 +149,13 @@ def main(argv: list[str] | None = None) -> int:
              f"- recommendations: run 1 {c.recommendations[0]!r} (agrees with run 2: {c.recommendation_agrees[0]}), "
              f"run 2 {c.recommendations[1]!r} (agrees with run 1: {c.recommendation_agrees[1]})",
              "- recommendation interval width (high/low): "
-             + ", ".join("n/a" if w is None else f"{w:.2f}" for w in c.widths)]
+             + ", ".join("n/a" if w is None else f"{w:.2f}" for w in c.widths),
+             f"- calibration: sum of z^2 = {c.chi2:.1f} against chi^2 with {c.compared} df (mean {c.compared}; "
+             f"P(chi^2 >= it) = {c.chi2_p:.3f}); median interval width (high/low) {c.median_widths[0]:.2f} / "
+             f"{c.median_widths[1]:.2f}",
+             f"- seeds: run 1 {c.seeds[0]}, run 2 {c.seeds[1]}",
+             f"- recommended sets (simplest first): run 1 {list(c.sets[0])}, run 2 {list(c.sets[1])}; "
+             f"intersect: {c.sets_intersect}"]
     for i, s in enumerate(summaries, 1):
         r = s["recommendation"]
         lines.append(f"- run {i}: baseline CV across blocks {s['protocol']['baseline_cv_across_blocks']:.3f}; "

@@ -136,7 +136,8 @@ def test_one_block_alone_gives_an_estimate_without_an_interval():
 
 def _record(number: int, combination: str, rate: float, accuracy: float) -> Record:
     return Record(number, combination, {"x": combination if combination != BASELINE else "off"}, "complete",
-                  metrics={"throughput": rate, "test_accuracy": accuracy, "throughput_window_0": rate})
+                  metrics={"throughput": rate, "test_accuracy": accuracy, "throughput_window_0": rate},
+                  accuracy_trained=True, accuracy_group=combination)  # one seed, no test-set size: a hard cut
 
 
 def test_the_recommendation_skips_a_faster_combination_that_breaks_accuracy_parity():

@@ -46,7 +46,8 @@ def test_optuna_storage_has_every_combination_screened_once_and_each_block_its_b
     blocks = {t.user_attrs["block"] for t in trials}
     for block in blocks:  # each block has its own baseline, and a random order drawn for it
         members = [t for t in trials if t.user_attrs["block"] == block]
-        assert [t.user_attrs["combination"] for t in members].count("baseline") == (2 if block < SCREENING_BLOCKS else 1)
+        # Two baselines per screening block; one per race, confirmation or parity block (blocks below 0).
+        assert [t.user_attrs["combination"] for t in members].count("baseline") == (2 if 0 <= block < SCREENING_BLOCKS else 1)
         assert sorted(t.user_attrs["position"] for t in members) == list(range(len(members)))
     race = [t for t in trials if t.user_attrs["phase"] == "race"]
     assert race and {t.user_attrs["block"] for t in race} == {SCREENING_BLOCKS}  # tiny.yaml: one race block
@@ -86,7 +87,14 @@ def test_mlflow_has_a_parent_and_one_child_per_measurement_with_the_pooled_speed
 
 
 def test_accuracy_is_shared_across_numerics_preserving_strategies(first_run):
-    complete = [t for t in _optuna(first_run).get_trials() if t.user_attrs["state"] == "complete"]
+    trials = _optuna(first_run).get_trials()
+    parity_runs = [t for t in trials if t.user_attrs["phase"] == "parity"]
+    # tiny.yaml: seeds 2: every accuracy group and the baseline once more, at the run's training seed + 1.
+    assert sorted(t.user_attrs["accuracy_group"] for t in parity_runs) == ["amp(dtype=bf16)", "baseline"]
+    assert all(t.user_attrs["seed_index"] == 1 and t.user_attrs["accuracy_trained"] for t in parity_runs)
+    seeds = {t.user_attrs["training_seed"] - t.user_attrs.get("seed_index", 0) for t in trials if "training_seed" in t.user_attrs}
+    assert len(seeds) == 1  # one run, one training seed (its parity seeds derived from it)
+    complete = [t for t in trials if t.user_attrs["state"] == "complete" and t.user_attrs["phase"] != "parity"]
     by_amp: dict[str, list] = {}
     for t in complete:
         by_amp.setdefault(t.params["amp"], []).append(t)
@@ -128,6 +136,9 @@ def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_and_the_report(
             if row["combination"] != "baseline":
                 assert entry["low"] <= entry["speedup"] <= entry["high"] and entry["blocks"] >= 1
     assert summary["recommendation"]["combination"] in by_name and summary["recommendation"]["compose"]
+    assert summary["recommendation"]["set"] and summary["recommendation"]["leader"] == summary["recommendation"]["combination"]
+    assert set(summary["seeds"]) == {"protocol", "training"}
+    assert all(s["parity"]["verdict"] in ("ok", "below", "uncertain") for s in summary["speedups"] if s["parity"])
     assert summary["device"] and summary["torch"] and summary["commit"]
 
 
@@ -179,8 +190,9 @@ def test_time_to_accuracy_is_in_mlflow_and_in_the_table(first_run):
 
     client, runs = _runs(first_run)
     trained = [r for r in runs if r.data.tags.get("ablate.state") == "complete"
-               and r.data.tags.get("ablate.accuracy_from") == r.data.tags.get("ablate.trial_number")]
-    assert len(trained) == 2  # one per AMP setting
+               and r.data.tags.get("ablate.accuracy_from") == r.data.tags.get("ablate.trial_number")
+               and r.data.tags.get("ablate.phase") != "parity"]  # parity seeds train too: at other seeds
+    assert len(trained) == 2  # one per AMP setting at the run's own seed
     for run in trained:
         m = run.data.metrics
         assert m["target_accuracy"] == 99.0 and m["target_reached"] == 0.0 and m["evaluations"] == 2

@@ -1,0 +1,117 @@
+"""The report's answer in words: the recommended set, accuracy parity, equivalence, and the noise warnings.
+
+Every sentence here states a test's outcome: "could not be told apart" is a
+paired contrast that Holm's procedure did not reject (`ablate.contrasts`),
+"within +-3% of" is the bound of two one-sided tests (the 90% interval), and
+a parity verdict is a non-inferiority test (`ablate.parity`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ablate import parity, protocol, variance
+from ablate.analysis import Speedup
+from ablate.contrasts import EQUIVALENCE_CONFIDENCE
+from ablate.records import BASELINE, Record
+from ablate.verdicts import Recommendation
+from ablate.words import count
+
+
+def _x(s: Speedup | None) -> str:
+    if s is None:
+        return "n/a"
+    f = s.factor
+    return f"x{s.point:.2f}" + (f" [{f.low:.2f}, {f.high:.2f}]" if f else " (no interval)")
+
+
+def within(estimate: protocol.Estimate) -> float | None:
+    """How far from no effect the TOST 90% interval reaches, as a fraction (None: no interval)."""
+    bounds = estimate.interval(EQUIVALENCE_CONFIDENCE)
+    return None if bounds is None else max(abs(math.expm1(b)) for b in bounds)
+
+
+def recommendation_lines(rec: Recommendation, found: dict[str, Speedup], tolerance: float) -> list[str]:
+    """The recommendation section's words after the compose line."""
+    leader, simplest = rec.leader, rec.simplest
+    s = found.get(leader.combination)
+    basis = ("from its confirmation blocks, which its selection never saw" if rec.confirmed else
+             "from the blocks that selected it: no confirmation blocks ran, so it may read high")
+    out = [f"The race's leader is **{leader.combination}**: {_x(s)} the baseline's throughput ({basis}"
+           + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "") + ")."]
+    others = [m for m in rec.members if m is not leader]
+    if others:
+        parts = []
+        for m in others:
+            c = rec.contrasts.get(m.combination)
+            bounds = c.interval() if c else None
+            parts.append(f"{m.combination}" + (f" (leader/it x{math.exp(c.diff):.2f} [{math.exp(bounds[0]):.2f}, "
+                                               f"{math.exp(bounds[1]):.2f}] over {c.blocks} shared race blocks; "
+                                               f"within {100 * c.equivalence():.0f}% of the leader)"
+                                               if c and bounds else " (too few shared blocks to compare)"))
+        out += ["", f"The race could not tell these apart from the leader (paired contrasts, Holm-adjusted, alpha "
+                    f"spent over the race's looks): {'; '.join(parts)}. Any of them is an answer; the simplest, "
+                    f"**{simplest.combination}** ({_x(found.get(simplest.combination))}), is named first."]
+    if rec.eliminated:
+        told = [f"{c} (x{math.exp(rec.contrasts[c].diff):.2f} slower)" if c in rec.contrasts else c
+                for c in rec.eliminated]
+        out += ["", f"Told apart from the leader by paired contrasts and dropped from the race: {'; '.join(told)}."]
+    if rec.pending:
+        out += ["", f"Screened once and ahead of the leader's race estimate, but never raced (no seat or no block "
+                    f"left), so not recommended: {', '.join(rec.pending)}."]
+    if rec.parity and rec.parity.verdict == parity.UNCERTAIN:
+        out += ["", f"**Accuracy parity of the leader is uncertain**: {rec.parity.describe(tolerance)}. Its interval "
+                    "straddles the tolerance; more seeds would decide it."]
+    return out + [""]
+
+
+def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolerance: float) -> list[str]:
+    """The accuracy parity section: every accuracy group's verdict and interval."""
+    if not groups:
+        return ["No accuracy was measured at two groups' shared seeds, so parity could not be judged.", ""]
+    members: dict[str, list[str]] = {}
+    for r in records:
+        if r.accuracy_group:
+            members.setdefault(r.accuracy_group, []).append(r.combination)
+    out = [f"Each group of combinations that change the numbers alike is trained at the baseline's seeds (same "
+           f"initialisation and data order); its change is the mean paired difference over those seeds, with a "
+           f"95% t interval from the seed-to-seed spread (pooled over the groups) plus the paired binomial error of "
+           f"the shared test set. **ok**: the interval is above -{tolerance:g} points; **below**: under it (never "
+           f"raced or recommended); **uncertain**: it straddles it (raced; said so if recommended). Groups still "
+           f"uncertain after two seeds got more (the parity race).", "",
+           "| accuracy group | change, points [95% CI] | seeds | verdict | combinations |", "|---|---|---:|---|---:|"]
+    for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
+        if g == BASELINE:
+            continue
+        out.append(f"| {g} | {p.change:+.2f} [{p.low:+.2f}, {p.high:+.2f}] | {p.seeds} | {p.verdict} | "
+                   f"{len(members.get(g, []))} |")
+    return out + [""]
+
+
+def equivalence_lines(speedups: list[Speedup]) -> list[str]:
+    """For every combination whose interval includes x1.00: how small an effect its data rule out."""
+    lines = [f"- {s.record.combination}: within ±{100 * w:.0f}% of no effect"
+             for s in speedups if s.record.combination != BASELINE and s.log and not s.log.distinguishable
+             and (w := within(s.estimate)) is not None]
+    if not lines:
+        return []
+    return ["Combinations the data cannot tell from the baseline, and the largest effect each one's two one-sided "
+            "tests (the 90% interval) leave open:", "", *lines, ""]
+
+
+def spreads_warning(measurements: list[protocol.Measurement]) -> tuple[float | None, list[str]]:
+    """Levene's test on the raced combinations' paired differences from their blocks' baselines."""
+    diffs: dict[Any, list[float]] = {}
+    base: dict[int, list[float]] = {}
+    for m in measurements:
+        if m.phase == protocol.RACE and m.combination == BASELINE:
+            base.setdefault(m.block, []).append(m.log_throughput)
+    for m in measurements:
+        if m.phase == protocol.RACE and m.combination != BASELINE and m.block in base:
+            diffs.setdefault(m.combination, []).append(m.log_throughput - sum(base[m.block]) / len(base[m.block]))
+    p = variance.spreads_differ(diffs)
+    if p is None or p >= variance.SPREADS_ALPHA:
+        return p, []
+    return p, [f"**The raced combinations are not equally noisy** (Levene's test, p = {p:.3f}): each interval uses "
+               "its own spread where that is wider than the variance model's, and screened combinations take the "
+               "model's variance for their techniques.", ""]

@@ -1,0 +1,186 @@
+"""The decisions ablate prints, proven by simulation: parity verdicts, the recommendation, elimination, noise.
+
+Each test runs a few hundred simulated studies through the same functions the runner and the report call
+(`ablate.parity`, `ablate.protocol.race`, `ablate.analysis.recommend`, `ablate.protocol.estimates`) and checks
+an error rate or a coverage. The host: every measurement is a fresh process, log throughput = truth + drift
+(a trend and a random walk) + a process offset N(0, sigma of its combination) + small window noise.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ablate import analysis, parity, protocol
+from ablate.protocol import RACE, SCREEN, Measurement, Settings
+from ablate.records import Record, combine
+
+BASE = "baseline"
+TREND, WALK, SIGMA_W = -0.002, 0.01, 0.01
+
+
+class Host:
+    """A simulated shared machine; `sigma`: each combination's between-process SD (log scale)."""
+
+    def __init__(self, truth: dict[str, float], sigma: dict[str, float], seed: int) -> None:
+        self.truth, self.sigma = truth, sigma
+        self.rng = np.random.default_rng(seed)
+        self.time, self.level = 0, 0.0
+
+    def measure(self, slot: protocol.Slot) -> Measurement:
+        self.level += self.rng.normal(0.0, WALK)
+        self.time += 1
+        c = slot.combination
+        y = self.truth[c] + TREND * self.time + self.level + self.rng.normal(0.0, self.sigma[c])
+        return Measurement(c, slot.block, slot.phase, float(np.mean(y + self.rng.normal(0.0, SIGMA_W, 3))))
+
+
+def run_study(truth: dict[str, float], sigma: dict[str, float], settings: Settings, seed: int):
+    """Screening, the race and its confirmation blocks, as the runner plans them: (measurements, final Race)."""
+    host = Host(truth, sigma, seed)
+    ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, settings, seed)]
+    for _ in range(60):
+        standing = protocol.race(ms, BASE, set(truth), settings)
+        if standing.next_block is None:
+            return ms, standing
+        block = 1 + max(m.block for m in ms)
+        phase = getattr(standing, "phase", RACE)
+        ms += [host.measure(s) for s in protocol.race_plan(standing.next_block, BASE, block, seed, phase)]
+    raise AssertionError("the race never stopped")
+
+
+def as_records(ms: list[Measurement]) -> list[Record]:
+    """Simulated measurements as the stored records the report reads (accuracy not measured: all eligible)."""
+    out = [Record(i, m.combination, {"c": m.combination}, "complete", block=m.block, phase=m.phase,
+                  metrics={"throughput": math.exp(m.log_throughput), "throughput_window_0": math.exp(m.log_throughput)},
+                  accuracy_note="simulated")
+           for i, m in enumerate(ms)]
+    return combine(out)
+
+
+# 1. Accuracy parity: a three-way verdict over shared seeds, not one seed against a hard cut.
+
+def _parity_study(rng: np.random.Generator, change: float, sd: float = 0.15, tolerance: float = 0.5) -> parity.Parity:
+    """Baseline and three groups (one at `change`), every group's accuracy N(truth, sd) at each seed; the parity
+    race adds seeds as the runner does. The verdict of the group at `change`."""
+    truth = {BASE: 99.0, "g": 99.0 + change, "h": 99.0, "k": 98.9}
+    accs: dict[str, dict[int, float]] = {g: {0: t + rng.normal(0, sd)} for g, t in truth.items()}
+    while step := parity.next_seed(accs, BASE, tolerance, 10_000, Settings().seeds):
+        index, groups = step
+        for g in groups:
+            accs[g][index] = truth[g] + rng.normal(0, sd)
+    return parity.verdicts(accs, BASE, tolerance, 10_000)["g"]
+
+
+def test_parity_flags_a_group_within_tolerance_below_at_most_5_percent_of_the_time():
+    rng = np.random.default_rng(1)
+    found = [_parity_study(rng, -0.40) for _ in range(400)]
+    below = sum(p.verdict == parity.BELOW for p in found) / len(found)
+    assert below <= 0.05, below
+    covered = sum(p.low <= -0.40 <= p.high for p in found) / len(found)
+    assert covered >= 0.93, covered
+
+
+def test_parity_passes_a_group_beyond_tolerance_as_ok_at_most_5_percent_of_the_time():
+    rng = np.random.default_rng(2)
+    found = [_parity_study(rng, -0.60) for _ in range(400)]
+    ok = sum(p.verdict == parity.OK for p in found) / len(found)
+    assert ok <= 0.05, ok
+
+
+# 2. The recommendation is the race's leader, and its estimate survives its selection.
+
+def _grid_truth(rng: np.random.Generator) -> dict[str, float]:
+    """mnist-like: 24 bf16 combinations within 10% of each other (x1.30 .. x1.43), 8 others near x1.00."""
+    fast = {f"f{i:02d}": float(v) for i, v in enumerate(np.log(rng.uniform(1.30, 1.43, 24)))}
+    slow = {f"s{i}": float(v) for i, v in enumerate(np.log(rng.uniform(0.95, 1.05, 8)))}
+    return {BASE: 0.0, **fast, **slow}
+
+
+TIE4 = {BASE: 0.0, "a": math.log(1.3), "b": math.log(1.3), "c": math.log(1.3), "d": math.log(1.3),
+        "e": math.log(1.1), "f": math.log(1.0), "g": math.log(0.9)}
+
+
+@pytest.mark.parametrize("scenario", ["four-way tie", "mnist-like grid"])
+def test_the_recommendation_is_the_race_leader_unbiased_and_covered(scenario):
+    rng = np.random.default_rng(3)
+    hits, z, same, n = 0, [], 0, 120
+    for seed in range(n):
+        truth = TIE4 if scenario == "four-way tie" else _grid_truth(rng)
+        sigma = {c: 0.08 if scenario == "four-way tie" else 0.10 for c in truth}
+        ms, standing = run_study(truth, sigma, Settings(), seed)
+        records = as_records(ms)
+        picked = analysis.recommend(records, 1.0)
+        same += picked is not None and picked.combination == standing.leader
+        s = analysis.speedup_of(records)[standing.leader]
+        low, high = s.estimate.interval()
+        hits += low <= truth[standing.leader] <= high
+        z.append((s.estimate.log - truth[standing.leader]) / s.estimate.se)
+    assert same == n, same
+    assert abs(float(np.mean(z))) < 0.25, np.mean(z)
+    assert hits / n >= 0.93, hits / n
+
+
+# 3. Elimination by paired contrasts, with the comparisons and the looks controlled.
+
+SIGMA_RACE = 0.06  # between-process SD of the race simulations (a quiet host: the baseline moved 3-8%)
+
+
+def _two(ratio: float, seed: int) -> bool:
+    """Two contenders `ratio` apart (and two slower combinations): whether the race told them apart."""
+    truth = {BASE: 0.0, "a": math.log(1.5), "b": math.log(1.5 / ratio), "c": math.log(1.0), "d": math.log(0.9)}
+    sigma = {c: SIGMA_RACE for c in truth}
+    _, standing = run_study(truth, sigma, Settings(race_blocks=6, contenders=2), seed)
+    return not {"a", "b"} <= {standing.leader, *standing.contenders}
+
+
+def test_two_contenders_15_percent_apart_are_told_apart_over_six_blocks():
+    rate = sum(_two(1.15, seed) for seed in range(150)) / 150
+    assert rate >= 0.70, rate
+
+
+def test_a_true_tie_is_declared_broken_at_most_5_percent_of_the_time_over_the_whole_race():
+    rate = sum(_two(1.0, seed) for seed in range(200)) / 200
+    assert rate <= 0.05, rate
+
+
+# 4. Noise per combination: noisier techniques get wider intervals even when screened once.
+
+def _hetero_truth() -> tuple[dict[str, float], dict[str, float]]:
+    """16 combinations of four techniques; every amp combination fast and noisy (SD 0.158), the rest quiet (0.099)."""
+    truth, sigma = {BASE: 0.0}, {BASE: 0.099}
+    for bits in range(1, 16):
+        on = [t for i, t in enumerate(("w", "b", "s", "amp")) if bits >> i & 1]
+        name = " + ".join(on)
+        truth[name] = math.log(1.3 + 0.02 * bits) if "amp" in on else math.log(0.95 + 0.02 * bits)
+        sigma[name] = 0.158 if "amp" in on else 0.099
+    return truth, sigma
+
+
+def test_noisy_and_quiet_screened_combinations_are_both_covered_near_95_percent():
+    truth, sigma = _hetero_truth()
+    hits = {True: [0, 0], False: [0, 0]}
+    for seed in range(100):
+        ms, _ = run_study(truth, sigma, Settings(), seed)
+        for c, e in protocol.estimates(ms, BASE).items():
+            if c == BASE or e.phase != SCREEN or e.interval() is None:
+                continue
+            low, high = e.interval()
+            hits[sigma[c] > 0.1][0] += low <= truth[c] <= high
+            hits[sigma[c] > 0.1][1] += 1
+    noisy, quiet = (hits[k][0] / hits[k][1] for k in (True, False))
+    assert hits[True][1] >= 100 and hits[False][1] >= 300, hits  # about 3 and 7 per study
+    assert noisy >= 0.90, noisy
+    assert quiet <= 0.985, quiet
+
+
+def test_holm_matches_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    from ablate.contrasts import _holm
+
+    rng = np.random.default_rng(5)
+    for _ in range(12):  # statsmodels' Holm runs gc.collect() per call: a few cases, each up to 6 p-values
+        p = tuple(float(x) for x in rng.uniform(0, 0.1, rng.integers(1, 7)))
+        assert _holm(p, 0.05) == tuple(bool(r) for r in multipletests(list(p), alpha=0.05, method="holm")[0])
