@@ -319,8 +319,7 @@ def _report(args: argparse.Namespace) -> int:
                                  "skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
     # The table too: a study stopped before its end (Ctrl-C, a time limit) wrote none.
-    table = results.csv_path(args.results, study.name, args.search, device.type)
-    results.write_csv(results.rows(stored), table, study.throughput_unit)
+    _, table = results.save(stored, study, args.results, args.search, device.type)
     print(f"results table: {table}")
     for built in write_reports(study, stored, args.search, args.results, tracker, found.user_attrs):
         print(built.summary())

@@ -181,6 +181,16 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
     return text + "\n\n" + "\n".join(wrapped)
 
 
+def save(records: list[Record], study: Any, results_dir: Path, search: str, device_type: str
+         ) -> tuple[list[dict[str, Any]], Path]:
+    """The study's results table (`rows`, with its parity verdicts), written to its CSV: for `ablate run` at its end
+    and `ablate report` alike, so a rebuilt table is the same table."""
+    table = rows(records, study.accuracy_tolerance)
+    path = csv_path(results_dir, study.name, search, device_type)
+    write_csv(table, path, study.throughput_unit)
+    return table, path
+
+
 def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:

@@ -433,9 +433,7 @@ class Runner:
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)
-        table = results.rows(stored, self.study.accuracy_tolerance)
-        csv = results.csv_path(self.results_dir, self.study.name, self.search, self.machine.device_type)
-        results.write_csv(table, csv, self.study.throughput_unit)
+        table, csv = results.save(stored, self.study, self.results_dir, self.search, self.machine.device_type)
         reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker, self.optuna.user_attrs)
         if self.parent_id:
             # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.

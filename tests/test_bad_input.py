@@ -19,7 +19,7 @@ MORE = {
     "unknown device section": (TINY.read_text() + "devices: {tpu: {}}\n", "unknown key 'tpu'; valid: cpu, cuda"),
     "wrong type of option": (TINY.read_text().replace("{n: 1}", "{n: one}"), "num_workers"),
     "unknown protocol key": (TINY.read_text().replace("  contenders: 2", "  contendrs: 2"),
-                             "protocol: unknown key 'contendrs'; valid: block_size, contenders"),
+                             "protocol: unknown key 'contendrs'; valid: block_size, confirm_blocks, contenders"),
     "negative race blocks": (TINY.read_text().replace("race_blocks: 1", "race_blocks: -1"), "must be >= 0"),
     "zero block size": (TINY.read_text().replace("block_size: 2", "block_size: 0"), "block_size: must be > 0"),
     "a dimension without off": (TINY.read_text().replace("[off, pin_memory]", "[pin_memory]"),
