@@ -11,11 +11,13 @@ is analysed on the log scale, so speed-ups and effects are factors (x1.30 =
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import optuna
+from scipy import stats
 
 from ablate import protocol
 from ablate.records import BASELINE, Record, baseline
@@ -58,6 +60,22 @@ class Speedup:
     @property
     def point(self) -> float:
         return self.estimate.factor
+
+    def over(self, other: Speedup, confidence: float = CONFIDENCE) -> Interval | None:
+        """This combination's throughput over `other`'s, as a factor with its interval.
+
+        Both estimates are paired against the baselines of their blocks; where they share blocks their
+        errors share those baselines' noise and are positively correlated, so the plain sum of variances
+        (and the smaller of the two degrees of freedom) is conservative: the interval is at least as wide
+        as the paired one would be.
+        """
+        a, b = self.estimate, other.estimate
+        if a.se is None or b.se is None:
+            return None
+        log, se = a.log - b.log, math.hypot(a.se, b.se)
+        df = min(e.df for e in (a, b) if e.se > 0) if se > 0 else 1  # the baseline's own estimate is exact (x1.00)
+        half = stats.t.ppf(0.5 + confidence / 2, max(1, df)) * se
+        return Interval(log, log - half, log + half).exp()
 
 
 def protocol_measurements(records: list[Record]) -> list[protocol.Measurement]:
@@ -163,7 +181,8 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
         if d1 != d2 and all(((a == i) & (b == j)).any() for i in (0, 1) for j in (0, 1)):
             pair_cols[(f"{d1}={l1}", f"{d2}={l2}")] = (a - a.mean()) * (b - b.mean())
 
-    cells = {tuple(sorted(r.levels.items())) for r, _ in rows}
+    per_cell = Counter(tuple(sorted(r.levels.items())) for r, _ in rows)
+    cells = set(per_cell)
     levels_per_dim = [1 + sum(1 for d, _ in techniques if d == dim) for dim in dict.fromkeys(d for d, _ in techniques)]
     full = len(cells) == math.prod(levels_per_dim)
     blocks = sorted({r.block for r, _ in rows if r.block is not None})
@@ -191,8 +210,15 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
                               float(fit.pvalues[i])))
     blocked = f", with the block as a factor ({len(blocks)} blocks)" if len(blocks) > 1 else ""
     if full:
+        # Least squares weighs every measurement alike, so a raced combination measured many times pulls the
+        # averages towards itself: say how unequal the weights are rather than claim an equal average.
+        most, least = max(per_cell.values()), min(per_cell.values())
+        weights = ("averages over every combination of the other techniques, each weighing equally" if most == least
+                   else f"averages over every combination of the other techniques, each weighted by its number of "
+                        f"measurements ({least} to {most}: the raced ones weigh up to {most / least:g} times as much "
+                        f"as one screened once)")
         note = (f"Full factorial ({len(cells)} combinations, {len(y)} measurements{blocked}): main effects are "
-                f"averages over every combination of the other techniques; the noise estimate is the residual after "
+                f"{weights}; the noise estimate is the residual after "
                 f"main effects{' and two-way interactions' if with_pairs else ''} ({residual_df} degrees of freedom).")
     else:
         note = (f"Not a full factorial ({len(cells)} measured combinations{blocked}): effects are least-squares "
@@ -213,6 +239,22 @@ class BreakEven:
     budget_s: float  # time to train the study's budget, one-off cost included
     eager_budget_s: float
     measured: bool  # budget times measured end to end (both trained the full budget), else estimated
+    # 95% bounds on `steps` from the intervals of the speed-up over the eager counterpart and of the eager step
+    # time (the one-off cost taken as measured); a None bound: never (not faster per step at that end).
+    steps_interval: tuple[float | None, float | None] | None = None
+
+
+def _log_half_width(logs: list[float]) -> float | None:
+    """Half the 95% t interval of the mean of `logs` (None: fewer than two)."""
+    if len(logs) < 2:
+        return None
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(logs) - 1) * np.std(logs, ddof=1) / math.sqrt(len(logs)))
+
+
+def _steps(extra_s: float, eager_step_s: float, factor: float) -> float | None:
+    """Steps until `extra_s` is repaid by running `factor` times as fast as a step of `eager_step_s`."""
+    saving = eager_step_s * (1 - 1 / factor)
+    return max(0.0, extra_s / saving) if saving > 0 else None
 
 
 def _one_off_s(r: Record) -> float:
@@ -232,6 +274,7 @@ def break_even(records: list[Record], study: Study) -> list[BreakEven]:
     """For every technique with a one-off cost (compilation), when it has paid for itself."""
     index = {tuple(sorted(r.levels.items())): r for r in records if r.complete}
     per_sample = study.task.units_per_sample  # throughput counts tokens for a language model; steps count samples
+    found = speedup_of(records)
     out = []
     for r in records:
         if not r.complete:
@@ -244,12 +287,60 @@ def break_even(records: list[Record], study: Study) -> list[BreakEven]:
             if eager is None or not r.batch_size:
                 continue
             extra = _one_off_s(r) - _one_off_s(eager)
-            saving = r.batch_size * per_sample / eager.throughput - r.batch_size * per_sample / r.throughput
-            steps = max(0.0, extra / saving) if saving > 0 else None
+            eager_step_s = r.batch_size * per_sample / eager.throughput
+            # The paired speed-up over the eager counterpart where both have one: drift between their blocks cancels.
+            mine, theirs = found.get(r.combination), found.get(eager.combination)
+            factor = mine.over(theirs) if mine and theirs else None
+            point = factor.estimate if factor else r.throughput / eager.throughput
+            spread = _log_half_width([m.log_throughput for m in eager.measurements or (eager,)
+                                      if m.log_throughput is not None and m.phase != protocol.PARITY])
+            # Steps fall as the eager step time and the speed-up grow: each bound takes both at their matching ends
+            # (two 95% intervals: the pair covers at least 90%, and in practice more, since the ends rarely meet).
+            bounds = (_steps(extra, eager_step_s * math.exp(spread), factor.high),
+                      _steps(extra, eager_step_s * math.exp(-spread), factor.low)) if factor and spread is not None else None
             (budget, m1), (eager_budget, m2) = (_budget_s(r, study.budget.train_samples, per_sample),
                                                 _budget_s(eager, study.budget.train_samples, per_sample))
-            out.append(BreakEven(r, eager, level, extra, saving, steps, budget, eager_budget, m1 and m2))
+            out.append(BreakEven(r, eager, level, extra, eager_step_s * (1 - 1 / point),
+                                 _steps(extra, eager_step_s, point), budget, eager_budget, m1 and m2, bounds))
     return out
+
+
+@dataclass(frozen=True)
+class TimeToTarget:
+    """Training time until an accuracy group first reached the study's target, at each of its seeds."""
+
+    group: str
+    seconds: tuple[float | None, ...]  # per seed; None: not reached within the budget
+    e2e_seconds: tuple[float | None, ...]
+
+    @property
+    def reached(self) -> int:
+        return sum(s is not None for s in self.seconds)
+
+    def interval(self, e2e: bool = False) -> Interval | None:
+        """The mean over seeds with a 95% t interval from their spread; None unless every seed (two or more)
+        reached the target (a seed that never reached it has no time to average)."""
+        xs = self.e2e_seconds if e2e else self.seconds
+        if len(xs) < 2 or None in xs:
+            return None
+        mean, sd = float(np.mean(xs)), float(np.std(xs, ddof=1))
+        half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(xs) - 1) * sd / math.sqrt(len(xs))
+        return Interval(mean, mean - half, mean + half)
+
+
+def time_to_target(records: list[Record]) -> list[TimeToTarget]:
+    """Every accuracy group's time to the target accuracy (or loss), one value per training seed, fastest first."""
+    found: dict[str, dict[int, tuple[float | None, float | None]]] = {}
+    for r in records:
+        for m in r.measurements or (r,):
+            if m.complete and m.accuracy_trained and "target_reached" in m.metrics:
+                reached = bool(m.metrics["target_reached"])
+                found.setdefault(m.accuracy_group or m.combination, {}).setdefault(m.seed_index, (
+                    m.metrics.get("time_to_target_s") if reached else None,
+                    m.metrics.get("time_to_target_e2e_s") if reached else None))
+    out = [TimeToTarget(g, tuple(by_seed[k][0] for k in sorted(by_seed)), tuple(by_seed[k][1] for k in sorted(by_seed)))
+           for g, by_seed in found.items()]
+    return sorted(out, key=lambda t: (-t.reached, np.mean([s for s in t.seconds if s is not None] or [math.inf])))
 
 
 def parity_failures(records: list[Record], tolerance: float) -> list[Record]:

@@ -1,7 +1,7 @@
 """The report's answer in words: the recommended set, accuracy parity, equivalence, and the noise warnings.
 
 Every sentence here states a test's outcome: "could not be told apart" is a
-paired contrast that Holm's procedure did not reject (`ablate.contrasts`),
+paired contrast that the studentized range did not reject (`ablate.contrasts`),
 "within +-3% of" is the bound of two one-sided tests (the 90% interval), and
 a parity verdict is a non-inferiority test (`ablate.parity`).
 """
@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ablate import parity, protocol, variance
-from ablate.analysis import Speedup
+from ablate.analysis import BreakEven, Speedup, TimeToTarget
 from ablate.contrasts import EQUIVALENCE_CONFIDENCE
 from ablate.records import BASELINE, Record
+from ablate.study import Study
 from ablate.verdicts import Recommendation
 from ablate.words import count
 
@@ -49,8 +52,8 @@ def recommendation_lines(rec: Recommendation, found: dict[str, Speedup], toleran
                                                f"{math.exp(bounds[1]):.2f}] over {c.blocks} shared race blocks; "
                                                f"within {100 * c.equivalence():.0f}% of the leader)"
                                                if c and bounds else " (too few shared blocks to compare)"))
-        out += ["", f"The race could not tell these apart from the leader (paired contrasts, Holm-adjusted, alpha "
-                    f"spent over the race's looks): {'; '.join(parts)}. Any of them is an answer; the simplest, "
+        out += ["", f"The race could not tell these apart from the leader (paired contrasts against the "
+                    f"studentized range of the field, alpha spent over the race's looks): {'; '.join(parts)}. Any of them is an answer; the simplest, "
                     f"**{simplest.combination}** ({_x(found.get(simplest.combination))}), is named first."]
     if rec.eliminated:
         told = [f"{c} (x{math.exp(rec.contrasts[c].diff):.2f} slower)" if c in rec.contrasts else c
@@ -115,3 +118,62 @@ def spreads_warning(measurements: list[protocol.Measurement]) -> tuple[float | N
     return p, [f"**The raced combinations are not equally noisy** (Levene's test, p = {p:.3f}): each interval uses "
                "its own spread where that is wider than the variance model's, and screened combinations take the "
                "model's variance for their techniques.", ""]
+
+
+def _steps(steps: float | None) -> str:
+    return f"{steps:,.0f}" if steps is not None else "never"
+
+
+def break_even_rows(breaks: list[BreakEven]) -> list[str]:
+    """The break-even table: each compiled combination's one-off cost, saving per step and break-even, with the
+    break-even's 95% interval from the speed-up over its eager counterpart."""
+    out = ["", "Break-even's interval comes from the intervals of the speed-up over the eager counterpart and of the "
+           "eager step time (the one-off cost as measured): \"never\" at its upper end means the data cannot rule "
+           "out that the technique is no faster per step.", "",
+           "| combination | technique | one-off cost s | saved per step ms | break-even steps [95% CI] | "
+           "budget time s (vs without) |", "|---|---|---:|---:|---:|---|"]
+    for b in sorted(breaks, key=lambda b: (b.technique, b.record.combination)):
+        steps = _steps(b.steps) if b.steps is not None else "never (slower per step)"
+        if b.steps_interval:
+            steps += f" [{_steps(b.steps_interval[0])}, {_steps(b.steps_interval[1])}]"
+        out.append(f"| {b.record.combination} | {b.technique} | {b.extra_s:.2f} | {1000 * b.saving_per_step_s:.2f} "
+                   f"| {steps} | {b.budget_s:.1f} vs {b.eager_budget_s:.1f} "
+                   f"({'measured' if b.measured else 'estimated'}) |")
+    return out
+
+
+def pareto_lines(front: list[Record], found: dict[str, Speedup], groups: dict[str, parity.Parity],
+                 tolerance: float, unit: str) -> list[str]:
+    """The Pareto front's members, each with its speed-up's and its accuracy change's interval."""
+    out = ["Each member's place rests on two estimates; where its intervals overlap a neighbour's on both axes, "
+           "another run may order them differently.", ""]
+    for r in front:
+        p = groups.get(r.combination)
+        change = (f"{p.change:+.2f} points [{p.low:+.2f}, {p.high:+.2f}], {p.verdict}" if p and r.combination != BASELINE
+                  else "the baseline" if r.combination == BASELINE else "no parity verdict")
+        out.append(f"- {r.combination}: {r.throughput:.0f} {unit}/s, {_x(found.get(r.combination))}; "
+                   f"{r.accuracy:.2f}% ({change})")
+    return out + [""]
+
+
+def time_to_target_lines(found: list[TimeToTarget], study: Study) -> list[str]:
+    """Time to the study's target, per accuracy group, as a mean over its seeds with a 95% t interval."""
+    target = (f"test accuracy {study.budget.target_accuracy:g}%" if study.budget.target_accuracy is not None
+              else f"held-out loss {study.budget.target_loss:g}")
+    out = ["## Time to the target", ""]
+    if not found:
+        return out + [f"No trial that trained for accuracy recorded its time to {target}.", ""]
+    out += [f"Training time until {target} was first reached (first step and evaluation excluded; e2e: from model "
+            "preparation, compilation included), averaged over the group's training seeds, with a 95% t interval "
+            "from their spread (only where every seed, two or more, reached it).", "",
+            "| accuracy group | seeds reached | to target s [95% CI] | e2e s [95% CI] |", "|---|---:|---:|---:|"]
+
+    def cell(t: TimeToTarget, e2e: bool) -> str:
+        xs = [x for x in (t.e2e_seconds if e2e else t.seconds) if x is not None]
+        if not xs:
+            return "not reached"
+        i = t.interval(e2e)
+        return f"{np.mean(xs):.1f}" + (f" [{i.low:.1f}, {i.high:.1f}]" if i else " (no interval)")
+
+    out += [f"| {t.group} | {t.reached} of {len(t.seconds)} | {cell(t, False)} | {cell(t, True)} |" for t in found]
+    return out + [""]

@@ -1,14 +1,15 @@
 """The race after screening, its confirmation blocks, and the recommendation that comes out of them.
 
 - **The field**: the screening leader among the eligible combinations (accuracy
-  not `below`) and those whose screening interval reaches its lower bound, the
-  best `contenders` of them raced first. The baseline is in every race block
+  not `below`) and those screening cannot tell apart from it (the race's first
+  look, at `SCREEN_ALPHA` of the family's alpha), the best `contenders` of
+  them raced first. The baseline is in every race block
   anyway, so it is in the field too: "no technique" may be the answer.
 - **Elimination**: after each race block from `MIN_RACE_BLOCKS` on, the leader
   (the highest race-only estimate) is compared with every other field member
-  by paired contrasts over their shared race blocks; Holm's procedure at the
-  look's share of the race's alpha (`ablate.contrasts`) drops those it tells
-  apart. Each look is replayed from the stored measurements, so the race is a
+  by paired contrasts over their shared race blocks; those the studentized
+  range tells apart at the look's share of the race's alpha
+  (`ablate.contrasts`) drop out. Each look is replayed from the stored measurements, so the race is a
   pure function of them.
 - **Challengers**: an eligible combination never raced whose screening
   estimate beats the leader's race estimate takes a free seat in the next
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from ablate import variance
-from ablate.contrasts import Contrast, look_alpha, paired, told_apart, ALPHA
+from ablate.contrasts import ALPHA, SCREEN_ALPHA, Contrast, look_alpha, paired, range_quantile, told_apart
 from ablate.protocol import (CONFIRM, FULL, MIN_RACE_BLOCKS, RACE, Estimate, Key, Measurement, Settings,
                              default_techniques, estimates, noise_sources)
 from ablate.words import count
@@ -69,16 +70,16 @@ def _relative(values: dict[Key, dict[int, float]], c: Key, baseline: Key, blocks
 
 
 def _look(values, baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
-          model: Callable[[Key], float] | None = None, df: int = 0) -> tuple[Key, list[Contrast], set[Key]]:
-    """The leader among `field` on `blocks`, its contrasts with the others, and those Holm tells apart.
-    `model`: a combination's process variance from the variance model (with `df`)."""
+          model: Callable[[Key], tuple[float, int]] | None = None) -> tuple[Key, list[Contrast], set[Key]]:
+    """The leader among `field` on `blocks`, its contrasts with the others, and those told apart from it.
+    `model`: a combination's process variance from the variance model, with its degrees of freedom."""
     shown = {c: values.get(c, {}) for c in field}
     shown = {c: {b: v for b, v in by.items() if b in blocks} for c, by in shown.items()}
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
     leader = max(sorted(field, key=str), key=lambda c: -math.inf if rel[c] is None else rel[c])
-    found = [paired(shown[leader], shown[c], c, (model(leader) + model(c), df) if model else None)
+    found = [paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None)
              for c in sorted(field, key=str) if c != leader]
-    return leader, found, told_apart(found, alpha)
+    return leader, found, told_apart(found, alpha, len(field))
 
 
 def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key], settings: Settings,
@@ -91,7 +92,7 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
     techniques = techniques or default_techniques(baseline)
     est = {c: e for c, e in estimates(measurements, baseline, techniques).items() if c in eligible}
     fitted = variance.fit(noise_sources(measurements, baseline, techniques))
-    model = (lambda c: fitted.variance(techniques(c))) if fitted else None
+    model = (lambda c: (fitted.variance(techniques(c)), fitted.df_for(techniques(c)))) if fitted else None
     values = _values(measurements, RACE)
     blocks = sorted({b for by in values.values() for b in by})
     n_race = len(blocks)
@@ -102,8 +103,7 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
     screen_rank = sorted(est, key=lambda c: (-est[c].log, str(c)))
     if not n_race:
         first = screen_rank[0]
-        low = (est[first].interval() or (-math.inf, math.inf))[0]
-        field = [c for c in screen_rank if c == first or (est[c].interval() or (-math.inf, math.inf))[1] >= low]
+        field = [c for c in screen_rank if c == first or not _screened_apart(est[first], est[c], len(screen_rank))]
         members = [c for c in field if c != baseline][: max(1, settings.contenders)]
         if not members:
             return Race(baseline, (), 0, None, "no combination could still beat the baseline")
@@ -112,13 +112,17 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
     out: list[Key] = []
     contrasts: list[Contrast] = []
     for n in range(1, n_race + 1):  # replay the looks: the field of block n is who ran in it, less the eliminated
+        # One that ran in an earlier race block but not in this one was dropped when this block was planned. The
+        # replayed look may judge it otherwise (the variance model has learnt from later blocks since), but what
+        # was measured is the record: a dropped combination stays dropped.
+        out += sorted((c for c in values if c not in out and blocks[n - 1] not in values[c]
+                       and any(b in values[c] for b in blocks[:n - 1])), key=str)
         field = [c for c in values if blocks[n - 1] in values[c] and c not in out]
         if baseline in eligible and baseline not in field and baseline not in out:
             field.append(baseline)
         field = [c for c in field if c in est]
         alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks) if n >= MIN_RACE_BLOCKS else 0.0
-        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model,
-                                           fitted.df if fitted else 0)
+        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model)
         out += sorted(dropped, key=str)
     survivors = [c for c in field if c != leader and c not in out]
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
@@ -151,6 +155,23 @@ def _confirm(measurements, standing: dict, why: str, pending: list[Key], baselin
                                   if c != baseline))
     nxt = members if members and done < settings.confirm_blocks else None
     return Race(**standing, next_block=nxt, why=why, phase=CONFIRM, pending=tuple(pending), confirm_blocks=done)
+
+
+def _summed(a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+    """The variance of a difference of two independent processes, with its Welch-Satterthwaite df."""
+    return a[0] + b[0], variance.satterthwaite([a, b])
+
+
+def _screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
+    """Screening told `other` apart from the screening leader: the first look of the race, at SCREEN_ALPHA over
+    all `k` screened combinations (the leader is the luckiest of them, so the studentized range, as in the race).
+    Their estimates may come from different blocks: the difference's variance is the sum of theirs (conservative
+    where they share a block's baseline)."""
+    if first.se is None or other.se is None:
+        return False
+    se, diff = math.hypot(first.se, other.se), first.log - other.log
+    df = max(1, min(e.df for e in (first, other)))
+    return diff > 0 and (se == 0 or diff / se * math.sqrt(2) > range_quantile(SCREEN_ALPHA, max(2, k), df))
 
 
 def _not_raced(measurements, baseline: Key, est: dict[Key, Estimate], settings: Settings) -> Race:

@@ -302,13 +302,7 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
             out.append(f"- **{technique}**: median one-off cost {cost:.2f} s; faster per step in {len(pays)} of "
                        f"{count(len(mine), 'combination')}" + (f", paying for itself after {count(round(pays[len(pays) // 2]), 'step')} "
                                                       "(median of those)" if pays else "") + ".")
-        out += ["", "| combination | technique | one-off cost s | saved per step ms | break-even steps | "
-                "budget time s (vs without) |", "|---|---|---:|---:|---:|---|"]
-        for b in sorted(breaks, key=lambda b: (b.technique, b.record.combination)):
-            steps = f"{b.steps:,.0f}" if b.steps is not None else "never (slower per step)"
-            out.append(f"| {b.record.combination} | {b.technique} | {b.extra_s:.2f} | {1000 * b.saving_per_step_s:.2f} "
-                       f"| {steps} | {b.budget_s:.1f} vs {b.eager_budget_s:.1f} "
-                       f"({'measured' if b.measured else 'estimated'}) |")
+        out += answer.break_even_rows(breaks)
         out.append("")
     else:
         out += ["No technique with a one-off cost (compilation) was measured against its eager counterpart.", ""]
@@ -321,8 +315,10 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
 
     if front:  # accuracy was measured
         out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
-        out += [f"- {r.combination}: {r.throughput:.0f} {study.throughput_unit}/s, {r.accuracy:.2f}%"
-                for r in front] + [""]
+        out += answer.pareto_lines(front, found,
+                                   verdicts.parity_of(records, tol), tol, study.throughput_unit)
+    if study.budget.target_accuracy is not None or study.budget.target_loss is not None:
+        out += answer.time_to_target_lines(analysis.time_to_target(records), study)
 
     others = [r for r in records if not r.complete]
     if others:

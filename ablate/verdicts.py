@@ -2,7 +2,7 @@
 
 The statistics live in `ablate.parity` (the verdict and the parity race),
 `ablate.racing` (the race, its confirmation blocks, the set of contenders)
-and `ablate.contrasts` (paired contrasts with Holm); this module feeds them
+and `ablate.contrasts` (paired contrasts, judged by the studentized range); this module feeds them
 the records of one device and hands back records.
 """
 from __future__ import annotations

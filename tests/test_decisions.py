@@ -140,8 +140,20 @@ def test_two_contenders_15_percent_apart_are_told_apart_over_six_blocks():
     assert rate >= 0.70, rate
 
 
-def test_a_true_tie_is_declared_broken_at_most_5_percent_of_the_time_over_the_whole_race():
-    rate = sum(_two(1.0, seed) for seed in range(200)) / 200
+def _tie(ways: int, seed: int) -> bool:
+    """`ways` contenders truly tied at x1.30 (and two slower combinations), raced with a seat for each: whether
+    any of them was declared apart from the leader (never raced, or dropped out)."""
+    tied = {f"t{i}": math.log(1.3) for i in range(ways)}
+    truth = {BASE: 0.0, **tied, "c": math.log(1.0), "d": math.log(0.9)}
+    _, standing = run_study(truth, {c: SIGMA_RACE for c in truth}, Settings(race_blocks=6, contenders=ways), seed)
+    return not set(tied) <= {standing.leader, *standing.contenders}
+
+
+@pytest.mark.parametrize("ways, studies", [(2, 200), (6, 300)])
+def test_a_true_tie_is_declared_broken_at_most_5_percent_of_the_time_over_the_whole_race(ways, studies):
+    """Six ways: the leader is the luckiest of six, which Holm's procedure on "leader against each" ignores (it
+    broke this tie in 14% of races; the overlap rule before it in 9%)."""
+    rate = sum(_tie(ways, seed) for seed in range(studies)) / studies
     assert rate <= 0.05, rate
 
 
@@ -175,12 +187,12 @@ def test_noisy_and_quiet_screened_combinations_are_both_covered_near_95_percent(
     assert quiet <= 0.985, quiet
 
 
-def test_holm_matches_statsmodels():
-    from statsmodels.stats.multitest import multipletests
+def test_the_studentized_range_quantile_matches_statsmodels_and_is_the_t_test_for_two():
+    from scipy import stats
+    from statsmodels.stats.libqsturng import qsturng
 
-    from ablate.contrasts import _holm
+    from ablate.contrasts import range_quantile
 
-    rng = np.random.default_rng(5)
-    for _ in range(12):  # statsmodels' Holm runs gc.collect() per call: a few cases, each up to 6 p-values
-        p = tuple(float(x) for x in rng.uniform(0, 0.1, rng.integers(1, 7)))
-        assert _holm(p, 0.05) == tuple(bool(r) for r in multipletests(list(p), alpha=0.05, method="holm")[0])
+    for k, df in ((2, 5), (3, 4), (6, 10), (7, 200)):
+        assert range_quantile(0.05, k, df) == pytest.approx(qsturng(0.95, k, df), rel=2e-3)
+    assert range_quantile(0.05, 2, 7) == pytest.approx(math.sqrt(2) * stats.t.ppf(0.975, 7))
