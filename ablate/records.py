@@ -4,8 +4,9 @@ A *measurement* is one Optuna trial: one combination in one block of the
 protocol (`ablate.protocol`), in its own process. The Optuna study is the
 source of truth for what ran; `load` reads it back as one `Record` per
 combination and device, holding its measurements, which is what the table,
-the analysis and the report read. The user attrs a trial carries are named
-here (`Attr`), so the runner, `ablate sync` and the readers spell them once.
+the analysis and the report read. The user attrs a trial carries are read
+back here (`from_trial`); the runner and `ablate sync` still spell the keys
+they write themselves.
 """
 from __future__ import annotations
 

@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="repeated baseline trials (default: %(default)s)")
     parser.add_argument("--no-grid", action="store_true", help="skip the full mnist_cnn grid (about 13 min on 2 CPU cores)")
     parser.add_argument("--steps", type=int, default=40, help="training steps per overhead block (default: %(default)s)")
+    parser.add_argument("--study", default="mnist_cnn",
+                        help="the study whose baseline trials time start-up and noise (default: %(default)s; the "
+                             "grid is always mnist_cnn)")
     parser.add_argument("--results", type=Path, default=Path("results/bench"), help="where the grid's results go")
     parser.add_argument("--output", type=Path, default=RESULTS, help="the file to rewrite (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     add(_overhead(overhead.measure(device, pairs=args.pairs, steps=args.steps), args.pairs), "start-up, noise, grid")
     print("2-3/4 trial start-up and noise ...", file=sys.stderr)
     with cpu_time.Meter() as meter:
-        runs = trials.measure(str(device), repeats=args.repeats)
+        runs = trials.measure(str(device), repeats=args.repeats, study_name=args.study)
     add(_startup(runs) + _noise(runs, kind, meter), None if args.no_grid else "the full grid")
     if args.no_grid:
         add(["### 4. Full mnist_cnn grid", "", "Not run this time (`--no-grid`).", ""], None)
@@ -102,7 +105,7 @@ def _noise(runs: trials.TrialRuns, kind: str, meter: cpu_time.Meter) -> list[str
     def verdict(cv: float) -> str:
         return "met" if cv <= target else f"missed by {cv - target:.1f} points"
     return ["### 3. Measurement noise", "",
-            f"The mnist_cnn baseline, {len(runs.repeats)} throughput trials with the study's {kind} budget "
+            f"The {runs.study.name} baseline, {len(runs.repeats)} throughput trials with the study's {kind} budget "
             f"({b.windows} windows of {b.window_samples:,} samples after {b.warmup_samples:,} warm-up samples).", "",
             f"- CV of a trial's timed windows: median **{statistics.median(runs.window_cvs):.1f}%** "
             f"(range {min(runs.window_cvs):.1f} - {max(runs.window_cvs):.1f}%); target {target:g}%: {verdict(within)}.",

@@ -1,6 +1,7 @@
 """`make bench` end to end at its smallest, and its rewrite of RESULTS.md in place."""
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,9 @@ KEPT = "A hand-written record that must survive."
 def test_bench_writes_every_section_for_this_device(tmp_path, mnist):
     out = tmp_path / "RESULTS.md"
     out.write_text(f"# Benchmark records\n\n{KEPT}\n")
-    assert main(["--device", "cpu", "--no-grid", "--pairs", "1", "--repeats", "1", "--steps", "3", "--output", str(out)]) == 0
+    tiny = str(Path(__file__).resolve().parent / "studies" / "tiny.yaml")  # mnist_cnn's budget: minutes per trial
+    assert main(["--device", "cpu", "--no-grid", "--pairs", "1", "--repeats", "1", "--steps", "3", "--study", tiny,
+                 "--output", str(out)]) == 0
     text = out.read_text()
     for heading in ("### 1. Framework overhead", "### 2. Trial start-up", "### 3. Measurement noise",
                     "### 4. Full mnist_cnn grid"):
