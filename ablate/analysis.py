@@ -215,8 +215,8 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
         most, least = max(per_cell.values()), min(per_cell.values())
         weights = ("averages over every combination of the other techniques, each weighing equally" if most == least
                    else f"averages over every combination of the other techniques, each weighted by its number of "
-                        f"measurements ({least} to {most}: the raced ones weigh up to {most / least:g} times as much "
-                        f"as one screened once)")
+                        f"measurements ({least} to {most}: the baseline and the raced ones weigh up to {most / least:g} "
+                        f"times as much as one measured {'once' if least == 1 else f'{least} times'})")
         note = (f"Full factorial ({len(cells)} combinations, {len(y)} measurements{blocked}): main effects are "
                 f"{weights}; the noise estimate is the residual after "
                 f"main effects{' and two-way interactions' if with_pairs else ''} ({residual_df} degrees of freedom).")

@@ -277,4 +277,4 @@ def test_the_factorial_note_says_how_unequally_raced_combinations_weigh():
     raced = [replace(r, number=100 + k) for k in range(6) for r in records[:1]]  # the baseline measured 7 times
     assert "each weighing equally" in _fit(records).note
     note = _fit(records + raced).note
-    assert "1 to 7" in note and "up to 7 times" in note, note
+    assert "1 to 7" in note and "up to 7 times as much as one measured once" in note, note
