@@ -35,8 +35,9 @@ class Duplicate(Exception):
 
 
 def params(trial: FrozenTrial) -> dict[str, Any]:
-    """A trial's parameters; a queued (WAITING) trial has them only as the fixed parameters it was queued with."""
-    return trial.params or trial.system_attrs.get("fixed_params", {})
+    """A trial's parameters; a queued (WAITING) trial has them only as the fixed parameters it was queued with,
+    and one whose worker was killed between two suggestions has some of each (the fixed ones fill the rest)."""
+    return {**trial.system_attrs.get("fixed_params", {}), **trial.params}
 
 
 def owns(trial: FrozenTrial) -> bool:

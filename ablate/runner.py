@@ -282,7 +282,9 @@ class Runner:
         for t in self.optuna.get_trials(deepcopy=False):
             if not claim.owns(t) or t.user_attrs.get("state") == State.SKIPPED:
                 continue
-            if t.state == TrialState.WAITING and not self._runnable(tuple(sorted(claim.params(t).items()))):
+            params = claim.params(t)
+            if t.state == TrialState.WAITING and set(params) >= set(self.options) and \
+                    not self._runnable(tuple(sorted((d, params[d]) for d in self.options))):
                 continue  # will be skipped at once
             planned += 1
             done += records.has_result(t) and t.state in records.FINISHED
