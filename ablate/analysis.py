@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Sequence
 
 import numpy as np
 import optuna
@@ -244,11 +245,11 @@ class BreakEven:
     steps_interval: tuple[float | None, float | None] | None = None
 
 
-def _log_half_width(logs: list[float]) -> float | None:
-    """Half the 95% t interval of the mean of `logs` (None: fewer than two)."""
-    if len(logs) < 2:
+def _half_width(xs: Sequence[float]) -> float | None:
+    """Half the 95% t interval of the mean of `xs` (None: fewer than two)."""
+    if len(xs) < 2:
         return None
-    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(logs) - 1) * np.std(logs, ddof=1) / math.sqrt(len(logs)))
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(xs) - 1) * np.std(xs, ddof=1) / math.sqrt(len(xs)))
 
 
 def _steps(extra_s: float, eager_step_s: float, factor: float) -> float | None:
@@ -292,8 +293,8 @@ def break_even(records: list[Record], study: Study) -> list[BreakEven]:
             mine, theirs = found.get(r.combination), found.get(eager.combination)
             factor = mine.over(theirs) if mine and theirs else None
             point = factor.estimate if factor else r.throughput / eager.throughput
-            spread = _log_half_width([m.log_throughput for m in eager.measurements or (eager,)
-                                      if m.log_throughput is not None and m.phase != protocol.PARITY])
+            spread = _half_width([m.log_throughput for m in eager.measurements or (eager,)
+                                  if m.log_throughput is not None and m.phase != protocol.PARITY])
             # Steps fall as the eager step time and the speed-up grow: each bound takes both at their matching ends
             # (two 95% intervals: the pair covers at least 90%, and in practice more, since the ends rarely meet).
             bounds = (_steps(extra, eager_step_s * math.exp(spread), factor.high),
@@ -323,8 +324,7 @@ class TimeToTarget:
         xs = self.e2e_seconds if e2e else self.seconds
         if len(xs) < 2 or None in xs:
             return None
-        mean, sd = float(np.mean(xs)), float(np.std(xs, ddof=1))
-        half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(xs) - 1) * sd / math.sqrt(len(xs))
+        mean, half = float(np.mean(xs)), _half_width(xs)
         return Interval(mean, mean - half, mean + half)
 
 

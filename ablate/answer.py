@@ -120,7 +120,7 @@ def spreads_warning(measurements: list[protocol.Measurement]) -> tuple[float | N
                "model's variance for their techniques.", ""]
 
 
-def _steps(steps: float | None) -> str:
+def _steps_text(steps: float | None) -> str:
     return f"{steps:,.0f}" if steps is not None else "never"
 
 
@@ -133,9 +133,9 @@ def break_even_rows(breaks: list[BreakEven]) -> list[str]:
            "| combination | technique | one-off cost s | saved per step ms | break-even steps [95% CI] | "
            "budget time s (vs without) |", "|---|---|---:|---:|---:|---|"]
     for b in sorted(breaks, key=lambda b: (b.technique, b.record.combination)):
-        steps = _steps(b.steps) if b.steps is not None else "never (slower per step)"
+        steps = _steps_text(b.steps) if b.steps is not None else "never (slower per step)"
         if b.steps_interval:
-            steps += f" [{_steps(b.steps_interval[0])}, {_steps(b.steps_interval[1])}]"
+            steps += f" [{_steps_text(b.steps_interval[0])}, {_steps_text(b.steps_interval[1])}]"
         out.append(f"| {b.record.combination} | {b.technique} | {b.extra_s:.2f} | {1000 * b.saving_per_step_s:.2f} "
                    f"| {steps} | {b.budget_s:.1f} vs {b.eager_budget_s:.1f} "
                    f"({'measured' if b.measured else 'estimated'}) |")

@@ -116,13 +116,19 @@ def told_apart(contrasts: Sequence[Contrast], alpha: float, k: int | None = None
     # smaller (every subset tested holds the leader and is the top of the field, so they nest), stopping at
     # the first that is not.
     out = set()
-    for c in sorted(testable, key=lambda c: -math.inf if c.se == 0 and c.diff <= 0 else
-                    math.inf if c.se == 0 else c.diff / c.se, reverse=True):
-        if c.diff <= 0 or (c.se > 0 and c.diff / c.se * math.sqrt(2) <= range_quantile(alpha, k, c.df)):
+    for c in sorted(testable, key=lambda c: c.diff / c.se if c.se > 0 else math.inf if c.diff > 0 else -math.inf,
+                    reverse=True):
+        if not beyond_range(c.diff, c.se, c.df, alpha, k):
             break
         out.add(c.other)  # only a contender behind the leader drops out; one ahead (a late entrant) stays
         k = max(2, k - 1)
     return out
+
+
+def beyond_range(diff: float, se: float, df: int, alpha: float, k: int) -> bool:
+    """`diff` (the leader's lead) is positive and its t statistic, times sqrt(2), beyond the studentized range's
+    1 - alpha quantile for k combinations and df degrees of freedom (an exact lead with se 0 always is)."""
+    return diff > 0 and (se == 0 or diff / se * math.sqrt(2) > range_quantile(alpha, k, df))
 
 
 @functools.lru_cache(maxsize=4096)

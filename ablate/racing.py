@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from ablate import variance
-from ablate.contrasts import ALPHA, SCREEN_ALPHA, Contrast, look_alpha, paired, range_quantile, told_apart
+from ablate.contrasts import ALPHA, SCREEN_ALPHA, Contrast, beyond_range, look_alpha, paired, told_apart
 from ablate.protocol import (CONFIRM, FULL, MIN_RACE_BLOCKS, RACE, Estimate, Key, Measurement, Settings,
                              default_techniques, estimates, noise_sources)
 from ablate.words import count
@@ -171,7 +171,7 @@ def _screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
         return False
     se, diff = math.hypot(first.se, other.se), first.log - other.log
     df = max(1, min(e.df for e in (first, other)))
-    return diff > 0 and (se == 0 or diff / se * math.sqrt(2) > range_quantile(SCREEN_ALPHA, max(2, k), df))
+    return beyond_range(diff, se, df, SCREEN_ALPHA, max(2, k))
 
 
 def _not_raced(measurements, baseline: Key, est: dict[Key, Estimate], settings: Settings) -> Race:

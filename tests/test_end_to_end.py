@@ -44,11 +44,17 @@ def test_optuna_storage_has_every_combination_screened_once_and_each_block_its_b
     assert len(screening) == COMBINATIONS + 2 * SCREENING_BLOCKS - 1  # every combination once, two baselines a block
     assert len({tuple(sorted(t.params.items())) for t in trials}) == COMBINATIONS
     blocks = {t.user_attrs["block"] for t in trials}
+    baseline_group = next(t.user_attrs["accuracy_group"] for t in trials if t.user_attrs["combination"] == "baseline")
     for block in blocks:  # each block has its own baseline, and a random order drawn for it
         members = [t for t in trials if t.user_attrs["block"] == block]
-        # Two baselines per screening block; one per race, confirmation or parity block (blocks below 0).
-        assert [t.user_attrs["combination"] for t in members].count("baseline") == (2 if 0 <= block < SCREENING_BLOCKS else 1)
         assert sorted(t.user_attrs["position"] for t in members) == list(range(len(members)))
+        if block < 0:  # a parity block (one per seed) trains each group once, the baseline's group among them,
+            # by whichever member trained it first: num_workers shares the baseline's numerics, so it may stand in
+            groups = [t.user_attrs["accuracy_group"] for t in members]
+            assert baseline_group in groups and len(groups) == len(set(groups))
+            continue
+        # Two baselines per screening block; one per race or confirmation block.
+        assert [t.user_attrs["combination"] for t in members].count("baseline") == (2 if block < SCREENING_BLOCKS else 1)
     race = [t for t in trials if t.user_attrs["phase"] == "race"]
     assert race and {t.user_attrs["block"] for t in race} == {SCREENING_BLOCKS}  # tiny.yaml: one race block
     states = [t.user_attrs["state"] for t in screening]
