@@ -22,6 +22,7 @@ labels, throughput only, like the CIFAR-10 stand-in.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 import urllib.request
@@ -32,6 +33,7 @@ from typing import Callable, Iterator
 import torch
 from torch.utils.data import Dataset, Subset
 
+from ablate.datacache import cached
 from ablate.registry import lookup
 
 DATA_ENV = "ABLATE_DATA_DIR"
@@ -84,10 +86,20 @@ def _why(error: Exception) -> str:
 def _mnist(root: Path) -> Splits:
     from torchvision import datasets, transforms
 
+    class MNIST(datasets.MNIST):
+        """torchvision's MNIST, its idx files parsed once (ablate.datacache); samples still decoded one by one."""
+
+        def _load_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+            prefix = "train" if self.train else "t10k"
+            files = [Path(self.raw_folder) / f"{prefix}-{kind}" for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")]
+            loaded = cached(f"mnist-{prefix}", files, lambda: dict(zip(("data", "targets"),
+                                                                      datasets.MNIST._load_data(self))), root)
+            return loaded["data"], loaded["targets"]
+
     # The normalisation of the PyTorch MNIST example: the training set's mean and std.
     transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
     try:
-        return _torchvision(datasets.MNIST, root, transform)
+        return _torchvision(MNIST, root, transform)
     except Exception as error:  # torchvision raises RuntimeError or URLError depending on where it fails
         reason = _why(error)
         folder = (root / "MNIST" / "raw").resolve()
@@ -163,8 +175,12 @@ def _tokenize(path: Path, tokenizer: str) -> torch.Tensor:
     except (OSError, ValueError) as error:
         raise DataUnavailable(f"the tokenizer of {tokenizer} cannot be loaded ({_why(error)}); use hf:ARCH "
                               "(text as bytes) or a folder with tokenizer files") from error
-    ids = encoder(path.read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)["input_ids"]
-    return torch.tensor(ids, dtype=torch.int64)
+    def encode() -> dict[str, torch.Tensor]:
+        ids = encoder(path.read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)["input_ids"]
+        return {"ids": torch.tensor(ids, dtype=torch.int64)}
+
+    # Keyed by the tokenizer's name or folder, and the text file.
+    return cached(f"tokens-{hashlib.sha256(tokenizer.encode()).hexdigest()[:12]}", [path], encode, data_root())["ids"]
 
 
 def _text(root: Path, seq_len: int, path: str, tokenizer: str | None = None) -> Splits:

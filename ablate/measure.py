@@ -80,6 +80,9 @@ class StepClock:
     evaluate: Callable[[], Quality] | None = None  # held-out quality
     units_per_sample: int = 1  # throughput's unit: tokens per sequence for a language model
     on_phase: Callable[[str], None] = lambda text: None  # what the run is doing now, for the progress line
+    # Called with True when an untimed stretch inside the loop begins (the warm-up of a run that times its
+    # windows only), with False before it ends; returns seconds spent waiting, which count as paused time.
+    on_untimed: Callable[[bool], float] = lambda begins: 0.0
     samples: int = 0
     steps: int = 0
     first_step_s: float = 0.0
@@ -98,6 +101,7 @@ class StepClock:
     _early_s: float = 0.0  # steps 2 to ONE_OFF_STEPS, timed when they end before the first window opens
     _early_samples: int = 0
     _peak_outside_evals: float = 0.0  # the windows' peak memory up to the last evaluation inside them
+    _untimed: bool = False  # inside the warm-up's untimed stretch (`on_untimed`)
 
     def _sync(self) -> None:
         """Wait for the device (CUDA only), then fail the run if a loss so far was NaN or infinite.
@@ -163,6 +167,9 @@ class StepClock:
             self._sync()
             self._early_s = time.perf_counter() - self._start - self._paused - self.first_step_s
             self._early_samples = self.samples - self._warm_from
+            self._untimed = not self.train_for_accuracy  # time to accuracy counts the warm-up: it stays timed
+            if self._untimed:
+                self.on_untimed(True)
         if self.train_for_accuracy and self._next_eval and self.samples >= self._next_eval:
             self.evaluate_now()
             while self._next_eval <= self.samples:
@@ -171,6 +178,9 @@ class StepClock:
             return
         if self._window_start is None:
             if self.samples - self._warm_from >= self.budget.warmup_samples:
+                if self._untimed:
+                    self._untimed = False
+                    self._paused += self.on_untimed(False)
                 self.on_phase(f"timed window 1 of {self.budget.windows}")  # before the window's clock starts
                 self._open_window()
                 reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's

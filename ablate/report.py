@@ -62,11 +62,13 @@ class Report:
 
 
 # Written down because it decides whether a compiled combination could get faster only by running later.
-CACHES = ("Each measurement runs in a fresh process with a cold compile cache: inductor's and Triton's caches "
-          "live in a new empty folder per trial process, deleted when it ends, so no measurement reuses another's "
-          "compiled code and a compiled combination pays its full compilation every time, whatever ran before it. "
-          "The dataset files are read from disk by every trial (the operating system's file cache may be warm "
-          "after the first); that affects the data loading time only, which is outside the timed windows.")
+CACHES = ("Each measurement runs in a fresh process. A compiled combination's first measurement compiles cold "
+          "(inductor's and Triton's caches in a new empty folder), and its one-off cost is taken from it; its later "
+          "measurements start from that combination's own cache, kept in the results folder, since they report "
+          "steady-state throughput only and a cache hit gives the same compiled code (autotuning modes excepted: "
+          "they compile cold every time; see ablate/compile_cache.py). No measurement reuses another "
+          "combination's compiled code. The dataset's files are decoded once and memory-mapped by every trial; "
+          "that affects the start-up only, which is outside the timed windows.")
 MEMORY = {
     "cuda": "Peak MB: the most memory this process's tensors held on the device during the timed windows "
             "(compilation, warm-up and evaluations left out), so activation checkpointing's saving shows in full.",

@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import analysis, claim, parity, protocol, records, report, results, seeds, verdicts, view
+from ablate import analysis, claim, compile_cache, parity, protocol, records, report, results, seeds, verdicts, view
 from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
 from ablate.recovery import Recovery
@@ -32,7 +32,8 @@ from ablate.records import BASELINE, State
 from ablate.storage import create_study, enqueue, metric_names, optuna_study_name, shared, sqlite_path
 from ablate.study import Option, Study, StudyError
 from ablate.tracking import PARENT_ATTR, Tracker, run_ids, trial_params
-from ablate.trial import ACCURACY_NOT_MEASURED, TrialFailed, TrialSpec, run_in_fresh_process
+from ablate.interpreters import Interpreters
+from ablate.trial import ACCURACY_NOT_MEASURED, TIMELINE, TrialFailed, TrialSpec, run_in_fresh_process
 from strategies import ConflictError, compose
 
 SEARCHES = ("grid", "optuna")
@@ -110,6 +111,7 @@ class Runner:
         self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
         self.parent_id: str | None = None
         self.progress: tqdm | None = None
+        self.interpreters = Interpreters()  # trial interpreters started ahead (ablate.interpreters)
         self._skip_reasons: set[str] = set()
         self._can_run: dict[tuple[tuple[str, str], ...], bool] = {}
         self.signals = DeferredInterrupts()
@@ -127,7 +129,7 @@ class Runner:
             with tqdm(total=planned, initial=done, unit="trial", desc=self.study.name, dynamic_ncols=True,
                       smoothing=0, bar_format="{desc}: {n_fmt}/{total_fmt} measured |{bar}| "
                                               "[{elapsed}<{remaining}{postfix}]") as bar, \
-                    sigterm_as_keyboard_interrupt():
+                    sigterm_as_keyboard_interrupt(), self.interpreters:  # the unused ones stop at the end
                 self.progress = bar
                 try:
                     self._work()
@@ -238,6 +240,10 @@ class Runner:
         if step is None:
             return False
         index, groups = step
+        failed = {m.accuracy_group for r in stored for m in r.measurements
+                  if m.phase == protocol.PARITY and m.seed_index == index and m.state == State.FAILED}
+        if failed & set(groups):  # it failed at this seed, and would again: its verdict stays as it is
+            return False
         first = {m.accuracy_group: m for r in stored for m in r.measurements
                  if m.accuracy_trained and m.seed_index == 0 and m.complete}
         for place, group in enumerate(groups):
@@ -344,9 +350,13 @@ class Runner:
         trial.set_user_attr("training_seed", seeds.training(self.seeds, index))
         study = dataclasses.replace(self.study, budget=dataclasses.replace(
             self.study.budget, seed=seeds.training(self.seeds, index)))
-        spec = TrialSpec(study, options, self.machine.device, train_for_accuracy=train)
+        own = compile_cache.folder(self.results_dir / self.study.name, combination, self.machine.device_name,
+                                   self.machine.torch) if compile_cache.reusable(options) else None
+        spec = TrialSpec(study, options, self.machine.device, train_for_accuracy=train,
+                         compile_cache=str(own) if own else None)
         try:
-            metrics = run_in_fresh_process(spec, on_phase=lambda doing: self._show(f"{where} · {doing}"))
+            metrics = run_in_fresh_process(spec, on_phase=lambda doing: self._show(f"{where} · {doing}"),
+                                           interpreters=self.interpreters)
         except TrialFailed as error:
             trial.set_user_attr("state", State.FAILED.value)
             trial.set_user_attr("reason", str(error))
@@ -356,6 +366,7 @@ class Runner:
             trial.set_user_attr("state", State.INTERRUPTED.value)  # Optuna fails it next; this says why
             trial.set_user_attr("reason", INTERRUPTED)
             raise
+        trial.set_user_attr("timeline", metrics.pop(TIMELINE))  # when it measured, and the imports beside it
         if note := metrics.pop(ACCURACY_NOT_MEASURED, None):  # stand-in data, or a task without an accuracy
             trial.set_user_attr("accuracy_note", note)
         if train and "test_loss" in metrics:  # stand-in data trains for nothing

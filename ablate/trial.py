@@ -11,27 +11,22 @@ run could not see it and two runs disagreed far outside their intervals
 ("layout luck": Mytkowicz et al., ASPLOS 2009; Curtsinger & Berger's
 Stabilizer). With a fresh layout per trial that variation is between
 processes, where the blocks measure it. The price is `import torch` in every
-trial (about 3.6 s on that machine), outside the timed windows.
+trial (about 3.6 s on that machine): ablate.interpreters starts the interpreters
+ahead, outside every trial's measured stretch, so that a trial rarely waits for it.
 """
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
-import os
-import shutil
-import signal
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from ablate import failures
-from ablate.noise import trial_output_to_log_file
+from ablate import compile_cache, failures
+from ablate.interpreters import Died, Interpreters, death
 from ablate.study import Option, Study
 
-STOP_GRACE_S = 5.0
+TIMELINE = "timeline"  # the trial's perf_counter readings (ablate.interpreters), not a metric
 ACCURACY_NOT_MEASURED = "accuracy_not_measured"
 BASELINE_FP32 = "ieee"  # strict IEEE fp32 matmuls and convolutions unless the TF32 strategy is on
 
@@ -58,6 +53,7 @@ class TrialSpec:
     options: tuple[Option, ...]
     device: str
     train_for_accuracy: bool
+    compile_cache: str | None = None  # the combination's own Inductor cache (ablate.compile_cache); None: cold
 
 
 def run(spec: TrialSpec) -> dict[str, Any]:
@@ -100,7 +96,20 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     model = lookup(MODELS, study.model, "model")(**model_kwargs(study)).to(device)
     flops_per_token = getattr(model, "flops_per_token", None)
     optimizer = _optimizer(study, model)
+    # The measured stretch (one-off cost, timed windows, time to accuracy) begins: no interpreter may import now.
+    waits = [_measuring()]
     started = time.perf_counter()
+    measured = [[started, started]]  # its spans: a run that times windows only leaves its warm-up untimed
+
+    def untimed(begins: bool) -> float:
+        if begins:
+            measured[-1][1] = time.perf_counter()
+            _quiet()
+            return 0.0
+        waits.append(_measuring())
+        measured.append([time.perf_counter()] * 2)
+        return waits[-1]
+
     try:
         prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile is lazy and compiles at the first step
     except Exception as error:
@@ -115,14 +124,18 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.
     clock = StepClock(budget, device, for_accuracy,
                       evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
-                      units_per_sample=task.units_per_sample, on_phase=phase)
+                      units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=untimed)
     train(stack, task, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
+    measured[-1][1] = time.perf_counter()
+    _marks.update(measured=measured, first_batch=clock.started_at)
+    _quiet()  # what is left (the last evaluation) measures no time: interpreters may start
     clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
     if stack.metrics().get("cuda_graphs.cudagraph_skips"):  # a PyTorch without cudagraph_or_error fell back
         raise CompileFailed("skipping cudagraphs: torch.compile ran some graphs without CUDA graphs, so the timing "
                             "would not be of CUDA graphs")
     metrics = clock.summary()
     metrics["prepare_model_s"] = prepare_model_s
+    metrics["import_wait_s"] = sum(waits)  # before a measured stretch, for interpreters still importing
     metrics["data_load_s"] = data_load_s
     metrics["test_samples"] = float(len(splits.test))  # the n of accuracy parity's paired binomial error
     # Start-up inside the process, up to the first training step, without the data every trial must load.
@@ -153,120 +166,115 @@ def _optimizer(study: Study, model: Any) -> Any:
     return torch.optim.Adam(model.parameters(), lr=study.baseline.lr)
 
 
-@cache
-def _context() -> mp.context.BaseContext:
-    return mp.get_context("spawn")  # a fresh interpreter and address-space layout per trial (see the top)
+def _ask_to_measure() -> float:
+    return 0.0
 
 
-def _child(target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, conn: Any, launched: float) -> None:
-    # perf_counter is CLOCK_MONOTONIC on Linux, shared by every process, so this
-    # is the time from the parent's launch to the child's first line.
+_measuring: Callable[[], float] = _ask_to_measure  # in a trial process: waits until no interpreter is importing
+_quiet: Callable[[], None] = lambda: None  # in a trial process: a measured stretch is over
+_marks: dict[str, Any] = {}  # perf_counter readings: this trial's measured spans and its first batch
+
+
+def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, launched: float) -> None:
+    """Run `target(spec)` in this interpreter (prepared by ablate.interpreters), talking to the study over `conn`."""
+    # perf_counter is CLOCK_MONOTONIC on Linux, shared by every process: launch (the job sent) to its arrival.
     process_start_s = time.perf_counter() - launched
     # A spawned child inherits "spawn" as its default start method, so its
     # DataLoader workers would start as new interpreters (seconds each time on
     # the reference machine) instead of the platform default a user's own
     # script gets (fork on Linux up to Python 3.13). Measure what users get.
     mp.set_start_method(None, force=True)
-    trial_output_to_log_file()
-    cache = _cold_compile_cache()
-    global _phase
+    cache, succeeded = compile_cache.Use(spec.compile_cache), False
+    global _phase, _measuring, _quiet
+
+    def measuring() -> float:
+        conn.send(("measuring",))
+        return conn.recv()[1]  # ("go", seconds waited)
+
     _phase = lambda text: conn.send(("phase", text))  # noqa: E731 - a few microseconds, at phase changes only
+    _measuring, _quiet = measuring, lambda: conn.send(("quiet",))
     try:
         metrics = target(spec)
         metrics["process_start_s"] = process_start_s
+        if "first_batch" in _marks:
+            metrics["startup_s"] = _marks["first_batch"] - launched  # launch to the first batch, minus nothing
+        metrics[TIMELINE] = {"launched": launched, **{k: v for k, v in _marks.items() if k != "first_batch"}}
+        if spec.compile_cache:
+            metrics["compile_cache_warm"] = float(cache.warm)
+            metrics["compile_cache_hits"] = float(compile_cache.hits())
+        succeeded = True
         conn.send(("ok", metrics))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
         conn.send(("error", failures.describe(error), traceback.format_exc()))
     finally:
         conn.close()
-        shutil.rmtree(cache, ignore_errors=True)  # a killed trial leaves it in the temp folder
-
-
-def _cold_compile_cache() -> str:
-    """Inductor's and Triton's on-disk caches in a new empty folder (returned), for this trial process only.
-
-    So a compiled combination never reuses code compiled by an earlier trial, and cannot get faster only by
-    running later in the study (the order of measurements is random per block; see ablate.protocol).
-    """
-    cache = tempfile.mkdtemp(prefix="ablate-compile-cache-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
-    return cache
+        cache.done(succeeded)  # kept as the combination's own, or removed
 
 
 def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str, Any]] = run,
-                         on_phase: Callable[[str], None] = _no_phase) -> dict[str, Any]:
-    """Run `target(spec)` (by default: train and measure) in a new process; `on_phase` hears what it is doing.
+                         on_phase: Callable[[str], None] = _no_phase,
+                         interpreters: Interpreters | None = None) -> dict[str, Any]:
+    """Run `target(spec)` (by default: train and measure) in a fresh interpreter; `on_phase` hears what it does.
 
+    The interpreter comes from `interpreters` (started ahead, see ablate.interpreters), or is started now.
+    The metrics carry the trial's timeline under `TIMELINE` (not a number: the caller takes it out).
     Raises `TrialFailed` with a one-line reason (see `ablate.failures`) when the
     trial raised, died, or ran past the study's `trial_timeout_s`. However the
     caller is interrupted (Ctrl-C, SIGTERM), the trial process does not outlive it.
     """
-    ctx = _context()
-    parent_end, child_end = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child, args=(target, spec, child_end, time.perf_counter()), name="ablate-trial")
+    pool = interpreters or Interpreters()
     limit = spec.study.budget.trial_timeout_s
-    message = None
+    deadline = None if limit is None else time.monotonic() + limit
+    interpreter = None
     try:
-        with _ctrl_c_blocked():  # the child inherits the blocked signal: Ctrl-C is this process's to handle
-            process.start()  # inside the try: an interrupt while it starts must still stop it
-        child_end.close()
-        on_phase("starting (a new interpreter imports torch)")
-        deadline = None if limit is None else time.monotonic() + limit
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not parent_end.poll(left):  # True on a message, and on EOF when the process died
-                _stop(process)
-                raise TrialFailed(f"timeout: the trial ran past the study's limit of {limit:g} s "
-                                  "(budget.trial_timeout_s) and was killed")
-            message = parent_end.recv()
-            if message[0] != "phase":
-                break
-            on_phase(message[1])
-    except EOFError:  # the process died, perhaps after saying what it was doing
-        message = None
-    except BaseException:
-        _stop(process)
+        if not pool.ahead or pool.ahead[0].importing:
+            on_phase("starting (a new interpreter imports torch)")
+        interpreter = pool.take(deadline)
+        pool.refill()  # for the next trials, importing through this one's start-up (its measured stretch waits)
+        interpreter.conn.send((target, spec, time.perf_counter()))  # the launch
+        message = _converse(interpreter, pool, deadline, on_phase)
+        interpreter.finish()
+    except BaseException as error:
+        if interpreter is not None:
+            interpreter.stop()  # however the caller is interrupted, the trial does not outlive it
+        if isinstance(error, (TimeoutError, _Timeout)):
+            raise TrialFailed(f"timeout: the trial ran past the study's limit of {limit:g} s "
+                              "(budget.trial_timeout_s) and was killed") from None
+        if isinstance(error, Died):
+            raise TrialFailed(str(error)) from None
         raise
     finally:
-        if process.pid is not None:  # started
-            process.join()
-        parent_end.close()
+        if interpreters is None:
+            pool.close()
     if message is None:
-        raise TrialFailed(_death(process.exitcode))
+        raise TrialFailed(death(interpreter.process.exitcode))
     if message[0] == "ok":
+        message[1].setdefault(TIMELINE, {})["imports"] = pool.drain_imports()
         return message[1]
     raise TrialFailed(message[1])
 
 
-@contextlib.contextmanager
-def _ctrl_c_blocked() -> Iterator[None]:
-    """SIGINT blocked while the trial process starts, so the new interpreter starts with it blocked.
-
-    A terminal's Ctrl-C reaches the whole process group; a trial that got it would print its own traceback
-    (often from inside `import torch`) beside the study's one line. The study stops its trial itself
-    (`_stop`); a Ctrl-C that comes meanwhile is delivered here when the block is lifted.
-    """
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+class _Timeout(Exception):
+    pass
 
 
-def _stop(process: mp.process.BaseProcess) -> None:
-    """SIGTERM, then SIGKILL if it is still alive after a grace period."""
-    if process.is_alive():
-        process.terminate()
-        process.join(STOP_GRACE_S)
-    if process.is_alive():
-        process.kill()
-        process.join()
-
-
-def _death(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        name = signal.Signals(-exitcode).name
-        hint = " (the kernel's out-of-memory killer sends it when memory runs out)" if name == "SIGKILL" else ""
-        return f"killed: the trial process was killed by {name}{hint}"
-    return f"crashed: the trial process exited with status {exitcode} without sending a result"
+def _converse(interpreter: Any, pool: Interpreters, deadline: float | None,
+              on_phase: Callable[[str], None]) -> tuple | None:
+    """Answer the trial until it sends its result (returned), or None when it died."""
+    conn = interpreter.conn
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            if not conn.poll(left):  # True on a message, and on EOF when the process died
+                raise _Timeout
+            message = conn.recv()
+        except EOFError:  # the process died, perhaps after saying what it was doing
+            return None
+        if message[0] == "phase":
+            on_phase(message[1])
+        elif message[0] == "measuring":
+            conn.send(("go", pool.quiet(deadline)))
+        elif message[0] == "quiet":
+            pool.refill()
+        else:
+            return message

@@ -91,6 +91,16 @@ def _no_user_mlflow_settings():
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _data_cache_of_its_own(tmp_path_factory):
+    """Decoded datasets cached in a folder of the session's (trial subprocesses inherit it), not the data root's."""
+    from ablate.datacache import CACHE_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("data-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def mnist() -> None:
     """Skips the test, saying why, where MNIST is neither on disk nor downloadable."""

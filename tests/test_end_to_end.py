@@ -205,3 +205,15 @@ def test_time_to_accuracy_is_in_mlflow_and_in_the_table(first_run):
         assert m["one_off_s"] >= m["first_step_s"] > 0
     rows = list(csv.DictReader((first_run / "tiny" / "grid-cpu.csv").open()))
     assert sorted(r["to target s"] for r in rows if r["state"] == "complete") == ["", "", "not reached", "not reached"]
+
+
+def test_no_interpreter_imported_while_a_trial_measured(first_run):
+    from ablate.interpreters import overlaps
+
+    timelines = [t.user_attrs["timeline"] for t in _optuna(first_run).get_trials() if "timeline" in t.user_attrs]
+    assert len(timelines) >= RUN_ON_CPU + 2 * SCREENING_BLOCKS - 1  # every complete measurement has one
+    imports = [tuple(span) for t in timelines for span in t["imports"]]
+    measured = [tuple(span) for t in timelines for span in t["measured"]]
+    # Every measurement's interpreter was imported (the first cold, the rest ahead), and none beside a measured span.
+    assert len(imports) >= len(timelines) and len(measured) >= len(timelines)
+    assert overlaps(imports, measured) == []

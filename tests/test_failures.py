@@ -91,3 +91,28 @@ def test_a_cuda_graph_fallback_is_a_compile_failure():
     # Inductor's cudagraph_or_error raises a RuntimeError with its log line; it must not pass as a plain error.
     error = RuntimeError("skipping cudagraphs due to mutated inputs (1 instances)")
     assert failures.describe(error).startswith("compile: ")
+
+
+@pytest.mark.slow
+def test_a_parity_seed_that_fails_ends_the_parity_race_instead_of_queueing_it_forever(mnist, tmp_path, monkeypatch):
+    import optuna
+
+    from ablate import runner
+    from ablate.cli import main
+
+    seeds: list[int] = []
+    real = runner.run_in_fresh_process
+
+    def fails_at_a_second_seed(spec, **kwargs):
+        seeds.append(spec.study.budget.seed)
+        if spec.study.budget.seed != seeds[0]:  # a parity run: another training seed than the run's own
+            raise TrialFailed("crashed: injected at a parity seed")
+        return real(spec, **kwargs)
+
+    monkeypatch.setattr(runner, "run_in_fresh_process", fails_at_a_second_seed)
+    assert main(["run", str(TINY), "--device", "cpu", "--results", str(tmp_path)]) == 0
+    trials = optuna.load_study(study_name="tiny:grid:cpu", storage=f"sqlite:///{tmp_path / 'tiny' / 'optuna.db'}"
+                               ).get_trials()
+    parity = [t for t in trials if t.user_attrs.get("phase") == "parity"]
+    assert parity and all(t.user_attrs["state"] in ("failed", "duplicate") for t in parity)
+    assert sum(t.user_attrs["state"] == "duplicate" for t in parity) <= len(parity) // 2  # no endless re-queueing

@@ -156,3 +156,26 @@ def test_the_clock_says_which_phase_the_run_is_in(fake_time):
     assert heard[:3] == ["first step (compilation, worker start-up)", "warm-up", "timed window 1 of 2"]
     assert "timed window 2 of 2" in heard and any(h.startswith("evaluating at ") for h in heard)
     assert heard.index("timed window 2 of 2") < heard.index(next(h for h in heard if h.startswith("training for")))
+
+
+@pytest.mark.parametrize("for_accuracy", [False, True])
+def test_only_a_throughput_runs_warm_up_is_left_untimed_and_its_wait_is_not_training_time(fake_time, for_accuracy):
+    heard = []
+
+    def untimed(begins: bool) -> float:
+        heard.append((begins, clock.steps, len(clock.windows)))
+        if not begins:
+            fake_time.now += 50.0  # waiting for an interpreter to finish importing
+            return 50.0
+        return 0.0
+
+    clock = _clock(fake_time, [90.0], warmup_samples=40)
+    clock.train_for_accuracy, clock.on_untimed = for_accuracy, untimed
+    _train(clock, fake_time)
+    if for_accuracy:  # time to accuracy runs from the first step: nothing in it is left untimed
+        assert heard == []
+        return
+    # After the steps that may still pay a one-off cost; before the first window opens.
+    assert heard == [(True, measure.ONE_OFF_STEPS, 0), (False, 1 + 40 // BATCH, 0)]
+    assert clock.train_time_s == pytest.approx(clock.steps * STEP_S)  # the wait is paused time
+    assert all(w.seconds == pytest.approx(w.samples / BATCH * STEP_S) for w in clock.windows)
