@@ -9,28 +9,32 @@ two trials. Now interpreters are started ahead and wait, imported, for a trial.
 They must not slow the trial that runs meanwhile. A trial's *measured stretch*
 runs from its model preparation (TorchScript's scripting, part of the one-off
 cost) to the end of its training loop (timed windows, and time to accuracy when
-it trains for accuracy). Interpreters are started only outside it - when the
-running trial reports that its loop is over (its last evaluation and the
-study's bookkeeping still ahead), or between trials - and a trial asks before
-its measured stretch begins: it waits until every interpreter still importing
-has finished (its `import_wait_s`). So no import overlaps a measured stretch:
-each interpreter records when its import began and ended, each trial when its
-measured stretch began and ended (both on the system-wide monotonic clock), and
-`overlaps` checks a study's timeline (tests/test_interpreters.py).
+it trains for accuracy), less the warm-up of a run that times windows only.
+When one begins, the trial tells the study, which stops every interpreter still
+importing (SIGSTOP: a stopped process takes no CPU time) before it lets the
+trial go on; when it ends, they are continued. So imports run only in the
+unmeasured time - data loading, warm-up, the last evaluation, the study's
+bookkeeping - and no trial waits at the start of its measured stretch. Each
+interpreter records when it ran (from its start to its import's end, less its
+stops), each trial when it measured, both on the system-wide monotonic clock,
+and `overlaps` checks a study's timeline (tests/test_end_to_end.py). A trial
+waits only when it is launched before any interpreter has finished importing;
+that wait is part of its start-up (`startup_s`, from launch to first batch).
 
-How many to keep ahead: when fewer than two are, they are topped up to
-`AHEAD`, so that imports start in pairs - two import side by side on two cores
-in about the time of one (6.6 s each against 5.8 s alone, 2-core Xeon) - and
-a trial waits for a pair at most every other time. A prepared interpreter holds
-about 0.75 GB resident on a CPU, most of it torch's shared libraries, which
-the interpreters share; CUDA is not initialised until a trial uses it. If the
-study is stopped or killed, the prepared interpreters read end-of-file on their
-pipe and exit: none outlives the study.
+`AHEAD` are kept ahead, topped up between trials and whenever a measured
+stretch ends. A prepared interpreter holds about 0.75 GB resident on a CPU,
+most of it torch's shared libraries, which the interpreters share; CUDA is not
+initialised until a trial uses it. None outlives the study: an interpreter
+that is waiting reads end-of-file on its pipe when the study ends, however it
+ends, and exits; one that is importing - perhaps stopped - is killed by the
+kernel when the study process dies (PR_SET_PDEATHSIG).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing as mp
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -38,7 +42,8 @@ from functools import cache
 from typing import Any, Callable, Iterator
 
 STOP_GRACE_S = 5.0
-AHEAD = 3  # interpreters kept ready (or importing) for the next trials, refilled when fewer than 2 are
+AHEAD = 3  # interpreters kept ready (or importing) for the next trials
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class Died(RuntimeError):
@@ -59,12 +64,22 @@ def _preload() -> None:
     from ablate import data, measure, models, train  # noqa: F401
 
 
-def _main(conn: Any, preload: Callable[[], None]) -> None:
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when the study's process dies: a stopped interpreter would not read end-of-file."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the study continues them before it exits
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
+
+
+def _main(conn: Any, preload: Callable[[], None], parent: int) -> None:
     """The interpreter: import, say when, then run the one job the parent sends (or exit on end-of-file)."""
+    _die_with(parent)
     from ablate.noise import trial_output_to_log_file
 
     trial_output_to_log_file()  # import-time warnings too
     try:
+        conn.send(("armed",))  # from here on the study may stop it: it dies with the study all the same
         preload()
         conn.send(("imported", time.perf_counter()))  # CLOCK_MONOTONIC on Linux: the parent's clock too
         job = conn.recv()
@@ -82,15 +97,55 @@ class Interpreter:
     import_began: float  # just before the process was started: its whole start-up counts as its import
     import_ended: float | None = None
     recorded: bool = False  # its import is in a trial's timeline
+    armed: bool = False  # it will die with the study (`_die_with`), so it may be stopped
+    stops: list[tuple[float, float | None]] = field(default_factory=list)  # (stopped, continued) while importing
 
     @property
     def importing(self) -> bool:
         return self.import_ended is None
 
+    @property
+    def stopped(self) -> bool:
+        return bool(self.stops) and self.stops[-1][1] is None
+
+    def pause(self) -> None:
+        """SIGSTOP it if it is still importing; returns once the kernel has stopped it. Raises `Died`."""
+        while self.importing and not self.armed:  # a few milliseconds after its start
+            self._hear(None)
+        if self.stopped or not self.importing or not self.process.is_alive():
+            return
+        os.kill(self.process.pid, signal.SIGSTOP)
+        _wait_stopped(self.process.pid)
+        self.stops.append((time.perf_counter(), None))
+
+    def resume(self) -> None:
+        if self.stopped:
+            self.stops[-1] = (self.stops[-1][0], time.perf_counter())  # before SIGCONT: the span errs wide
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGCONT)
+
+    def ran(self) -> list[tuple[float, float]]:
+        """When it ran while importing: its import's span less its stops (imported: `import_ended` is known)."""
+        spans, begun = [], self.import_began
+        for stopped, continued in self.stops:
+            if stopped >= self.import_ended:
+                break
+            spans.append((begun, stopped))
+            begun = continued
+        if begun is not None and begun < self.import_ended:
+            spans.append((begun, self.import_ended))
+        return spans
+
     def wait_imported(self, deadline: float | None) -> bool:
         """Block until its import is done (True) or `deadline` (monotonic) passes (False); raises `Died`."""
-        if not self.importing:
-            return True
+        self.resume()
+        while self.importing:
+            if not self._hear(deadline):
+                return False
+        return True
+
+    def _hear(self, deadline: float | None) -> bool:
+        """Read its next message, or False when `deadline` passes first; raises `Died` when it died."""
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             if not self.conn.poll(left):
@@ -98,10 +153,13 @@ class Interpreter:
             message = self.conn.recv()
         except (EOFError, OSError):
             message = None
-        if not message or message[0] != "imported":
+        if message == ("armed",):
+            self.armed = True
+        elif message and message[0] == "imported":
+            self.import_ended = message[1]
+        else:
             self.stop()
             raise Died(death(self.process.exitcode))
-        self.import_ended = message[1]
         return True
 
     def finish(self) -> None:
@@ -115,6 +173,7 @@ class Interpreter:
         if process.pid is not None:
             if process.is_alive():
                 process.terminate()
+                self.resume()  # a stopped process acts on SIGTERM once continued
                 process.join(STOP_GRACE_S)
             if process.is_alive():
                 process.kill()
@@ -144,7 +203,7 @@ class Interpreters:
         ctx = _context()
         parent_end, child_end = ctx.Pipe(duplex=True)
         # Not a daemon: a trial's DataLoader workers are its children, which a daemon may not have.
-        process = ctx.Process(target=_main, args=(child_end, self.preload), name="ablate-trial")
+        process = ctx.Process(target=_main, args=(child_end, self.preload, os.getpid()), name="ablate-trial")
         began = time.perf_counter()
         with ctrl_c_blocked():  # the child inherits the blocked signal: Ctrl-C is the study's to handle
             process.start()
@@ -152,17 +211,32 @@ class Interpreters:
         return Interpreter(process, parent_end, began)
 
     def refill(self) -> None:
-        """Fewer than two ahead (ready or importing): start interpreters until `AHEAD` are.
+        """Continue those stopped, and start interpreters until `AHEAD` are ahead (ready or importing).
 
-        Call only outside a measured stretch: the next one to begin waits for them (`quiet`).
+        Call only outside a measured stretch: the next one to begin stops them (`pause`).
         """
+        self.resume()
         self.ahead = [i for i in self.ahead if i.process.is_alive() or not i.importing]
-        if len(self.ahead) < 2:
-            while len(self.ahead) < AHEAD:
-                self.ahead.append(self.start())
+        while len(self.ahead) < AHEAD:
+            self.ahead.append(self.start())
+
+    def pause(self) -> float:
+        """A measured stretch begins: stop every interpreter still importing; returns the seconds it took."""
+        began = time.perf_counter()
+        for interpreter in list(self.ahead):
+            try:
+                interpreter.pause()
+            except Died:
+                self.ahead.remove(interpreter)
+        return time.perf_counter() - began
+
+    def resume(self) -> None:
+        for interpreter in self.ahead:
+            interpreter.resume()
 
     def take(self, deadline: float | None) -> Interpreter:
         """The next trial's interpreter, imported: the oldest one ahead, else a new one (a cold start)."""
+        self.resume()
         for attempt in range(2):  # one that died while waiting (killed, out of memory) gets one replacement
             interpreter = self.ahead.pop(0) if self.ahead else self.start()
             try:
@@ -179,9 +253,8 @@ class Interpreters:
             return interpreter
         raise AssertionError("unreachable")
 
-    def quiet(self, deadline: float | None) -> float:
-        """Wait until no interpreter ahead is importing (a measured stretch begins); returns the seconds waited."""
-        began = time.perf_counter()
+    def wait_all(self, deadline: float | None) -> None:
+        """Until every interpreter ahead has imported (or died: it is dropped)."""
         for interpreter in list(self.ahead):
             try:
                 if not interpreter.wait_imported(deadline):
@@ -189,17 +262,30 @@ class Interpreters:
                 self._record(interpreter)
             except Died:
                 self.ahead.remove(interpreter)
-        return time.perf_counter() - began
 
     def _record(self, interpreter: Interpreter) -> None:
         if not interpreter.recorded:
             interpreter.recorded = True
-            self.imports.append((interpreter.import_began, interpreter.import_ended))
+            self.imports.extend(interpreter.ran())
 
     def drain_imports(self) -> list[tuple[float, float]]:
         """The imports finished since the last call (each goes into one trial's timeline)."""
         spans, self.imports = self.imports, []
         return spans
+
+
+def _wait_stopped(pid: int) -> None:
+    """Until /proc says `pid` is stopped (a signal is delivered asynchronously), or it is gone."""
+    stat = f"/proc/{pid}/stat"
+    for _ in range(10_000):  # at most about a second; a stop takes microseconds
+        try:
+            with open(stat) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):  # gone, or no /proc (not Linux)
+            return
+        if state in "TtZX":
+            return
+        time.sleep(0.0001)
 
 
 def overlaps(imports: list[tuple[float, float]], measured: list[tuple[float, float]]) -> list[tuple]:

@@ -49,7 +49,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 from scipy import stats
 
 from ablate import variance
-from ablate.words import count
+from ablate.design import SINGLE_BLOCK, SINGLE_PASS, Settings  # noqa: F401 - the protocol's settings
 
 CONFIDENCE = 0.95
 MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (its interval comes from them)
@@ -59,41 +59,6 @@ CONFIRM = "confirm"  # after the race: the leader's estimate, from blocks its se
 PARITY = "parity"  # a training run at another seed for accuracy parity (ablate.parity): no speed-up from it
 
 Key = Hashable  # a combination, as the caller names it
-
-
-SINGLE_BLOCK = 10**9  # a block size no study reaches: every combination in one block
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The study file's `protocol:` section."""
-
-    block_size: int = 8  # screening: combinations per block besides its baseline
-    race_blocks: int = 6  # at most this many race blocks after screening; 0 = screening only
-    contenders: int = 6  # at most this many combinations raced per block (leader included; the baseline extra)
-    full_blocks: int | None = None  # N: every combination in each of N blocks (a full randomized block design)
-    screen_baselines: int = 2  # baselines per screening block
-    confirm_blocks: int = 3  # after the race: blocks of the leader (and the simplest of its set) with the baseline
-    seeds: int = 3  # at most this many training seeds per accuracy group (ablate.parity: 2, then where uncertain)
-
-    @property
-    def racing(self) -> bool:
-        return self.full_blocks is None and self.race_blocks > 0
-
-    def describe(self) -> str:
-        if self.full_blocks:
-            return f"every combination in each of {count(self.full_blocks, 'block')}, in a random order per block"
-        blocks = ("one block" if self.block_size >= SINGLE_BLOCK  # the single pass: every combination at once
-                  else f"blocks of {count(self.block_size, 'combination')}")
-        text = (f"screening in {blocks} plus {count(self.screen_baselines, 'baseline measurement')}, in a random "
-                f"order per block")
-        return text + (f"; then racing of up to {count(self.contenders, 'contender')} in at most "
-                       f"{count(self.race_blocks, 'block')}, eliminated by paired contrasts (studentized "
-                       f"range, alpha spent over the looks), and {count(self.confirm_blocks, 'confirmation block')}"
-                       if self.racing else "; no racing")
-
-
-SINGLE_PASS = Settings(block_size=SINGLE_BLOCK, race_blocks=0, screen_baselines=1, confirm_blocks=0, seeds=1)  # the design before blocks
 
 
 @dataclass(frozen=True)

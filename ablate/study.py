@@ -17,7 +17,7 @@ from typing import Any, get_args, get_type_hints
 import yaml
 
 from ablate import tasks
-from ablate.protocol import Settings as Protocol
+from ablate.design import Settings as Protocol
 from ablate.registry import lookup, unknown
 from ablate.tasks import Task
 from strategies import PRESETS, REGISTRY, Stack, Strategy, preset

@@ -12,7 +12,7 @@ run could not see it and two runs disagreed far outside their intervals
 Stabilizer). With a fresh layout per trial that variation is between
 processes, where the blocks measure it. The price is `import torch` in every
 trial (about 3.6 s on that machine): ablate.interpreters starts the interpreters
-ahead, outside every trial's measured stretch, so that a trial rarely waits for it.
+ahead and lets them import only outside every trial's measured stretch.
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     model = lookup(MODELS, study.model, "model")(**model_kwargs(study)).to(device)
     flops_per_token = getattr(model, "flops_per_token", None)
     optimizer = _optimizer(study, model)
-    # The measured stretch (one-off cost, timed windows, time to accuracy) begins: no interpreter may import now.
+    # The measured stretch (one-off cost, timed windows, time to accuracy) begins: no interpreter imports now.
     waits = [_measuring()]
     started = time.perf_counter()
     measured = [[started, started]]  # its spans: a run that times windows only leaves its warm-up untimed
@@ -135,7 +135,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                             "would not be of CUDA graphs")
     metrics = clock.summary()
     metrics["prepare_model_s"] = prepare_model_s
-    metrics["import_wait_s"] = sum(waits)  # before a measured stretch, for interpreters still importing
+    metrics["import_wait_s"] = sum(waits)  # before a measured stretch, while the study stopped the imports
     metrics["data_load_s"] = data_load_s
     metrics["test_samples"] = float(len(splits.test))  # the n of accuracy parity's paired binomial error
     # Start-up inside the process, up to the first training step, without the data every trial must load.
@@ -226,12 +226,13 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     limit = spec.study.budget.trial_timeout_s
     deadline = None if limit is None else time.monotonic() + limit
     interpreter = None
+    launched = time.perf_counter()  # waiting for an interpreter to finish importing is start-up too
     try:
         if not pool.ahead or pool.ahead[0].importing:
             on_phase("starting (a new interpreter imports torch)")
         interpreter = pool.take(deadline)
-        pool.refill()  # for the next trials, importing through this one's start-up (its measured stretch waits)
-        interpreter.conn.send((target, spec, time.perf_counter()))  # the launch
+        pool.refill()  # for the next trials, importing through this one's start-up (stopped while it measures)
+        interpreter.conn.send((target, spec, launched))
         message = _converse(interpreter, pool, deadline, on_phase)
         interpreter.finish()
     except BaseException as error:
@@ -244,6 +245,7 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
             raise TrialFailed(str(error)) from None
         raise
     finally:
+        pool.resume()  # a trial that died while measuring never said so
         if interpreters is None:
             pool.close()
     if message is None:
@@ -273,7 +275,7 @@ def _converse(interpreter: Any, pool: Interpreters, deadline: float | None,
         if message[0] == "phase":
             on_phase(message[1])
         elif message[0] == "measuring":
-            conn.send(("go", pool.quiet(deadline)))
+            conn.send(("go", pool.pause()))
         elif message[0] == "quiet":
             pool.refill()
         else:

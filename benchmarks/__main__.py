@@ -88,14 +88,15 @@ def _summary(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
 
 def _startup(runs: trials.TrialRuns) -> list[str]:
     return ["### 2. Trial start-up", "", trials.__doc__.split("\n\n")[1].strip().replace("\n", " "), "",
-            f"- Start-up per trial: **{_summary(runs.startup())}**, of which waiting for interpreters importing "
-            f"ahead {_summary(runs.startup('import_wait_s'))} and loading the dataset "
+            f"- Start-up per trial: **{_summary(runs.startup())}**, of which waiting for an interpreter to finish "
+            f"importing {_summary(runs.startup('process_start_s'))}, stopping the imports still running before the "
+            f"measured stretch {_summary(runs.startup('import_wait_s'))} and loading the dataset "
             f"{_summary(runs.startup('data_load_s'))}.",
             f"- The first trial of a run (its interpreter started cold): {trials.startup_s(runs.first):.2f} s.",
             "- Each trial is a new interpreter (spawn), for a fresh address-space layout per measurement (see "
-            "`ablate/trial.py`); its `import torch` runs ahead, outside every measured stretch "
-            "(`ablate/interpreters.py`), and what the unmeasured time cannot hide is waited before the next "
-            "measured stretch. DataLoader workers start with the platform default (fork), as in a user's own "
+            "`ablate/trial.py`); its `import torch` runs ahead, and only outside every measured stretch: imports "
+            "are stopped while a trial measures (`ablate/interpreters.py`), and what the unmeasured time cannot "
+            "hide is waited for at the next launch. DataLoader workers start with the platform default (fork), as in a user's own "
             "script.", ""]
 
 

@@ -3,11 +3,12 @@
 Each trial is a real one (`ablate.trial.run_in_fresh_process`, the study's
 own budget for this device, throughput only), its interpreter taken from the
 prepared ones (`ablate.interpreters`), as a study does. Start-up is from the
-parent's launch of the trial (the job sent to a prepared interpreter) to the
-loop asking for its first batch, minus nothing; of it, the wait before the
-measured stretch for interpreters still importing ahead is shown apart, and
-the dataset load (memory-mapped from the decoded cache). The first trial of
-a run starts its interpreter cold and is reported apart.
+parent's launch of the trial (its call for an interpreter) to the loop asking
+for its first batch, minus nothing; of it, the wait for an interpreter to
+finish importing, the stopping of the imports still running before the
+measured stretch, and the dataset load (memory-mapped from the decoded cache)
+are shown apart. The first trial of a run starts its interpreter cold and is
+reported apart.
 
 Noise: the coefficient of variation (population standard deviation / mean)
 of a trial's timed windows, and of the trials' median throughputs.

@@ -1,4 +1,4 @@
-"""Interpreters started ahead: a measured stretch waits for every import, and none outlives the study."""
+"""Interpreters started ahead: stopped while a trial measures, ran only outside it, and none outlives the study."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ablate import study as studies
-from ablate.interpreters import Interpreters, overlaps
+from ablate.interpreters import Interpreter, Interpreters, overlaps
 from ablate.trial import TIMELINE, TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
@@ -26,12 +26,27 @@ def slow_preload() -> None:
     time.sleep(1.0)  # an import that takes a while, without torch's seconds
 
 
+def busy_preload() -> None:
+    """An import that needs half a second of CPU: a stopped process gets none, so it ends only after it is continued."""
+    began = time.process_time()
+    while time.process_time() - began < 0.5:
+        pass
+
+
 def asks_to_measure(spec: TrialSpec) -> dict:
     from ablate import trial
 
     asked = time.perf_counter()
     waited = trial._measuring()
-    return {"asked": asked, "went": time.perf_counter(), "waited": waited}
+    went = time.perf_counter()
+    time.sleep(1.0)  # the measured stretch
+    ended = time.perf_counter()
+    trial._quiet()
+    return {"asked": asked, "went": went, "ended": ended, "waited": waited}
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def _alive(pid: int) -> bool:
@@ -40,18 +55,28 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie (exited, not yet reaped by its parent) counts as gone.
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    return _state(pid) != "Z"
 
 
-def test_a_measured_stretch_begins_only_when_every_interpreter_ahead_has_imported():
-    with Interpreters(preload=slow_preload) as pool:
+def test_interpreters_importing_are_stopped_while_a_trial_measures_and_continued_after():
+    with Interpreters(preload=busy_preload) as pool:
         metrics = run_in_fresh_process(_spec(), asks_to_measure, interpreters=pool)
-        imports = metrics[TIMELINE]["imports"]
-        # The trial's own interpreter, and those started for the next trials while it started up.
-        assert len(imports) == 1 + 3
-        assert all(ended <= metrics["went"] for _, ended in imports)
-        assert metrics["waited"] > 0 and any(ended > metrics["asked"] for _, ended in imports)
-        assert overlaps(imports, [(metrics["went"], time.perf_counter())]) == []
+        measured = [(metrics["went"], metrics["ended"])]
+        ahead = list(pool.ahead)  # started for the next trials just before this one's launch, then stopped
+        assert len(ahead) == 3
+        pool.wait_all(None)
+        for interpreter in ahead:
+            (stopped, continued), *_ = interpreter.stops
+            assert stopped <= metrics["went"] and continued >= metrics["ended"]
+            assert interpreter.import_ended > metrics["ended"]  # its half second of CPU came after the stretch
+        imports = metrics[TIMELINE]["imports"] + pool.drain_imports()
+        assert len(imports) >= 1 + 3 and overlaps(imports, measured) == []
+
+
+def test_the_time_an_interpreter_ran_is_its_import_less_its_stops():
+    interpreter = Interpreter(process=None, conn=None, import_began=0.0, import_ended=10.0,
+                              stops=[(2.0, 3.0), (5.0, 6.0), (11.0, None)])
+    assert interpreter.ran() == [(0.0, 2.0), (3.0, 5.0), (6.0, 10.0)]
 
 
 def test_overlaps_finds_an_import_that_shares_a_moment_with_a_measured_span():
@@ -69,7 +94,8 @@ def test_a_prepared_interpreter_killed_while_waiting_is_replaced_and_close_leave
     assert not any(_alive(pid) for pid in started)
 
 
-def test_prepared_interpreters_exit_when_the_study_process_is_killed():
+@pytest.mark.parametrize("stopped", [False, True], ids=["waiting", "stopped while importing"])
+def test_prepared_interpreters_exit_when_the_study_process_is_killed(stopped):
     script = (
         "import sys, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
@@ -77,12 +103,14 @@ def test_prepared_interpreters_exit_when_the_study_process_is_killed():
         "from test_interpreters import slow_preload\n"
         "pool = Interpreters(preload=slow_preload)\n"
         "pool.refill()\n"
-        "pool.quiet(None)\n"
+        f"{'pool.pause()' if stopped else 'pool.wait_all(None)'}\n"
         "print(' '.join(str(i.process.pid) for i in pool.ahead), flush=True)\n"
         "time.sleep(600)\n")
     study = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     pids = [int(p) for p in study.stdout.readline().split()]
     assert len(pids) == 3 and all(_alive(p) for p in pids)
+    if stopped:  # SIGSTOPped: end-of-file cannot wake them; the kernel kills them with the study (PDEATHSIG)
+        assert all(_state(p) == "T" for p in pids)
     study.kill()  # SIGKILL: no cleanup code runs; the interpreters read end-of-file on their pipes
     study.wait()
     deadline = time.monotonic() + 60  # a liveness bound, not a timing claim
