@@ -22,7 +22,8 @@ from scipy import stats
 
 from ablate import protocol
 from ablate.records import BASELINE, Record, baseline
-from ablate.study import OFF, Study
+from ablate.choices import OFF
+from ablate.study import Study
 from ablate.words import count
 
 CONFIDENCE = 0.95
@@ -282,7 +283,7 @@ def break_even(records: list[Record], study: Study) -> list[BreakEven]:
             continue
         for dim, level in r.levels.items():
             option = study.options(dim).get(level)
-            if not option or not option.name or not option.build().one_off_cost:
+            if not option or not option.one_off_cost:
                 continue
             eager = index.get(tuple(sorted({**r.levels, dim: OFF}.items())))
             if eager is None or not r.batch_size:

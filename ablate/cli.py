@@ -19,6 +19,7 @@ from ablate.data import DataUnavailable
 from ablate.lock import Busy, study_lock
 from ablate.machine import default_device, resolve
 from ablate.registry import unknown
+from ablate.terminal import width, wrapped
 
 if TYPE_CHECKING:
     import optuna
@@ -190,8 +191,8 @@ def _run(args: argparse.Namespace) -> int:
 
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
                         design=SINGLE_PASS if args.single_pass else None)
-        print(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, torch {machine.torch}; "
-              f"protocol: {runner.design.describe()}")
+        print(wrapped(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, "
+                      f"torch {machine.torch}; protocol: {runner.design.describe()}"))
         try:
             if args.workers > 1:
                 runner.open_parent()  # before the workers start, so that they all log under it
@@ -210,7 +211,7 @@ def _run(args: argparse.Namespace) -> int:
         print("nothing to run: every combination already has a result (results are read back from the storage)")
     full = getattr(args, "full_table", False)  # `ablate worker` has no flag: the summary
     print(render(outcome.table, study.throughput_unit) if full
-          else render_compact(outcome.table, study.accuracy_tolerance))
+          else render_compact(outcome.table, study.accuracy_tolerance, width()))
     if full and study.budget.target_accuracy is not None:
         print(f"\nto target s: training time until test accuracy first reached {study.budget.target_accuracy:g}% "
               f"(checked every {study.budget.eval_every_samples or study.budget.train_samples:,} samples, evaluation "

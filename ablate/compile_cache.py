@@ -32,15 +32,14 @@ from pathlib import Path
 from typing import Sequence
 
 from ablate.datacache import dead
-from ablate.study import Option
+from ablate.choices import Option
 
 FOLDER = "compile-cache"
 
 
 def reusable(options: Sequence[Option]) -> bool:
     """Whether later measurements of this combination may start from its own warm cache."""
-    built = [s for s in (o.build() for o in options) if s is not None]
-    if not any(s.one_off_cost for s in built):
+    if not any(o.one_off_cost for o in options):
         return False
     return not any("autotune" in str(v) for o in options for _, v in o.kwargs)
 

@@ -93,7 +93,7 @@ def _build_one(study: Study, records: list[Record], search: str, folder: Path, d
     base = baseline(records)
     speedups = analysis.speedups(records)
     dims = [d for d, _ in study.space]
-    numeric_dims = [d for d, opts in study.space if any(o.name and o.build().changes_numerics for o in opts)]
+    numeric_dims = [d for d, opts in study.space if any(o.changes_numerics for o in opts)]
     throughput = analysis.fit_effects(analysis.throughput_observations(records), dims, "log throughput")
     accuracy = analysis.fit_effects(analysis.accuracy_observations(records), numeric_dims, "test accuracy")
     flagged = analysis.parity_failures(records, tolerance)

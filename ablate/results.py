@@ -164,13 +164,9 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
              r["state"] + (f" ({r['device'][:12]})" if several else "")]
             for i, (r, label) in enumerate(zip(shown, labels), start=1)]
     headers = ["#", "combination", "speed-up [95% CI]", "Δ acc [95% CI] parity", "state"]
-    room = width
-    while True:  # narrow the combination column (it wraps) until the whole table fits
-        text = tabulate(body, headers=headers, disable_numparse=True, maxcolwidths=[None, room, None, None, None])
-        over = max(map(len, text.splitlines())) - width
-        if over <= 0 or room <= 20:
-            break
-        room -= over
+    text = _fitted(body, headers, width)
+    if max(map(len, text.splitlines())) > width and all(r["state"] == "complete" for r in shown):
+        text = _fitted([row[:-1] for row in body], headers[:-1], width)  # a narrow terminal: no column of "complete"
     notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
              f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it."]
     for state in ("skipped", "failed"):
@@ -179,6 +175,18 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
             notes.append(f"{n} {'combination' if n == 1 else 'combinations'} {state}: {reason}")
     wrapped = [textwrap.fill(n, width, subsequent_indent="  ") for n in notes]
     return text + "\n\n" + "\n".join(wrapped)
+
+
+def _fitted(body: list[list[str]], headers: list[str], width: int) -> str:
+    """The table with its combination column narrowed (it wraps) until the whole table fits `width`, or 20 wide."""
+    room = width
+    while True:
+        text = tabulate(body, headers=headers, disable_numparse=True,
+                        maxcolwidths=[room if i == 1 else None for i in range(len(headers))])
+        over = max(map(len, text.splitlines())) - width
+        if over <= 0 or room <= 20:
+            return text
+        room -= over
 
 
 def save(records: list[Record], study: Any, results_dir: Path, search: str, device_type: str

@@ -24,17 +24,19 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import analysis, claim, compile_cache, parity, protocol, records, report, results, seeds, verdicts, view
+from ablate import (analysis, claim, compile_cache, parity, protocol, records, report, results, seeds, terminal,
+                    verdicts, view)
 from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
 from ablate.recovery import Recovery
 from ablate.records import BASELINE, State
 from ablate.storage import create_study, enqueue, metric_names, optuna_study_name, shared, sqlite_path
-from ablate.study import Option, Study, StudyError
+from ablate.choices import Option, compose_options
+from ablate.study import Study, StudyError
 from ablate.tracking import PARENT_ATTR, Tracker, run_ids, trial_params
 from ablate.interpreters import Interpreters
 from ablate.trial import ACCURACY_NOT_MEASURED, TIMELINE, TrialFailed, TrialSpec, run_in_fresh_process
-from strategies import ConflictError, compose
+from strategies import ConflictError
 
 SEARCHES = ("grid", "optuna")
 # Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
@@ -54,7 +56,7 @@ def combination_label(options: tuple[Option, ...]) -> str:
 
 def accuracy_group(options: tuple[Option, ...]) -> str:
     """Combinations with the same numerics-changing strategies train to the same accuracy."""
-    changing = [o.label for o in options if o.name and o.build().changes_numerics]
+    changing = [o.label for o in options if o.changes_numerics]
     return " + ".join(changing) or BASELINE
 
 
@@ -124,11 +126,7 @@ class Runner:
         if self._next_step() != "done":
             self.open_parent()
             done, planned = self._to_measure()
-            # Skipped combinations take no time: they count neither in the total nor in the rate, so the ETA is
-            # the remaining measurements at the average measured duration so far (smoothing=0: not the last few).
-            with tqdm(total=planned, initial=done, unit="trial", desc=self.study.name, dynamic_ncols=True,
-                      smoothing=0, bar_format="{desc}: {n_fmt}/{total_fmt} measured |{bar}| "
-                                              "[{elapsed}<{remaining}{postfix}]") as bar, \
+            with terminal.progress(planned, done) as bar, \
                     sigterm_as_keyboard_interrupt(), self.interpreters:  # the unused ones stop at the end
                 self.progress = bar
                 try:
@@ -199,7 +197,7 @@ class Runner:
     def _check(self, combo: tuple[tuple[str, str], ...]) -> bool:
         labels = dict(combo)
         try:
-            stack = compose(*(s for s in (self.options[d][labels[d]].build() for d in self.options) if s is not None))
+            stack = compose_options([self.options[d][labels[d]] for d in self.options])
         except ConflictError:
             return False
         return stack.check(self.machine.device) is None
@@ -300,7 +298,7 @@ class Runner:
 
     def _show(self, doing: str) -> None:
         if self.progress:
-            self.progress.set_postfix_str(doing[:120], refresh=True)
+            terminal.show(self.progress, doing)
 
     # -- one measurement ------------------------------------------------------------------------------------
 
@@ -328,9 +326,8 @@ class Runner:
         trial.set_user_attr("state", State.RUNNING.value)  # replaced when it ends; still there if the study was stopped
         where = f"block {block}: {results.short_label(combination)}"
         self._show(where)
-        strategies = [s for s in (o.build() for o in options) if s is not None]
         try:
-            stack = compose(*strategies)
+            stack = compose_options(options)
         except ConflictError as error:
             return self._skip(trial, None, str(error))
         run_id = self.tracker.start_trial(self.parent_id, trial.number, combination,
@@ -418,8 +415,8 @@ class Runner:
                 return
             self._skip_reasons.add(detail)
             detail += " (later skips for this reason are not listed; the table counts them)"
-        self.progress.write(f"#{trial.number} block {a.get('block', '?')} {a.get('combination', '?')}: "
-                            f"{state}: {detail}")
+        self.progress.write(terminal.wrapped(f"#{trial.number} block {a.get('block', '?')} "
+                                             f"{a.get('combination', '?')}: {state}: {detail}"))
         if state != State.SKIPPED:
             self.progress.update(1)
 

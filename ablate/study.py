@@ -16,48 +16,14 @@ from typing import Any, get_args, get_type_hints
 
 import yaml
 
-from ablate import tasks
+from ablate import choices, tasks
+from ablate.choices import Option
 from ablate.design import Settings as Protocol
 from ablate.registry import lookup, unknown
 from ablate.tasks import Task
-from strategies import PRESETS, REGISTRY, Stack, Strategy, preset
+from ablate.validate import StudyError, choice, mapping, reject_unknown
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
-OFF = "off"
-PRESET = "preset"  # {preset: O2} in a dimension's choices: a named bundle from strategies.PRESETS
-
-
-class StudyError(ValueError):
-    """A study cannot be loaded; the message is one line for the user."""
-
-
-@dataclass(frozen=True)
-class Option:
-    """One choice of a search dimension: a strategy with its settings, a preset (a bundle of strategies), or off."""
-
-    name: str | None  # registry name, or preset name when `preset`; None means off
-    kwargs: tuple[tuple[str, Any], ...] = ()
-    preset: bool = False  # `name` is one of strategies.PRESETS; `build` returns its Stack
-
-    @property
-    def label(self) -> str:
-        if self.name is None:
-            return OFF
-        return self.name + (f"({', '.join(f'{k}={v}' for k, v in self.kwargs)})" if self.kwargs else "")
-
-    @property
-    def code(self) -> str:
-        """The Python expression that builds it, for a `compose(...)` line (a preset's Stack composes too)."""
-        if self.name is None:
-            return ""
-        if self.preset:
-            return f"preset({self.name!r})"
-        return f"{REGISTRY[self.name].__name__}({', '.join(f'{k}={v!r}' for k, v in self.kwargs)})"
-
-    def build(self) -> Strategy | None:
-        if self.name is None:
-            return None
-        return preset(self.name) if self.preset else REGISTRY[self.name](**dict(self.kwargs))
 
 
 @dataclass(frozen=True)
@@ -185,7 +151,7 @@ def load(name_or_path: str, device_type: str) -> Study:
         raise StudyError(f"{path}: not valid YAML{at}: {getattr(error, 'problem', None) or error}") from None
     if not isinstance(raw, dict):
         raise StudyError(f"{path}: a study is a mapping of keys ({', '.join(sorted(TOP_KEYS))})")
-    _reject_unknown(raw, TOP_KEYS, f"{path}")
+    reject_unknown(raw, TOP_KEYS, f"{path}")
     for key in ("model", "dataset", "space"):
         if key not in raw:
             raise StudyError(f"{path}: missing required key {key!r}")
@@ -198,35 +164,35 @@ def load(name_or_path: str, device_type: str) -> Study:
             lookup(registry, raw[key], key)
         except LookupError as error:
             raise StudyError(f"{path}: {error}") from None
-    devices = _mapping(raw.get("devices", {}), f"{path}: devices")
-    _reject_unknown(devices, set(DEVICE_TYPES), f"{path}: devices")
-    override = _mapping(devices.get(device_type, {}) or {}, f"{path}: devices.{device_type}")
-    _reject_unknown(override, DEVICE_KEYS, f"{path}: devices.{device_type}")
+    devices = mapping(raw.get("devices", {}), f"{path}: devices")
+    reject_unknown(devices, set(DEVICE_TYPES), f"{path}: devices")
+    override = mapping(devices.get(device_type, {}) or {}, f"{path}: devices.{device_type}")
+    reject_unknown(override, DEVICE_KEYS, f"{path}: devices.{device_type}")
 
-    space = dict(_mapping(raw["space"], f"{path}: space"))
+    space = dict(mapping(raw["space"], f"{path}: space"))
     if not space:
         raise StudyError(f"{path}: space has no dimension; give at least one, e.g. pin_memory: [off, pin_memory]")
-    extra = _mapping(override.get("space", {}), f"{path}: devices.{device_type}.space")
-    _reject_unknown(extra, set(space), f"{path}: devices.{device_type}.space")
+    extra = mapping(override.get("space", {}), f"{path}: devices.{device_type}.space")
+    reject_unknown(extra, set(space), f"{path}: devices.{device_type}.space")
     space.update(extra)
-    budget = {**_mapping(raw.get("budget", {}), f"{path}: budget"),
-              **_mapping(override.get("budget", {}), f"{path}: devices.{device_type}.budget")}
-    protocol = {**_mapping(raw.get("protocol", {}) or {}, f"{path}: protocol"),
-                **_mapping(override.get("protocol", {}) or {}, f"{path}: devices.{device_type}.protocol")}
+    budget = {**mapping(raw.get("budget", {}), f"{path}: budget"),
+              **mapping(override.get("budget", {}), f"{path}: devices.{device_type}.budget")}
+    protocol = {**mapping(raw.get("protocol", {}) or {}, f"{path}: protocol"),
+                **mapping(override.get("protocol", {}) or {}, f"{path}: devices.{device_type}.protocol")}
     tolerance = raw.get("accuracy_tolerance", 0.5)
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
         raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
     baseline = _dataclass(Baseline, raw.get("baseline", {}), f"{path}: baseline")
-    _choice(baseline.optimizer, OPTIMIZERS, f"{path}: baseline", "optimizer")
-    dimensions = tuple((dim, _options(dim, choices, f"{path}: space.{dim}")) for dim, choices in space.items())
-    _one_dimension_each(dimensions, f"{path}: space")
+    choice(baseline.optimizer, OPTIMIZERS, f"{path}: baseline", "optimizer")
+    dimensions = tuple((dim, choices.parse(opts, f"{path}: space.{dim}")) for dim, opts in space.items())
+    choices.one_dimension_each(dimensions, f"{path}: space")
     name = str(raw.get("name", path.stem))
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):  # it names a folder under --results
         raise StudyError(f"{path}: name {name!r} must be letters, digits, '_', '.' or '-' (it names the study's "
                          "folder under --results), not starting with '.' or '-'")
     task_name, task_options = _task(raw.get("task", "classification"), raw["dataset"], f"{path}: task", raw["model"])
-    model_options = {**_mapping(raw.get("model_options", {}) or {}, f"{path}: model_options"),
-                     **_mapping(override.get("model_options", {}) or {}, f"{path}: devices.{device_type}.model_options")}
+    model_options = {**mapping(raw.get("model_options", {}) or {}, f"{path}: model_options"),
+                     **mapping(override.get("model_options", {}) or {}, f"{path}: devices.{device_type}.model_options")}
     _model_options(raw["model"], model_options, f"{path}: model_options")
     tokenizer, data_note = _text_encoding(raw["model"], raw["dataset"], model_options, f"{path}: model_options")
     dataset_options = _dataset_options(raw["dataset"], raw.get("dataset_options", {}), f"{path}: dataset_options")
@@ -260,7 +226,7 @@ def _task(value: Any, dataset: str, where: str, model: str = "") -> tuple[str, t
 
     if isinstance(value, dict) and len(value) == 1:
         name, options = next(iter(value.items()))
-        options = _mapping(options or {}, f"{where}.{name}")
+        options = mapping(options or {}, f"{where}.{name}")
     elif isinstance(value, str):
         name, options = value, {}
     else:
@@ -268,7 +234,7 @@ def _task(value: Any, dataset: str, where: str, model: str = "") -> tuple[str, t
                          f"or package.module:loss_function; got {value!r}")
     if name in tasks.TASKS:
         accepted = set(inspect.signature(tasks.TASKS[name]).parameters)
-        _reject_unknown(options, accepted, f"{where}.{name}", noun="option")
+        reject_unknown(options, accepted, f"{where}.{name}", noun="option")
     try:
         tasks.build(name, options)
     except (LookupError, ValueError, TypeError) as error:
@@ -289,9 +255,9 @@ DATASET_OPTIONS = {"text": {"path"}, "imagefolder": {"path", "image_size"},
 
 def _dataset_options(dataset: str, value: Any, where: str) -> dict[str, Any]:
     """`dataset: text` and `imagefolder` take the `path` of their data; imagefolder and synthetic an image size."""
-    options = _mapping(value or {}, where)
+    options = mapping(value or {}, where)
     if dataset in DATASET_OPTIONS:
-        _reject_unknown(options, DATASET_OPTIONS[dataset], where, noun="option")
+        reject_unknown(options, DATASET_OPTIONS[dataset], where, noun="option")
         if "path" in DATASET_OPTIONS[dataset] and not isinstance(options.get("path"), str):
             raise StudyError(f"{where}.path: dataset {dataset} needs the path of its "
                              f"{'text file' if dataset == 'text' else 'folder'} (absolute, or relative to the data root)")
@@ -316,7 +282,7 @@ def _model_options(model: str, options: dict[str, Any], where: str) -> None:
     if "seq_len" in options:
         raise StudyError(f"{where}.seq_len: set it once, as task: {{next_token: {{seq_len: N}}}}; the model gets it")
     if not hub_models.is_library(model):  # a library's constructor takes **options: checked below
-        _reject_unknown(options, set(inspect.signature(factory).parameters) - {"seq_len"}, where, noun="option")
+        reject_unknown(options, set(inspect.signature(factory).parameters) - {"seq_len"}, where, noun="option")
     try:
         if hub_models.is_library(model):
             hub_models.check_options(model, options)
@@ -358,70 +324,11 @@ def _targets(budget: Budget, task: Task, where: str) -> None:
                          "set target_loss, the held-out mean loss to reach")
 
 
-def _options(dim: str, choices: Any, where: str) -> tuple[Option, ...]:
-    if not isinstance(choices, list) or not choices:
-        raise StudyError(f"{where}: a dimension is a non-empty list of choices (off, a strategy name, "
-                         f"{{name: {{option: value}}}} or {{preset: NAME}})")
-    options = tuple(_option(choice, where) for choice in choices)
-    labels = [o.label for o in options]
-    if len(set(labels)) != len(labels):
-        raise StudyError(f"{where}: a choice is listed twice ({', '.join(labels)})")
-    if all(o.name is not None for o in options):  # speed-ups are against the baseline: every dimension off
-        raise StudyError(f"{where}: no `off` among the choices ({', '.join(labels)}); every dimension needs one, "
-                         "since the baseline is every dimension off: add `off` as its first choice")
-    return options
-
-
-def _one_dimension_each(space: tuple[tuple[str, tuple[Option, ...]], ...], where: str) -> None:
-    """A strategy belongs to one dimension: in two, a combination would apply it twice (or a preset's copy of it
-    twice), which no stack composes. Presets count by the strategies they bundle, so the rule is one rule."""
-    home: dict[str, tuple[str, Option]] = {}  # strategy -> (dimension, the choice that brings it)
-    for dim, options in space:
-        for option in options:
-            built = option.build()
-            for member in built.members if isinstance(built, Stack) else (built,) if built else ():
-                first, brought_by = home.setdefault(member.name, (dim, option))
-                if first != dim:
-                    raise StudyError(f"{where}: strategy {member.name!r} is in two dimensions, {first}"
-                                     f"{_via(brought_by)} and {dim}{_via(option)}; list its choices in one dimension")
-
-
-def _via(option: Option) -> str:
-    return f" (in preset {option.name})" if option.preset else ""
-
-
-def _option(choice: Any, where: str) -> Option:
-    if choice in (None, False, OFF):  # YAML reads a bare `off` as False
-        return Option(None)
-    if isinstance(choice, str):
-        name, kwargs = choice, {}
-    elif isinstance(choice, dict) and len(choice) == 1:
-        name, kwargs = next(iter(choice.items()))
-        if name == PRESET:
-            if not isinstance(kwargs, str) or kwargs not in PRESETS:
-                raise StudyError(f"{where}: {unknown('preset', [kwargs], PRESETS)}")
-            # O0 bundles nothing: it is the baseline, and labelled so.
-            return Option(kwargs, preset=True) if preset(kwargs).members else Option(None)
-        kwargs = _mapping(kwargs or {}, f"{where}.{name}")
-    else:
-        raise StudyError(f"{where}: a choice is off, a strategy name, {{name: {{option: value}}}} "
-                         f"or {{preset: NAME}}; got {choice!r}")
-    _choice(name, REGISTRY, where, "strategy")
-    accepted = [p for p in inspect.signature(REGISTRY[name]).parameters]
-    _reject_unknown(kwargs, set(accepted), f"{where}.{name}", noun="option")
-    option = Option(name, tuple(sorted(kwargs.items())))
-    try:
-        option.build()
-    except (TypeError, ValueError) as error:
-        raise StudyError(f"{where}: {error}") from None
-    return option
-
-
 def _dataclass(cls: type, values: Any, where: str) -> Any:
     """`cls` built from a mapping, with each value checked against the field's type."""
-    values = _mapping(values, where)
+    values = mapping(values, where)
     hints = get_type_hints(cls)
-    _reject_unknown(values, set(hints), where)
+    reject_unknown(values, set(hints), where)
     for key, value in values.items():
         allowed = get_args(hints[key]) or (hints[key],)
         if not _is_instance(value, allowed):
@@ -442,22 +349,6 @@ def _is_instance(value: Any, allowed: tuple[type, ...]) -> bool:
     if isinstance(value, int) and float in allowed:
         return True
     return isinstance(value, allowed)
-
-
-def _mapping(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise StudyError(f"{where}: expected a mapping, got {value!r}")
-    return value
-
-
-def _choice(value: Any, valid: Any, where: str, what: str) -> None:
-    if value not in valid:
-        raise StudyError(f"{where}: {unknown(what, [value], valid)}")
-
-
-def _reject_unknown(mapping: dict, known: set[str], where: str, noun: str = "key") -> None:
-    if strangers := sorted(str(k) for k in mapping if k not in known):
-        raise StudyError(f"{where}: {unknown(noun, strangers, known, lead='valid')}")
 
 
 class _UniqueKeys(yaml.SafeLoader):

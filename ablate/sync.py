@@ -20,9 +20,10 @@ from ablate import records, results, view
 from ablate.machine import Machine
 from ablate.interrupts import INTERRUPTED
 from ablate.runner import combination_label
-from ablate.study import Option, Study, StudyError
+from ablate.choices import Option, compose_options
+from ablate.study import Study, StudyError
 from ablate.tracking import PARENT_ATTR, RUNS_ATTR, Tracker, run_ids, trial_params
-from strategies import ConflictError, Stack, compose
+from strategies import ConflictError, Stack
 
 
 def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Tracker, artifacts: list[Path]) -> int:
@@ -66,7 +67,7 @@ def _composed(study: Study, trial: FrozenTrial) -> tuple[tuple[Option, ...], Sta
     """The trial's options and their stack; None where `ablate run` logs no run (they do not compose)."""
     try:
         options = tuple(study.options(dim)[trial.params[dim]] for dim, _ in study.space)
-        return options, compose(*(s for s in (o.build() for o in options) if s is not None))
+        return options, compose_options(options)
     except (KeyError, ConflictError):  # a combination that does not compose is skipped before its run starts
         return None
 

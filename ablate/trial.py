@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from ablate import compile_cache, failures
 from ablate.interpreters import Died, Interpreters, death
-from ablate.study import Option, Study
+from ablate.choices import Option, compose_options
+from ablate.study import Study
 
 TIMELINE = "timeline"  # the trial's perf_counter readings (ablate.interpreters), not a metric
 ACCURACY_NOT_MEASURED = "accuracy_not_measured"
@@ -70,7 +71,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from ablate.study import model_kwargs
     from ablate.registry import lookup
     from ablate.train import evaluate, train
-    from strategies import compose, set_fp32_precision
+    from strategies import set_fp32_precision
 
     began = time.perf_counter()
     study, budget, device = spec.study, spec.study.budget, resolve(spec.device)
@@ -79,7 +80,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         # CUDA-graph pools and any library that asks "the" device then use the trial's, never cuda:0.
         torch.cuda.set_device(device)
     phase("loading data")
-    stack = compose(*(s for s in (o.build() for o in spec.options) if s is not None))
+    stack = compose_options(spec.options)
     task = study.task
     torch.manual_seed(budget.seed)
     splits = data.load(study.dataset, budget.train_subset, budget.test_subset, **study.dataset_kwargs)

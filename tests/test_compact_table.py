@@ -80,3 +80,11 @@ def test_the_full_table_names_the_throughput_unit(tmp_path):
     assert "tokens/s" in results.render(table, "tokens").splitlines()[0]
     results.write_csv(table, tmp_path / "t.csv", "tokens")
     assert "tokens/s" in (tmp_path / "t.csv").read_text().splitlines()[0]
+
+
+def test_in_an_80_column_terminal_a_table_of_complete_rows_drops_its_state_column_to_fit():
+    complete = [r for r in _table() if r["state"] == "complete"]
+    text = results.render_compact(complete, tolerance=0.5, width=79)
+    assert max(len(line) for line in text.splitlines()) <= 79
+    assert "state" not in text.splitlines()[0] and "Δ acc [95% CI] parity" in text.splitlines()[0]
+    assert "state" in results.render_compact(complete, tolerance=0.5).splitlines()[0]  # 100 columns: room for it

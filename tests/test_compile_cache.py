@@ -10,7 +10,7 @@ import pytest
 
 from ablate import compile_cache
 from ablate import study as studies
-from ablate.study import Option
+from ablate.choices import Option
 from ablate.trial import TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"

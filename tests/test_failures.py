@@ -9,7 +9,7 @@ import pytest
 
 from ablate import failures
 from ablate import study as studies
-from ablate.study import Option
+from ablate.choices import Option
 from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"

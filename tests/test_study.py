@@ -55,6 +55,23 @@ def test_new_studies_load_on_both_devices():
     assert load("gpt_kjv", "cpu").size == 96 and dict(load("gpt_kjv", "cpu").model_options)["d_model"] == 128
 
 
+
+def test_a_choice_answers_what_it_changes_as_its_built_stack_does():
+    """`Option.changes_numerics` and `one_off_cost` come from the classes; they must agree with the instances,
+    for every choice of every study on both devices and every preset (a strategy that decided per instance
+    would break this)."""
+    from ablate.choices import Option
+    from strategies import PRESETS, compose
+
+    presets = [Option(name, preset=True) for name, bundle in PRESETS.items() if bundle()]
+    chosen = {o for name in available() for device in ("cpu", "cuda") for _, opts in load(name, device).space
+              for o in opts}
+    for option in [*presets, *chosen]:
+        built = compose(*(s for s in (option.build(),) if s is not None))
+        assert (option.changes_numerics, option.one_off_cost) == (built.changes_numerics, built.one_off_cost), option
+        assert {k.name for k in option.kinds} == {m.name for m in built.members}, option
+    assert len(chosen) > 30
+
 def test_study_is_frozen():
     study = load("mnist_cnn", "cpu")
     with pytest.raises(dataclasses.FrozenInstanceError):
