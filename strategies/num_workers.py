@@ -19,12 +19,14 @@ class NumWorkers(Strategy):
     time and memory, and more workers than cores only adds contention.
     ``persistent=True`` avoids re-spawning workers every epoch.
 
-    Numerics are unchanged, epoch after epoch: through a stack's
-    `make_loader`, a seeded shuffle gives the plain loop's batch order whether
-    the workers persist or not (persistent workers skip the DataLoader's
-    per-epoch seed draw, which `make_loader` makes up for). A DataLoader you
-    build yourself from `loader_kwargs` with persistent workers and
-    ``shuffle=True, generator=g`` shuffles differently from the second epoch.
+    Numerics are unchanged, epoch after epoch, in a DataLoader built from
+    `loader_kwargs` alone or through a stack's `make_loader`: the same
+    batches as without workers. Under a seeded shuffle (``shuffle=True,
+    generator=g``) the workers do not persist: a DataLoader draws its
+    workers' base seed from ``g`` each time it starts them, so persistent
+    workers would skip that draw from epoch 2 on and shuffle differently from
+    the plain loop. That costs a re-spawn per epoch, not a step: the first
+    epoch, where ablate measures, is the same either way.
     """
 
     name = "num_workers"
@@ -38,8 +40,9 @@ class NumWorkers(Strategy):
 
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         kwargs["num_workers"] = self.n
+        seeded_shuffle = bool(kwargs.get("shuffle")) and kwargs.get("generator") is not None
         # DataLoader rejects both options when there are no workers.
-        kwargs["persistent_workers"] = self.persistent and self.n > 0
+        kwargs["persistent_workers"] = self.persistent and self.n > 0 and not seeded_shuffle
         if self.prefetch_factor is not None and self.n > 0:
             kwargs["prefetch_factor"] = self.prefetch_factor
         return kwargs

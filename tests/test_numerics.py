@@ -213,6 +213,24 @@ def test_workers_keep_the_batch_order_over_several_epochs(model, dataset):
         assert stack_losses(compose(workers), model, dataset, 48) == plain
 
 
+def test_a_loader_built_from_loader_kwargs_alone_draws_the_plain_batches_every_epoch(dataset):
+    """A user's own DataLoader from `stack.loader_kwargs(...)`: the same batches as without workers, in epoch 3 as
+    in epoch 1 (persistent workers under a seeded shuffle shuffled differently from epoch 2)."""
+    from torch.utils.data import DataLoader
+
+    def epochs(**kwargs) -> list[list[torch.Tensor]]:
+        loader = DataLoader(dataset, **kwargs)
+        return [[targets for _, targets in loader] for _ in range(3)]
+
+    plain = epochs(batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(7))
+    for workers in (NumWorkers(2), NumWorkers(2, persistent=False)):
+        mine = epochs(**compose(workers).loader_kwargs(batch_size=64, shuffle=True,
+                                                        generator=torch.Generator().manual_seed(7)))
+        assert all(torch.equal(a, b) for e, f in zip(plain, mine) for a, b in zip(e, f)), workers.params()
+    unseeded = NumWorkers(2).loader_kwargs(batch_size=64, shuffle=True)
+    assert unseeded["persistent_workers"] is True  # nothing to keep in step: the workers persist
+
+
 def test_o2_masters_follow_channels_last(model, dataset):
     # The fp32 masters are copied before ChannelsLast converts the model: they must take its layout, or the
     # fused optimizer pairs master and gradient elements wrongly.
