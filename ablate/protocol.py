@@ -272,5 +272,3 @@ def race_plan(members: Sequence[Key], baseline: Key, block: int, seed: int, phas
     """One race (or confirmation) block: the contenders and the baseline, in the block's own random order."""
     return _ordered(block, [baseline, *members], phase, seed)
 
-
-from ablate.racing import Race, race  # noqa: E402 - the race builds on the estimates above

@@ -24,8 +24,8 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import (analysis, claim, compile_cache, parity, protocol, records, report, results, seeds, terminal,
-                    verdicts, view)
+from ablate import (analysis, claim, compile_cache, parity, protocol, racing, records, report, results, seeds,
+                    terminal, verdicts, view)
 from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
 from ablate.recovery import Recovery
@@ -257,7 +257,7 @@ class Runner:
         stored = [r for r in records.load(self.optuna) if r.device == self.machine.device_name]
         measurements = analysis.protocol_measurements(stored)
         eligible = {r.combination for r in analysis.eligible(stored, self.study.accuracy_tolerance)}
-        standing = protocol.race(measurements, BASELINE, eligible, self.design)
+        standing = racing.race(measurements, BASELINE, eligible, self.design)
         self.optuna.set_user_attr(RACE_ATTR, {"leader": standing.leader, "why": standing.why,
                                               "race_blocks": standing.race_blocks,
                                               "confirm_blocks": standing.confirm_blocks,

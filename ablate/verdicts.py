@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ablate import analysis, parity, protocol
+from ablate import analysis, parity, protocol, racing
 from ablate.contrasts import Contrast
 from ablate.records import BASELINE, Record, baseline
 
@@ -70,7 +70,7 @@ class Recommendation:
     contrasts: dict[str, Contrast]  # combination -> leader minus it (log), at the race's last look
     eliminated: tuple[str, ...]  # told apart from the leader
     pending: tuple[str, ...]  # screened once, beating the leader's race estimate, never raced: not recommended
-    race: protocol.Race
+    race: racing.Race
     parity: parity.Parity | None
 
     @property
@@ -92,7 +92,7 @@ def recommendation(records: list[Record], tolerance: float,
     ok = {r.combination: r for r in eligible(records, tolerance)}
     if not ok:
         return None
-    standing = protocol.race(analysis.protocol_measurements(records), BASELINE, set(ok),
+    standing = racing.race(analysis.protocol_measurements(records), BASELINE, set(ok),
                              settings or protocol.Settings())
     if standing.leader is None or standing.leader not in ok:
         return None

@@ -1,7 +1,7 @@
 """The decisions ablate prints, proven by simulation: parity verdicts, the recommendation, elimination, noise.
 
 Each test runs a few hundred simulated studies through the same functions the runner and the report call
-(`ablate.parity`, `ablate.protocol.race`, `ablate.analysis.recommend`, `ablate.protocol.estimates`) and checks
+(`ablate.parity`, `ablate.racing.race`, `ablate.analysis.recommend`, `ablate.protocol.estimates`) and checks
 an error rate or a coverage. The host: every measurement is a fresh process, log throughput = truth + drift
 (a trend and a random walk) + a process offset N(0, sigma of its combination) + small window noise.
 """
@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from ablate import analysis, parity, protocol
+from ablate import analysis, parity, protocol, racing
 from ablate.protocol import RACE, SCREEN, Measurement, Settings
 from ablate.records import Record, combine
 
@@ -41,7 +41,7 @@ def run_study(truth: dict[str, float], sigma: dict[str, float], settings: Settin
     host = Host(truth, sigma, seed)
     ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, settings, seed)]
     for _ in range(60):
-        standing = protocol.race(ms, BASE, set(truth), settings)
+        standing = racing.race(ms, BASE, set(truth), settings)
         if standing.next_block is None:
             return ms, standing
         block = 1 + max(m.block for m in ms)

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate import protocol
+from ablate import protocol, racing
 from ablate.protocol import FULL, RACE, SCREEN, Measurement, Settings
 
 BASELINE = 0
@@ -74,7 +74,7 @@ def simulate_study(truth, settings: Settings, seed: int, history: list | None = 
     combos = list(range(len(truth)))
     measurements = [host.measure(s) for s in protocol.screening_plan(combos, BASELINE, settings, seed)]
     for _ in range(100):  # far more than any race: a runaway race fails below instead of hanging
-        standing = protocol.race(measurements, BASELINE, set(combos), settings)
+        standing = racing.race(measurements, BASELINE, set(combos), settings)
         if history is not None:
             history.append(standing)
         if standing.next_block is None:
@@ -225,7 +225,7 @@ def test_race_blocks_only_shrink_and_respect_the_settings():
     race_blocks; then the confirmation blocks (the leader first)."""
     settings = Settings(contenders=4, race_blocks=5)
     for seed in range(10):
-        history: list[protocol.Race] = []
+        history: list[racing.Race] = []
         simulate_study(TRUTH16, settings, seed, history=history)
         blocks = [set(r.next_block) for r in history if r.next_block is not None and r.phase == RACE]
         assert 1 <= len(blocks) <= 5 and history[-1].race_blocks == len(blocks)
@@ -360,24 +360,24 @@ def _some_measurements():
     host = SimulatedHost(TRUTH16, seed=5)
     plan = protocol.screening_plan(range(16), BASELINE, Settings(), 5)
     ms = [host.measure(s) for s in plan]
-    standing = protocol.race(ms, BASELINE, set(range(16)), Settings())
+    standing = racing.race(ms, BASELINE, set(range(16)), Settings())
     ms += [host.measure(s) for s in protocol.race_plan(standing.next_block, BASELINE, 2, 5)]
     return ms
 
 
 def test_race_is_deterministic():
     ms = _some_measurements()
-    first = protocol.race(ms, BASELINE, set(range(16)), Settings())
+    first = racing.race(ms, BASELINE, set(range(16)), Settings())
     assert first.next_block is not None
-    assert protocol.race(ms, BASELINE, set(range(16)), Settings()) == first
-    assert protocol.race(list(reversed(ms)), BASELINE, set(range(16)), Settings()).next_block == first.next_block
+    assert racing.race(ms, BASELINE, set(range(16)), Settings()) == first
+    assert racing.race(list(reversed(ms)), BASELINE, set(range(16)), Settings()).next_block == first.next_block
 
 
 _WORKER = """
 import json, sys
-from ablate import protocol
+from ablate import protocol, racing
 ms = [protocol.Measurement(*row) for row in json.load(sys.stdin)]
-standing = protocol.race(ms, "base", {m.combination for m in ms}, protocol.Settings())
+standing = racing.race(ms, "base", {m.combination for m in ms}, protocol.Settings())
 plan = protocol.race_plan(standing.next_block, "base", 2, 5)
 print(json.dumps([standing.leader, list(standing.next_block), [s.combination for s in plan]]))
 """
