@@ -92,6 +92,14 @@ def _no_user_mlflow_settings():
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _no_terminal_width_of_the_users():
+    """The output is checked as a pipe gets it: the shell's COLUMNS (ablate wraps its lines to it) is unset."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("COLUMNS", raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _data_cache_of_its_own(tmp_path_factory):
     """Decoded datasets cached in a folder of the session's (trial subprocesses inherit it), not the data root's."""
     from ablate.datacache import CACHE_ENV

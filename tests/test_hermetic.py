@@ -1,4 +1,5 @@
-"""The suite does not depend on the shell it runs in: a user's MLflow store, or SIGINT ignored (a background job)."""
+"""The suite does not depend on the shell it runs in: a user's MLflow store, its terminal width, or SIGINT ignored
+(a background job)."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,10 @@ def test_sees_no_user_mlflow_settings():
     assert not [name for name in os.environ if name.startswith("MLFLOW_")]
 
 
+def test_sees_no_terminal_width():
+    assert "COLUMNS" not in os.environ  # ablate wraps its output to it; the tests read it as a pipe does
+
+
 def test_sigint_raises_keyboard_interrupt():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
@@ -24,9 +29,10 @@ def _ignore_sigint() -> None:
 
 def test_tests_pass_with_a_foreign_mlflow_store_and_sigint_ignored(tmp_path):
     foreign = tmp_path / "foreign.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{foreign}"}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{foreign}", "COLUMNS": "40"}
     selected = ["tests/test_deferred_interrupts.py", "tests/test_hermetic.py::test_sees_no_user_mlflow_settings",
-                "tests/test_hermetic.py::test_sigint_raises_keyboard_interrupt"]
+                "tests/test_hermetic.py::test_sigint_raises_keyboard_interrupt",
+                "tests/test_hermetic.py::test_sees_no_terminal_width"]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selected], cwd=ROOT,
                           env=env, preexec_fn=_ignore_sigint, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
