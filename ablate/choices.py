@@ -1,7 +1,8 @@
 """A search dimension's choices: off, a strategy with its settings, or a preset.
 
 What a choice changes (the numbers, a one-off cost, the strategies it
-brings) is answered from the strategy classes, without building one, and
+brings) is answered from the strategy classes, without building one with
+the choice's settings (a preset's classes come from its bundle), and
 `compose_options` is the one place a combination's choices become a stack.
 """
 from __future__ import annotations

@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from ablate import data
     from ablate.machine import describe
-    from ablate.results import render, render_compact
+    from ablate.results import COMPACT_WIDTH, render, render_compact
     from ablate.interrupts import Interrupted
     from ablate.runner import Runner
     from ablate.storage import check, default_storage, shared, sqlite_path
@@ -211,7 +211,7 @@ def _run(args: argparse.Namespace) -> int:
         print("nothing to run: every combination already has a result (results are read back from the storage)")
     full = getattr(args, "full_table", False)  # `ablate worker` has no flag: the summary
     print(render(outcome.table, study.throughput_unit) if full
-          else render_compact(outcome.table, study.accuracy_tolerance, width()))
+          else render_compact(outcome.table, study.accuracy_tolerance, width(COMPACT_WIDTH)))
     if full and study.budget.target_accuracy is not None:
         print(f"\nto target s: training time until test accuracy first reached {study.budget.target_accuracy:g}% "
               f"(checked every {study.budget.eval_every_samples or study.budget.train_samples:,} samples, evaluation "

@@ -37,7 +37,7 @@ def show(bar: tqdm, doing: str) -> None:
     bar.set_postfix_str(doing[:MAX_DOING], refresh=True)
 
 
-def width(default: int = 100) -> int:
+def width(default: int) -> int:
     """The columns a line may take: one short of the terminal's width (a line of exactly the width leaves the
     cursor past the edge on some terminals); `default` where the width is unknown."""
     columns = shutil.get_terminal_size((0, 0)).columns
@@ -47,7 +47,7 @@ def width(default: int = 100) -> int:
 def wrapped(text: str) -> str:
     """`text` wrapped at word boundaries to the terminal's width (COLUMNS where set), the lines after the first
     indented; as it is where the width is unknown (a pipe, a file: a reader there wants whole lines)."""
-    if not shutil.get_terminal_size((0, 0)).columns:
+    if not (columns := width(default=0)):
         return text
-    return textwrap.fill(text, width=max(width(), 40), subsequent_indent="  ", break_long_words=False,
+    return textwrap.fill(text, width=max(columns, 40), subsequent_indent="  ", break_long_words=False,
                          break_on_hyphens=False)
