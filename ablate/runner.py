@@ -1,8 +1,9 @@
 """Running a study: the measurement protocol (ablate.protocol) over fresh trial processes, stored in Optuna.
 
 Every measurement is one Optuna trial, queued with its slot (combination,
-block, place in the block's random order): screening first, then race blocks
-planned from the stored results once every queued measurement has one. The
+block, place in the block's random order): what to measure next comes from
+`ablate.planner`, asked once every queued measurement has a result; the
+runner queues it, runs each measurement in a fresh process and records it. The
 Optuna storage hands each queued trial to exactly one worker, so a kill, a
 resume or several workers neither lose a measurement nor run one twice.
 A grid search screens every combination; `--search optuna` screens the
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 import time
 import warnings
 from dataclasses import dataclass
@@ -24,17 +24,17 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import (analysis, claim, compile_cache, parity, protocol, racing, records, report, results, seeds,
-                    terminal, verdicts, view)
+from ablate import claim, compile_cache, protocol, records, report, results, seeds, terminal, view
 from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
 from ablate.recovery import Recovery
-from ablate.records import BASELINE, State
+from ablate.records import State
 from ablate.storage import create_study, enqueue, metric_names, optuna_study_name, shared, sqlite_path
-from ablate.choices import Option, compose_options
+from ablate.choices import compose_options
 from ablate.study import Study, StudyError
 from ablate.tracking import PARENT_ATTR, Tracker, run_ids, trial_params
 from ablate.interpreters import Interpreters
+from ablate.planner import Planned, Planner, accuracy_group, combination_label
 from ablate.trial import ACCURACY_NOT_MEASURED, TIMELINE, TrialFailed, TrialSpec, run_in_fresh_process
 from strategies import ConflictError
 
@@ -48,16 +48,6 @@ HEARTBEAT_S = int(os.environ.get("ABLATE_HEARTBEAT_S", "10"))
 PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for its creator's MLflow parent run
 PROTOCOL_ATTR = "protocol"  # the Optuna study's user attr: the protocol its measurements follow
 RACE_ATTR = "race"  # the Optuna study's user attr: where the race stood when it ended
-
-
-def combination_label(options: tuple[Option, ...]) -> str:
-    return " + ".join(o.label for o in options if o.name) or BASELINE
-
-
-def accuracy_group(options: tuple[Option, ...]) -> str:
-    """Combinations with the same numerics-changing strategies train to the same accuracy."""
-    changing = [o.label for o in options if o.changes_numerics]
-    return " + ".join(changing) or BASELINE
 
 
 @dataclass
@@ -111,11 +101,12 @@ class Runner:
         if search != "grid":  # TPE's picks follow the run's protocol seed too
             self.optuna.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
         self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
+        self.planner = Planner(study, self.design, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
+                               n_trials)
         self.parent_id: str | None = None
         self.progress: tqdm | None = None
         self.interpreters = Interpreters()  # trial interpreters started ahead (ablate.interpreters)
         self._skip_reasons: set[str] = set()
-        self._can_run: dict[tuple[tuple[str, str], ...], bool] = {}
         self.signals = DeferredInterrupts()
         self.ran = 0
 
@@ -159,118 +150,36 @@ class Runner:
         self.recovery.stale()
         trials = self.optuna.get_trials(deepcopy=False)
         if self.search == "grid" and not any("block" in t.user_attrs for t in trials):
-            self._plan_screening()
-            return "run"
-        if self.search == "optuna" and self._plan_tpe_block(trials):
-            return "run"
+            return self._queue(self.planner.screening())
+        if self.search == "optuna" and (baseline := self.planner.tpe_baseline(trials)):
+            return self._queue([baseline])
         if any(t.state == TrialState.WAITING for t in trials):
             return "run"
-        if self.search == "optuna" and self._tpe_screened(trials) < (self.n_trials or 0):
+        if self.search == "optuna" and self.planner.tpe_screened(trials) < (self.n_trials or 0):
             return "run"
         if any(t.state == TrialState.RUNNING for t in trials):
             return "wait"
-        return "run" if self._plan_parity() or self._plan_race() else "done"
+        stored = self._stored()
+        if planned := self.planner.parity(stored):
+            return self._queue(planned)
+        standing, planned = self.planner.race(stored)
+        if standing is not None:
+            self.optuna.set_user_attr(RACE_ATTR, {"leader": standing.leader, "why": standing.why,
+                                                  "race_blocks": standing.race_blocks,
+                                                  "confirm_blocks": standing.confirm_blocks,
+                                                  "pending": list(standing.pending)})
+        return self._queue(planned) if planned else "done"
 
-    def _plan_screening(self) -> None:
-        """Queue the screening blocks (deterministic: workers that plan at once queue the same, and
-        `claim` keeps one of each)."""
-        runnable, unrunnable = [], []
-        for combo in _grid(self.options):
-            (runnable if self._runnable(combo) else unrunnable).append(combo)
-        baseline = tuple(baseline_levels(self.options))
-        plan = protocol.screening_plan(runnable, baseline, self.design, self.seeds[seeds.PROTOCOL], unrunnable)
-        for slot in plan:
-            self._enqueue(slot)
+    def _stored(self) -> list[records.Record]:
+        return [r for r in records.load(self.optuna) if r.device == self.machine.device_name]
 
-    def _enqueue(self, slot: protocol.Slot, seed_index: int = 0) -> None:
-        labels = dict(slot.combination)
-        options = tuple(self.options[d][labels[d]] for d in self.options)
-        enqueue(self.optuna, labels, {"block": slot.block, "position": slot.position, "phase": slot.phase,
-                                      "combination": combination_label(options), "seed_index": seed_index})
-
-    def _runnable(self, combo: tuple[tuple[str, str], ...]) -> bool:
-        """Whether a combination can run here at all (else it is recorded as skipped, taking no time)."""
-        if combo not in self._can_run:  # asked again for each queued trial at every step of the progress line
-            self._can_run[combo] = self._check(combo)
-        return self._can_run[combo]
-
-    def _check(self, combo: tuple[tuple[str, str], ...]) -> bool:
-        labels = dict(combo)
-        try:
-            stack = compose_options([self.options[d][labels[d]] for d in self.options])
-        except ConflictError:
-            return False
-        return stack.check(self.machine.device) is None
-
-    def _plan_tpe_block(self, trials: list[FrozenTrial]) -> bool:
-        """`--search optuna`: queue a baseline of the current screening block when one of its random places
-        comes, or when screening has ended without it. True when it queued one."""
-        screened, size = self._tpe_screened(trials), self._tpe_block_size
-        done = screened >= (self.n_trials or 0)
-        block = (screened - 1) // size if done else screened // size
-        if block < 0:
-            return False
-        places = sorted(random.Random(f"{self.seeds[seeds.PROTOCOL]}:{block}:baseline").choices(
-            range(size), k=self.design.screen_baselines))
-        due = len(places) if done else sum(1 for p in places if p <= screened - block * size)
-        have = sum(1 for t in trials if t.user_attrs.get("block") == block and claim.owns(t)
-                   and t.user_attrs.get("combination") == BASELINE and t.user_attrs.get("phase") == protocol.SCREEN)
-        if have >= due:
-            return False
-        self._enqueue(protocol.Slot(baseline_levels(self.options), block, places[have], protocol.SCREEN))
-        return True
-
-    @property
-    def _tpe_block_size(self) -> int:
-        """`--search optuna`: TPE's picks per screening block (no more than it picks in all)."""
-        return min(self.design.block_size, max(1, self.n_trials or 1))
-
-    def _tpe_screened(self, trials: list[FrozenTrial]) -> int:
-        """Screening measurements TPE picked (queued baselines not counted)."""
-        return sum(1 for t in trials if t.user_attrs.get("picked") and claim.owns(t))
-
-    def _plan_parity(self) -> bool:
-        """Every planned measurement has a result: queue the parity race's next seed (`ablate.parity`), if any:
-        one trial per accuracy group that needs it, the combination that first trained the group."""
-        stored = [r for r in records.load(self.optuna) if r.device == self.machine.device_name]
-        step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
-                                verdicts.test_size(stored), self.design.seeds)
-        if step is None:
-            return False
-        index, groups = step
-        failed = {m.accuracy_group for r in stored for m in r.measurements
-                  if m.phase == protocol.PARITY and m.seed_index == index and m.state == State.FAILED}
-        if failed & set(groups):  # it failed at this seed, and would again: its verdict stays as it is
-            return False
-        first = {m.accuracy_group: m for r in stored for m in r.measurements
-                 if m.accuracy_trained and m.seed_index == 0 and m.complete}
-        for place, group in enumerate(groups):
-            # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
-            slot = protocol.Slot(tuple(sorted(first[group].levels.items())), -index, place, protocol.PARITY)
-            self._enqueue(slot, seed_index=index)
-        return True
-
-    def _plan_race(self) -> bool:
-        """Every planned measurement has a result: queue the next race block, if the race goes on."""
-        if not self.design.racing:
-            return False
-        stored = [r for r in records.load(self.optuna) if r.device == self.machine.device_name]
-        measurements = analysis.protocol_measurements(stored)
-        eligible = {r.combination for r in analysis.eligible(stored, self.study.accuracy_tolerance)}
-        standing = racing.race(measurements, BASELINE, eligible, self.design)
-        self.optuna.set_user_attr(RACE_ATTR, {"leader": standing.leader, "why": standing.why,
-                                              "race_blocks": standing.race_blocks,
-                                              "confirm_blocks": standing.confirm_blocks,
-                                              "pending": list(standing.pending)})
-        if standing.next_block is None:
-            return False
-        by_label = {r.combination: tuple(sorted(r.levels.items())) for r in stored}
-        block = 1 + max((m.block for m in measurements), default=-1)
-        slots = protocol.race_plan([by_label[c] for c in standing.next_block], by_label[BASELINE], block,
-                                   self.seeds[seeds.PROTOCOL], standing.phase)
-        for slot in slots:
-            self._enqueue(slot)
-        return True
+    def _queue(self, planned: list[Planned]) -> str:
+        for p in planned:
+            labels = dict(p.slot.combination)
+            enqueue(self.optuna, labels, {"block": p.slot.block, "position": p.slot.position, "phase": p.slot.phase,
+                                          "combination": combination_label(self.planner.options_of(p.slot.combination)),
+                                          "seed_index": p.seed_index})
+        return "run"
 
     def _planned(self) -> int:
         trials = self.optuna.get_trials(deepcopy=False)
@@ -288,7 +197,7 @@ class Runner:
                 continue
             params = claim.params(t)
             if t.state == TrialState.WAITING and set(params) >= set(self.options) and \
-                    not self._runnable(tuple(sorted((d, params[d]) for d in self.options))):
+                    not self.planner.runnable(tuple(sorted((d, params[d]) for d in self.options))):
                 continue  # will be skipped at once
             planned += 1
             done += records.has_result(t) and t.state in records.FINISHED
@@ -310,7 +219,7 @@ class Runner:
             if self.search == "grid":  # nothing queued was left for this worker: another took the last one
                 trial.set_user_attr("state", State.DUPLICATE.value)
                 raise claim.Duplicate("no queued measurement was left")
-            screened, size = self._tpe_screened(self.optuna.get_trials(deepcopy=False)), self._tpe_block_size
+            screened, size = self.planner.tpe_screened(self.optuna.get_trials(deepcopy=False)), self.planner.tpe_block_size
             for key, value in {"block": screened // size, "position": screened % size, "phase": protocol.SCREEN,
                                "picked": True}.items():
                 trial.set_user_attr(key, value)
@@ -454,19 +363,6 @@ class Runner:
                     self.tracker.log_metrics(ids[m.number], found.metrics, found.tags_for(m.number))
             self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
         return Outcome(table, csv, ran, self.tracker.uri, self.parent_id, reports)
-
-
-def _grid(options: dict[str, dict[str, Option]]) -> list[tuple[tuple[str, str], ...]]:
-    """Every combination, as sorted (dimension, label) pairs."""
-    combos: list[dict[str, str]] = [{}]
-    for dim, opts in options.items():
-        combos = [{**c, dim: label} for c in combos for label in opts]
-    return [tuple(sorted(c.items())) for c in combos]
-
-
-def baseline_levels(options: dict[str, dict[str, Option]]) -> tuple[tuple[str, str], ...]:
-    """The baseline: every dimension's `off` choice (the study requires one per dimension)."""
-    return tuple(sorted((dim, next(label for label, o in opts.items() if o.name is None)) for dim, opts in options.items()))
 
 
 def write_reports(study: Study, stored: list[records.Record], search: str, results_dir: Path, tracker: Tracker,

@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial
 from ablate import records, results, view
 from ablate.machine import Machine
 from ablate.interrupts import INTERRUPTED
-from ablate.runner import combination_label
+from ablate.planner import combination_label
 from ablate.choices import Option, compose_options
 from ablate.study import Study, StudyError
 from ablate.tracking import PARENT_ATTR, RUNS_ATTR, Tracker, run_ids, trial_params

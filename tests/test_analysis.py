@@ -211,7 +211,7 @@ def test_compose_line_of_a_preset_uses_preset_and_its_flags_come_from_the_instan
     record = Record(1, "O1", {"precision": "O1"}, "complete")
     imports, line = analysis.compose_line(record, study)
     assert imports == "from strategies import compose, preset" and line == "stack = compose(preset('O1'))"
-    from ablate.runner import accuracy_group
+    from ablate.planner import accuracy_group
 
     assert accuracy_group(tuple(study.options("precision").values())) == "O1"  # autocast changes the numbers
 

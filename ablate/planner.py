@@ -1,0 +1,152 @@
+"""What to measure next: a pure function of what the study has stored (Optuna's sampler, to the runner's loop).
+
+The runner asks once every queued measurement has a result; the planner
+answers with the measurements to queue, each a `protocol.Slot` (a
+combination's levels, its block, its place in the block's random order, its
+phase) and the training seed it trains at. Deterministic in its input, so
+workers that plan at once plan the same measurements, and `claim` keeps one
+of each.
+
+- **Screening** (`screening`): every runnable combination in blocks with
+  their baselines; combinations that cannot run here join block 0 and are
+  recorded as skipped, taking no time.
+- **TPE's baselines** (`tpe_baseline`, `--search optuna`): TPE picks the
+  combinations; a baseline joins each block of its picks at random places.
+- **The parity race** (`parity`): the accuracy groups still short of seeds,
+  or still `uncertain`, trained at the next seed (`ablate.parity`).
+- **The race** (`race`): the next race or confirmation block (`ablate.racing`).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from optuna.trial import FrozenTrial
+
+from ablate import analysis, claim, parity, protocol, racing, records, verdicts
+from ablate.choices import Option, compose_options
+from ablate.design import Settings
+from ablate.records import BASELINE, State
+from ablate.study import Study
+from strategies import ConflictError
+
+Levels = tuple[tuple[str, str], ...]  # a combination: sorted (dimension, choice label) pairs
+
+
+@dataclass(frozen=True)
+class Planned:
+    slot: protocol.Slot
+    seed_index: int = 0  # 0: the run's own training seed; 1, 2...: parity seeds
+
+
+def combination_label(options: Sequence[Option]) -> str:
+    return " + ".join(o.label for o in options if o.name) or BASELINE
+
+
+def accuracy_group(options: Sequence[Option]) -> str:
+    """Combinations with the same numerics-changing strategies train to the same accuracy."""
+    changing = [o.label for o in options if o.changes_numerics]
+    return " + ".join(changing) or BASELINE
+
+
+def grid(options: dict[str, dict[str, Option]]) -> list[Levels]:
+    """Every combination, as sorted (dimension, label) pairs."""
+    combos: list[dict[str, str]] = [{}]
+    for dim, opts in options.items():
+        combos = [{**c, dim: label} for c in combos for label in opts]
+    return [tuple(sorted(c.items())) for c in combos]
+
+
+def baseline_levels(options: dict[str, dict[str, Option]]) -> Levels:
+    """The baseline: every dimension's `off` choice (`ablate.choices.parse` requires one per dimension)."""
+    return tuple(sorted((dim, next(label for label, o in opts.items() if o.name is None)) for dim, opts in options.items()))
+
+
+class Planner:
+    def __init__(self, study: Study, design: Settings, protocol_seed: int, device: str, device_name: str,
+                 n_trials: int | None = None) -> None:
+        self.study, self.design, self.seed, self.n_trials = study, design, protocol_seed, n_trials
+        self.device, self.device_name = device, device_name
+        self.options = {dim: study.options(dim) for dim, _ in study.space}
+        self._can_run: dict[Levels, bool] = {}
+
+    def options_of(self, levels: Levels) -> tuple[Option, ...]:
+        labels = dict(levels)
+        return tuple(self.options[d][labels[d]] for d in self.options)
+
+    def runnable(self, levels: Levels) -> bool:
+        """Whether a combination can run here at all (else it is recorded as skipped, taking no time)."""
+        if levels not in self._can_run:  # asked again for each queued trial at every step of the progress line
+            try:
+                self._can_run[levels] = compose_options(self.options_of(levels)).check(self.device) is None
+            except ConflictError:
+                self._can_run[levels] = False
+        return self._can_run[levels]
+
+    def screening(self) -> list[Planned]:
+        runnable, unrunnable = [], []
+        for levels in grid(self.options):
+            (runnable if self.runnable(levels) else unrunnable).append(levels)
+        plan = protocol.screening_plan(runnable, baseline_levels(self.options), self.design, self.seed, unrunnable)
+        return [Planned(slot) for slot in plan]
+
+    @property
+    def tpe_block_size(self) -> int:
+        """`--search optuna`: TPE's picks per screening block (no more than it picks in all)."""
+        return min(self.design.block_size, max(1, self.n_trials or 1))
+
+    @staticmethod
+    def tpe_screened(trials: list[FrozenTrial]) -> int:
+        """Screening measurements TPE picked (queued baselines not counted)."""
+        return sum(1 for t in trials if t.user_attrs.get("picked") and claim.owns(t))
+
+    def tpe_baseline(self, trials: list[FrozenTrial]) -> Planned | None:
+        """`--search optuna`: a baseline of the current screening block when one of its random places comes, or
+        when screening has ended without it."""
+        screened, size = self.tpe_screened(trials), self.tpe_block_size
+        done = screened >= (self.n_trials or 0)
+        block = (screened - 1) // size if done else screened // size
+        if block < 0:
+            return None
+        places = sorted(random.Random(f"{self.seed}:{block}:baseline").choices(
+            range(size), k=self.design.screen_baselines))
+        due = len(places) if done else sum(1 for p in places if p <= screened - block * size)
+        have = sum(1 for t in trials if t.user_attrs.get("block") == block and claim.owns(t)
+                   and t.user_attrs.get("combination") == BASELINE and t.user_attrs.get("phase") == protocol.SCREEN)
+        if have >= due:
+            return None
+        return Planned(protocol.Slot(baseline_levels(self.options), block, places[have], protocol.SCREEN))
+
+    def parity(self, stored: list[records.Record]) -> list[Planned]:
+        """The parity race's next seed (`ablate.parity`): one trial per accuracy group that needs it, by the
+        combination that first trained the group; none when the race is over."""
+        step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
+                                verdicts.test_size(stored), self.design.seeds)
+        if step is None:
+            return []
+        index, groups = step
+        failed = {m.accuracy_group for r in stored for m in r.measurements
+                  if m.phase == protocol.PARITY and m.seed_index == index and m.state == State.FAILED}
+        if failed & set(groups):  # it failed at this seed, and would again: its verdict stays as it is
+            return []
+        first = {m.accuracy_group: m for r in stored for m in r.measurements
+                 if m.accuracy_trained and m.seed_index == 0 and m.complete}
+        # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
+        return [Planned(protocol.Slot(tuple(sorted(first[group].levels.items())), -index, place, protocol.PARITY),
+                        index) for place, group in enumerate(groups)]
+
+    def race(self, stored: list[records.Record]) -> tuple[racing.Race | None, list[Planned]]:
+        """Where the race stands, and its next block (none: it is over, or this protocol does not race)."""
+        if not self.design.racing:
+            return None, []
+        measurements = analysis.protocol_measurements(stored)
+        eligible = {r.combination for r in analysis.eligible(stored, self.study.accuracy_tolerance)}
+        standing = racing.race(measurements, BASELINE, eligible, self.design)
+        if standing.next_block is None:
+            return standing, []
+        by_label = {r.combination: tuple(sorted(r.levels.items())) for r in stored}
+        block = 1 + max((m.block for m in measurements), default=-1)
+        slots = protocol.race_plan([by_label[c] for c in standing.next_block], by_label[BASELINE], block,
+                                   self.seed, standing.phase)
+        return standing, [Planned(slot) for slot in slots]
