@@ -17,11 +17,10 @@ from itertools import combinations
 from typing import Sequence
 
 import numpy as np
-import optuna
 from scipy import stats
 
 from ablate import protocol
-from ablate.records import BASELINE, Record, baseline
+from ablate.records import BASELINE, Record
 from ablate.choices import OFF
 from ablate.study import Study
 from ablate.words import count
@@ -272,11 +271,12 @@ def _budget_s(r: Record, budget_samples: int, units_per_sample: int) -> tuple[fl
     return _one_off_s(r) + rest * units_per_sample / r.throughput, False
 
 
-def break_even(records: list[Record], study: Study) -> list[BreakEven]:
-    """For every technique with a one-off cost (compilation), when it has paid for itself."""
+def break_even(records: list[Record], study: Study, found: dict[str, Speedup] | None = None) -> list[BreakEven]:
+    """For every technique with a one-off cost (compilation), when it has paid for itself. `found`: the speed-ups,
+    when the caller has them already."""
     index = {tuple(sorted(r.levels.items())): r for r in records if r.complete}
     per_sample = study.task.units_per_sample  # throughput counts tokens for a language model; steps count samples
-    found = speedup_of(records)
+    found = speedup_of(records) if found is None else found
     out = []
     for r in records:
         if not r.complete:
@@ -342,39 +342,6 @@ def time_to_target(records: list[Record]) -> list[TimeToTarget]:
     out = [TimeToTarget(g, tuple(by_seed[k][0] for k in sorted(by_seed)), tuple(by_seed[k][1] for k in sorted(by_seed)))
            for g, by_seed in found.items()]
     return sorted(out, key=lambda t: (-t.reached, np.mean([s for s in t.seconds if s is not None] or [math.inf])))
-
-
-def parity_failures(records: list[Record], tolerance: float) -> list[Record]:
-    """Complete combinations whose accuracy is `below` the baseline's (`ablate.verdicts`)."""
-    from ablate import verdicts  # it builds on this module's speed-ups
-
-    return verdicts.parity_failures(records, tolerance)
-
-
-def pareto_front(records: list[Record]) -> list[Record]:
-    """Combinations no other beats on both throughput and accuracy (Optuna's own front)."""
-    done = [r for r in records if r.complete and r.accuracy is not None and r.throughput]
-    if not done:
-        return []
-    scratch = optuna.create_study(directions=["maximize", "maximize"])
-    scratch.add_trials([optuna.trial.create_trial(values=[r.throughput, r.accuracy]) for r in done])
-    front = {t.number for t in scratch.best_trials}
-    return sorted((done[n] for n in front), key=lambda r: -r.throughput)  # add_trials numbers them in order
-
-
-def eligible(records: list[Record], tolerance: float) -> list[Record]:
-    """Complete combinations that may be raced and recommended (`ablate.verdicts.eligible`)."""
-    from ablate import verdicts
-
-    return verdicts.eligible(records, tolerance)
-
-
-def recommend(records: list[Record], tolerance: float, settings: protocol.Settings | None = None) -> Record | None:
-    """The race's leader among the eligible combinations (`ablate.verdicts.recommendation`)."""
-    from ablate import verdicts
-
-    found = verdicts.recommendation(records, tolerance, settings)
-    return found.leader if found else None
 
 
 def compose_line(record: Record, study: Study) -> tuple[str, str]:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ablate import parity, protocol, variance
 from ablate.analysis import BreakEven, Speedup, TimeToTarget
+from ablate.comparison import Comparison
 from ablate.contrasts import EQUIVALENCE_CONFIDENCE
 from ablate.records import BASELINE, Record
 from ablate.study import Study
@@ -142,17 +143,16 @@ def break_even_rows(breaks: list[BreakEven]) -> list[str]:
     return out
 
 
-def pareto_lines(front: list[Record], found: dict[str, Speedup], groups: dict[str, parity.Parity],
-                 tolerance: float, unit: str) -> list[str]:
+def pareto_lines(front: list[Comparison], unit: str) -> list[str]:
     """The Pareto front's members, each with its speed-up's and its accuracy change's interval."""
     out = ["Each member's place rests on two estimates; where its intervals overlap a neighbour's on both axes, "
            "another run may order them differently.", ""]
-    for r in front:
-        p = groups.get(r.combination)
-        change = (f"{p.change:+.2f} points [{p.low:+.2f}, {p.high:+.2f}], {p.verdict}" if p and r.combination != BASELINE
-                  else "the baseline" if r.combination == BASELINE else "no parity verdict")
-        out.append(f"- {r.combination}: {r.throughput:.0f} {unit}/s, {_x(found.get(r.combination))}; "
-                   f"{r.accuracy:.2f}% ({change})")
+    for c in front:
+        p = c.parity
+        change = ("the baseline" if c.is_baseline else f"{p.change:+.2f} points [{p.low:+.2f}, {p.high:+.2f}], "
+                  f"{p.verdict}" if p else "no parity verdict")
+        out.append(f"- {c.combination}: {c.throughput:.0f} {unit}/s, {_x(c.speedup)}; {c.record.accuracy:.2f}% "
+                   f"({change})")
     return out + [""]
 
 

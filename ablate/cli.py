@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
@@ -308,7 +307,7 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ablate import records, results
+    from ablate import records, report, results
     from ablate.machine import describe
     from ablate.runner import write_reports
     from ablate.tracking import Tracker
@@ -320,9 +319,10 @@ def _report(args: argparse.Namespace) -> int:
                                  "skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
     # The table too: a study stopped before its end (Ctrl-C, a time limit) wrote none.
-    _, table = results.save(stored, study, args.results, args.search, device.type)
+    compared = report.compare(study, stored, found.user_attrs)
+    _, table = results.save(compared, study, args.results, args.search, device.type)
     print(f"results table: {table}")
-    for built in write_reports(study, stored, args.search, args.results, tracker, found.user_attrs):
+    for built in write_reports(study, compared, args.search, args.results, tracker, found.user_attrs):
         print(built.summary())
     if tracker.offline:
         print(f"ablate: warning: the report is not attached to MLflow (unreachable at {tracker.uri})", file=sys.stderr)
@@ -330,7 +330,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from ablate import records, results
+    from ablate import records, report, results
     from ablate.machine import describe
     from ablate.runner import write_reports
     from ablate.sync import push_missing
@@ -343,7 +343,8 @@ def _sync(args: argparse.Namespace) -> int:
         pushed = push_missing(study, found, args.search, tracker, [study.path, csv])
         stored = records.load(found)
         if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run
-            write_reports(study, stored, args.search, args.results, tracker, found.user_attrs)
+            write_reports(study, report.compare(study, stored, found.user_attrs), args.search, args.results, tracker,
+                          found.user_attrs)
     print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
           f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0
@@ -383,38 +384,6 @@ def _ui_command(results: Path) -> str:
 
 
 def _ui(args: argparse.Namespace) -> int:
-    from ablate.tracking import study_views, tracking_uri
+    from ablate.ui import serve
 
-    _free(args.port)
-    uri = tracking_uri(args.results)
-    if uri.startswith(("http://", "https://")):
-        raise studies.StudyError(f"MLFLOW_TRACKING_URI is a tracking server, {uri}: it serves the UI itself; "
-                                 "open it in a web browser (`ablate ui` serves a database or folder)")
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-        raise studies.StudyError(f"no MLflow store at {uri.removeprefix('sqlite:///')}: run a study with "
-                                 f"--results {args.results} first, or pass the --results folder a run used")
-    with socket.socket() as probe:  # mlflow's server would print the bind error and still exit 0
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a closed port is free
-        try:
-            probe.bind(("127.0.0.1", args.port))
-        except OSError as error:
-            raise studies.StudyError(f"port {args.port} on 127.0.0.1 is in use ({error.strerror}); "
-                                     "choose another with --port N") from None
-    print(f"MLflow UI for {uri} at http://127.0.0.1:{args.port}")
-    for name, address in study_views(uri, args.port).items():
-        print(f"  {name}: {address}")
-    sys.stdout.flush()  # exec replaces this process, buffer included
-    os.execvp(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-                               "--host", "127.0.0.1", "--port", str(args.port)])
-    return 0
-
-
-def _free(port: int) -> None:
-    """One clear line when another program listens on `port` (the UI would print a bind error and exit 0)."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the UI's server does: TIME_WAIT is no obstacle
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as error:
-            raise studies.StudyError(f"port {port} on 127.0.0.1 cannot be opened ({error.strerror}); choose another "
-                                     f"with --port, e.g. ablate ui --port {port + 1 if port < 65535 else 5001}") from None
+    return serve(args.results, args.port)

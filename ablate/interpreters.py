@@ -85,9 +85,8 @@ def _main(conn: Any, preload: Callable[[], None], parent: int) -> None:
         job = conn.recv()
     except (EOFError, OSError, KeyboardInterrupt):  # the study ended before it needed this interpreter
         return
-    from ablate import trial
-
-    trial.serve(conn, *job)
+    serve, *args = job  # ablate.trial.serve, sent by reference: this module stays below the trial it runs
+    serve(conn, *args)
 
 
 @dataclass

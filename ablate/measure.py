@@ -235,17 +235,19 @@ class StepClock:
 
     def summary(self) -> dict[str, float]:
         rates = [w.throughput * self.units_per_sample for w in self.windows]
-        median = statistics.median(rates)
+        # The geometric mean: the speed-ups average log throughput (ablate.protocol), and a measurement's own
+        # figure must be the same estimate of its speed, or rows and their speed-ups disagree (ablate.comparison).
+        rate = statistics.geometric_mean(rates)
         return {
-            "throughput": median,
-            # (max - min) / median over the windows, in percent
-            "throughput_spread_pct": 100 * (max(rates) - min(rates)) / median,
+            "throughput": rate,
+            # (max - min) / geometric mean over the windows, in percent
+            "throughput_spread_pct": 100 * (max(rates) - min(rates)) / rate,
             "throughput_cv_pct": 100 * statistics.pstdev(rates) / statistics.mean(rates),
             "data_wait_fraction": sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows),
             "first_step_s": self.first_step_s,
             # What steps 2-3 took beyond the steady-state speed: one-off work that lands after the first step
             # (CUDA-graph recording, TorchScript's optimisation). 0 when the warm-up is too short to time them.
-            "early_steps_excess_s": max(0.0, self._early_s - self._early_samples * self.units_per_sample / median) if self._early_s else 0.0,
+            "early_steps_excess_s": max(0.0, self._early_s - self._early_samples * self.units_per_sample / rate) if self._early_s else 0.0,
             "peak_memory_mb": self.peak_memory_mb,
             "train_time_s": self.train_time_s,
             "train_samples": float(self.samples),

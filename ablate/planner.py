@@ -141,7 +141,7 @@ class Planner:
         if not self.design.racing:
             return None, []
         measurements = analysis.protocol_measurements(stored)
-        eligible = {r.combination for r in analysis.eligible(stored, self.study.accuracy_tolerance)}
+        eligible = {r.combination for r in verdicts.eligible(stored, self.study.accuracy_tolerance)}
         standing = racing.race(measurements, BASELINE, eligible, self.design)
         if standing.next_block is None:
             return standing, []

@@ -11,23 +11,23 @@ matplotlib.use("Agg")  # files only; no display on build machines or servers
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from ablate.analysis import EffectFit, Speedup  # noqa: E402
-from ablate.records import Record  # noqa: E402
+from ablate.analysis import EffectFit  # noqa: E402
+from ablate.comparison import DeviceComparisons  # noqa: E402
 
 FACTOR_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7, 10, 20, 50)
 GOOD, FLAGGED, NOISE, PICK = "tab:blue", "tab:red", "tab:gray", "tab:green"
 
 
-def speedup_chart(path: Path, speedups: list[Speedup], flagged: set[int], picked: int | None, title: str) -> Path:
-    rows = [s for s in speedups if s.factor][::-1]  # fastest at the top
+def speedup_chart(path: Path, compared: DeviceComparisons, picked: int | None, title: str) -> Path:
+    rows = [c for c in compared.rows if c.interval][::-1]  # fastest at the top
     fig, ax = plt.subplots(figsize=(11, 1.6 + 0.27 * len(rows)))
-    for y, s in enumerate(rows):
-        f = s.factor
-        color = PICK if s.record.number == picked else FLAGGED if s.record.number in flagged else GOOD
+    for y, c in enumerate(rows):
+        f = c.interval
+        color = PICK if c.record.number == picked else FLAGGED if c.parity_failed else GOOD
         ax.errorbar(f.estimate, y, xerr=[[f.estimate - f.low], [f.high - f.estimate]], fmt="o", color=color,
                     ecolor=color, capsize=3, markersize=4)
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(rows)), [s.record.combination for s in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [c.combination for c in rows], fontsize=7)
     _factor_axis(ax)
     ax.set_xlabel("speed-up over the baseline (throughput ratio, log scale), 95% CI from the blocks (between-process noise)")
     ax.set_title(f"{title}\ngreen: recommended; red: accuracy below the baseline by more than the tolerance", fontsize=10)
@@ -71,9 +71,9 @@ def _forest(ax: plt.Axes, fit: EffectFit | str, log: bool, xlabel: str) -> None:
     ax.grid(axis="x", alpha=0.3)
 
 
-def pareto_chart(path: Path, records: list[Record], front: list[Record], base: Record | None, tolerance: float,
-                 flagged: set[int], picked: int | None, title: str, unit: str = "samples") -> Path:
-    done = [r for r in records if r.complete and r.accuracy is not None]
+def pareto_chart(path: Path, compared: DeviceComparisons, picked: int | None, title: str,
+                 unit: str = "samples") -> Path:
+    done = [c for c in compared.rows if c.record.complete and c.record.accuracy is not None and c.throughput]
     fig, ax = plt.subplots(figsize=(10, 6.5))
     if not done:
         ax.text(0.5, 0.5, "accuracy was not measured: no throughput-accuracy trade-off to show",
@@ -81,29 +81,32 @@ def pareto_chart(path: Path, records: list[Record], front: list[Record], base: R
         ax.set_axis_off()
         ax.set_title(title, fontsize=10)
         return _save(fig, path)
-    ok = [r for r in done if r.number not in flagged]
-    bad = [r for r in done if r.number in flagged]
-    ax.scatter([r.throughput for r in ok], [r.accuracy for r in ok], color=GOOD, s=18, label="combination")
+    tolerance, front, base = compared.tolerance, compared.front, compared.baseline
+    ok = [c for c in done if not c.parity_failed]
+    bad = [c for c in done if c.parity_failed]
+    ax.scatter([c.throughput for c in ok], [c.record.accuracy for c in ok], color=GOOD, s=18, label="combination")
     if bad:
-        ax.scatter([r.throughput for r in bad], [r.accuracy for r in bad], color=FLAGGED, marker="x", s=30,
+        ax.scatter([c.throughput for c in bad], [c.record.accuracy for c in bad], color=FLAGGED, marker="x", s=30,
                    label=f"below baseline by more than {tolerance:g} points")
     if front:
-        line = sorted(front, key=lambda r: r.throughput)
-        ax.plot([r.throughput for r in line], [r.accuracy for r in line], color="black", linewidth=1,
+        line = sorted(front, key=lambda c: c.throughput)
+        ax.plot([c.throughput for c in line], [c.record.accuracy for c in line], color="black", linewidth=1,
                 label="Pareto front (no other combination is both faster and more accurate)")
         middle = sum(ax.get_xlim()) / 2
-        for r in front:  # labels point inwards so they stay inside the axes
-            right = r.throughput > middle
-            ax.annotate(r.combination, (r.throughput, r.accuracy), fontsize=7, xytext=(-6 if right else 6, 6),
+        for c in front:  # labels point inwards so they stay inside the axes
+            right = c.throughput > middle
+            ax.annotate(c.combination, (c.throughput, c.record.accuracy), fontsize=7, xytext=(-6 if right else 6, 6),
                         textcoords="offset points", ha="right" if right else "left")
-    if base is not None and base.accuracy is not None:
-        ax.scatter([base.throughput], [base.accuracy], color="black", marker="D", s=40, label="baseline", zorder=3)
-        ax.axhline(base.accuracy - tolerance, color=FLAGGED, linestyle="--", linewidth=0.8,
+    if base is not None and base.record.accuracy is not None:
+        ax.scatter([base.throughput], [base.record.accuracy], color="black", marker="D", s=40, label="baseline",
+                   zorder=3)
+        ax.axhline(base.record.accuracy - tolerance, color=FLAGGED, linestyle="--", linewidth=0.8,
                    label=f"accuracy tolerance ({tolerance:g} points)")
-    chosen = next((r for r in done if r.number == picked), None)
+    chosen = next((c for c in done if c.record.number == picked), None)
     if chosen:
-        ax.scatter([chosen.throughput], [chosen.accuracy], color=PICK, marker="*", s=200, label="recommended", zorder=4)
-    ax.set_xlabel(f"training throughput, {unit}/s (geometric mean over its measurements)")
+        ax.scatter([chosen.throughput], [chosen.record.accuracy], color=PICK, marker="*", s=200, label="recommended",
+                   zorder=4)
+    ax.set_xlabel(f"training throughput, {unit}/s (the baseline's times the speed-up)")
     ax.set_ylabel("test accuracy, %")
     ax.set_title(f"{title}\nthroughput against accuracy", fontsize=10)
     ax.grid(alpha=0.3)

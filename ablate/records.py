@@ -143,8 +143,10 @@ def combine(measurements: list[Record]) -> list[Record]:
 
     The combination's record is its *primary* measurement - the one that trained (or borrowed) its accuracy,
     else its first complete one, else its last - with `measurements` set to all of them and `throughput` the
-    geometric mean over its complete measurements (parity runs at other seeds left out: they train, and
-    their windows are not paired with a baseline). The analysis reads the measurements; one-off costs,
+    geometric mean over its complete measurements' own (each the geometric mean of its windows; parity runs at
+    other seeds left out: they train, and their windows are not paired with a baseline). That is the baseline's
+    throughput in every table; another combination's row shows the baseline's times its speed-up
+    (`ablate.comparison`). The analysis reads the measurements; one-off costs,
     memory and accuracy come from the primary.
     """
     groups: dict[tuple[str, str], list[Record]] = {}

@@ -6,21 +6,20 @@ different devices are never mixed: each device gets its own report.
 from __future__ import annotations
 
 import base64
-import math
 import json
 import re
 from collections import Counter
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import markdown
 
-from ablate import analysis, answer, plots, protocol, seeds, verdicts
+from ablate import analysis, answer, comparison, plots, protocol, seeds, summaries
 from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
+from ablate.comparison import Comparison, DeviceComparisons
 from ablate.mfu import peak
-from ablate.records import BASELINE, Record, baseline, by_device
+from ablate.records import BASELINE, Record, baseline
 from ablate.study import Study
 from ablate.trial import BASELINE_FP32
 from ablate.words import count
@@ -79,50 +78,41 @@ MEMORY = {
 NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the log scale: say so
 
 
-def build(study: Study, records: list[Record], search: str, folder: Path,
+def build(study: Study, compared: list[DeviceComparisons], search: str, folder: Path,
           race: dict | None = None) -> list[Report]:
     """One report per device the study's trials ran on, written under `folder`."""
-    groups = by_device(records)
-    return [_build_one(study, group, search, folder / (f"{search}-{_slug(device)}" if len(groups) > 1 else search),
-                       device, race or {}) for device, group in groups.items()]
+    return [_build_one(study, d, search, folder / (f"{search}-{_slug(d.device)}" if len(compared) > 1 else search),
+                       race or {}) for d in compared]
 
 
-def _build_one(study: Study, records: list[Record], search: str, folder: Path, device: str, race: dict) -> Report:
+def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: Path, race: dict) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
-    tolerance = study.accuracy_tolerance
-    base = baseline(records)
-    speedups = analysis.speedups(records)
+    records, device, rec = compared.records, compared.device, compared.recommendation
     dims = [d for d, _ in study.space]
     numeric_dims = [d for d, opts in study.space if any(o.changes_numerics for o in opts)]
     throughput = analysis.fit_effects(analysis.throughput_observations(records), dims, "log throughput")
     accuracy = analysis.fit_effects(analysis.accuracy_observations(records), numeric_dims, "test accuracy")
-    flagged = analysis.parity_failures(records, tolerance)
-    flagged_numbers = {r.number for r in flagged}
-    front = analysis.pareto_front(records)
-    rec = verdicts.recommendation(records, tolerance, _design(study, race))
-    picked = rec.leader if rec else None
+    picked = rec.leader.number if rec else None
     compose = analysis.compose_line(rec.simplest, study) if rec else None
-    breaks = analysis.break_even(records, study)
+    breaks = analysis.break_even(records, study, compared.found)
     title = f"{study.name} ({search}) on {device}"
 
     figures = [
-        plots.speedup_chart(folder / "speedup.png", speedups, flagged_numbers, picked and picked.number, title),
+        plots.speedup_chart(folder / "speedup.png", compared, picked, title),
         plots.effects_chart(folder / "effects.png", throughput, accuracy, title),
-        plots.pareto_chart(folder / "pareto.png", records, front, base, tolerance, flagged_numbers,
-                           picked and picked.number, title, study.throughput_unit),
+        plots.pareto_chart(folder / "pareto.png", compared, picked, title, study.throughput_unit),
     ]
     cv = protocol.baseline_cv(analysis.protocol_measurements(records), BASELINE)
-    text = _markdown(study, records, search, device, speedups, throughput, accuracy, numeric_dims, flagged, front,
-                     rec, compose, breaks, cv, race)
+    text = _markdown(study, compared, search, throughput, accuracy, numeric_dims, compose, breaks, cv, race)
     md = folder / "report.md"
     md.write_text(text)
     html = folder / "report.html"
     html.write_text(_html(text, figures, title))
     summary = folder / "summary.json"
-    summary.write_text(json.dumps(_summary(study, records, search, device, speedups, rec, compose, cv,
-                                           race), indent=2) + "\n")
+    summary.write_text(json.dumps(summaries.summary(study, compared, search, compose, cv, _design(study, race), race),
+                                  indent=2) + "\n")
     return Report(device, folder, md, html, summary, figures, rec.simplest if rec else None, compose,
-                  _metrics(speedups, throughput, accuracy, rec.simplest if rec else None, flagged, cv),
+                  _metrics(compared, throughput, accuracy, cv),
                   race.get(seeds.SEEDS_ATTR), rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else ())
 
@@ -132,14 +122,19 @@ def _samples(study: Study) -> str:
     return f"sequences of {per:,} tokens" if study.throughput_unit == "tokens" else "samples"
 
 
-def _memory(r: Record, base: Record | None) -> str:
+def _memory(c: Comparison, base: Comparison | None) -> str:
     """Peak memory, and its change from the baseline's (what activation checkpointing is for)."""
-    mine, theirs = r.metrics.get("peak_memory_mb"), base.metrics.get("peak_memory_mb") if base else None
+    mine, theirs = c.peak_memory_mb, base.peak_memory_mb if base else None
     if mine is None:
         return ""
-    if not theirs or r is base:
+    if not theirs or c.is_baseline:
         return f"{mine:,.0f}"
     return f"{mine:,.0f} ({100 * (mine / theirs - 1):+.0f}%)"
+
+
+def compare(study: Study, stored: list[Record], attrs: dict) -> list[DeviceComparisons]:
+    """The stored study's comparisons (`ablate.comparison`), under the protocol its measurements followed."""
+    return comparison.compare(stored, study.accuracy_tolerance, _design(study, attrs))
 
 
 def _design(study: Study, stored: dict) -> protocol.Settings:
@@ -147,49 +142,10 @@ def _design(study: Study, stored: dict) -> protocol.Settings:
     return protocol.Settings(**stored["protocol"]) if stored.get("protocol") else study.protocol
 
 
-def _summary(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
-             rec: verdicts.Recommendation | None, compose: tuple[str, str] | None, cv: float | None,
-             race: dict) -> dict:
-    """summary.json: what a user's CI reads to notice that the best stack has changed."""
-    base = baseline(records)
-    verdict = verdicts.parity_of(records, study.accuracy_tolerance)
-
-    def entry(s: Speedup) -> dict:
-        r, e = s.record, s.estimate
-        return {"combination": r.combination, "speedup": e.factor,
-                "low": s.factor.low if s.factor else None, "high": s.factor.high if s.factor else None,
-                "blocks": e.blocks, "log_se": e.se, "df": e.df, "phase": e.phase, "noise": e.noise,
-                "throughput": r.throughput, "throughput_unit": f"{study.throughput_unit}/s",
-                "peak_memory_mb": r.metrics.get("peak_memory_mb"), "mfu": r.metrics.get("mfu"), "accuracy": r.accuracy,
-                "accuracy_change": (r.accuracy - base.accuracy
-                                    if base and base.accuracy is not None and r.accuracy is not None else None),
-                "parity": (p := verdict.get(r.combination)) and {
-                    "verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds},
-                "within_of_no_effect": answer.within(e) if s.log and not s.log.distinguishable else None}
-    found = {s.record.combination: s for s in speedups}
-    chosen = found.get(rec.leader.combination) if rec else None
-    machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
-    return {
-        "study": study.name, "study_hash": study.file_hash, "search": search, "device": device,
-        "torch": ", ".join(machines["torch"]), "commit": ", ".join(machines["commit"]),
-        "protocol": {**_design(study, race).__dict__, "description": _design(study, race).describe(),
-                     "confidence": analysis.CONFIDENCE, "race": race.get("race"), "baseline_cv_across_blocks": cv,
-                     "compile_cache": "cold per measurement"},
-        "seeds": race.get(seeds.SEEDS_ATTR),
-        "recommendation": None if chosen is None or rec is None else {
-            **entry(chosen), "confirmed": rec.confirmed, "leader": rec.leader.combination,
-            "set": [m.combination for m in rec.members], "simplest": rec.simplest.combination,
-            "compose": list(compose or ()), "pending": list(rec.pending),
-            "contrasts": {c: {"leader_over_it": math.exp(k.diff), "p": k.p, "blocks": k.blocks,
-                              "within": k.equivalence()} for c, k in rec.contrasts.items()}},
-        "speedups": [entry(s) for s in speedups],
-    }
-
-
-def _markdown(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
-              throughput: EffectFit | str, accuracy: EffectFit | str, numeric_dims: list[str], flagged: list[Record],
-              front: list[Record], rec: verdicts.Recommendation | None, compose: tuple[str, str] | None,
+def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput: EffectFit | str,
+              accuracy: EffectFit | str, numeric_dims: list[str], compose: tuple[str, str] | None,
               breaks: list[BreakEven], cv: float | None, stored: dict) -> str:
+    records, device, rec = compared.records, compared.device, compared.recommendation
     base = baseline(records)
     states = Counter(r.state for r in records)
     mfu = peak(device) if any("mfu" in r.metrics for r in records) else None  # `device` is the device's name
@@ -224,7 +180,7 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
         "",
     ]
     tol = study.accuracy_tolerance
-    found = {s.record.combination: s for s in speedups}
+    found = compared.found
     if rec and compose:
         pick = rec.simplest
         s = found.get(pick.combination)
@@ -258,22 +214,20 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
             "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
             "when too few: \"paired\", or \"baseline\" when the baselines are the only source), or a "
             "combination's own spread across its blocks where that is wider (\"own\"). The leader's estimate "
-            "comes from its confirmation blocks, which its selection never saw.", "",
+            "comes from its confirmation blocks, which its selection never saw. A row's throughput is the "
+            "baseline's (the geometric mean of its measurements) times the row's speed-up, so the two columns agree.",
+            "",
             "![speed-up per combination](speedup.png)", "",
             f"| combination | {study.throughput_unit}/s | speed-up (95% CI) | blocks | noise | test acc % | "
             f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}",
             f"|---|---:|---|---:|---|---:|---:|---:|---|---:|{'---:|' if mfu else ''}"]
-    verdict = verdicts.parity_of(records, tol)
-    for s in speedups:
-        r = s.record
-        delta = (_points(verdict[r.combination].change) if r.combination in verdict else
-                 _points(r.accuracy - base.accuracy) if base and base.accuracy is not None and r.accuracy is not None else "")
-        out.append(f"| {r.combination} | {r.throughput:.0f} | {_factor(s.factor, s)} | "
-                   f"{'' if r.combination == BASELINE else s.estimate.blocks} | "
-                   f"{'' if r.combination == BASELINE else s.estimate.noise} | "
-                   f"{'' if r.accuracy is None else f'{r.accuracy:.2f}'} | {delta} | "
+    for c in (c for c in compared.rows if c.speedup):
+        r, s = c.record, c.speedup
+        out.append(f"| {r.combination} | {c.throughput:.0f} | {_factor(s.factor, s)} | {c.blocks or ''} | "
+                   f"{'' if c.is_baseline else c.noise} | {'' if r.accuracy is None else f'{r.accuracy:.2f}'} | "
+                   f"{'' if c.accuracy_change is None else _points(c.accuracy_change)} | "
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
-                   f"{_parity_cell(verdict.get(r.combination))} | {_memory(r, base)} |"
+                   f"{_parity_cell(c.parity)} | {_memory(c, compared.baseline)} |"
                    + (f" {100 * r.metrics['mfu']:.1f}% |" if mfu and 'mfu' in r.metrics else " |" if mfu else ""))
     out += ["", MEMORY[device_type]]
     if mfu:
@@ -282,7 +236,7 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
     out += ["", "Accuracy was trained once per seed per group of combinations that differ only in techniques that "
             "leave the numbers unchanged (\"acc from\" names the trial of the run's own seed); Δ acc is the mean "
             "paired change over the group's seeds (see Accuracy parity).", ""]
-    out += answer.equivalence_lines(speedups)
+    out += answer.equivalence_lines(compared.speedups)
 
     out += ["## What each technique is worth", ""]
     if any(isinstance(f, EffectFit) for f in (throughput, accuracy)):  # else the figure would be text only
@@ -313,12 +267,11 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
     if base is None or base.accuracy is None:
         out += ["The baseline has no measured accuracy, so parity could not be checked.", ""]
     else:
-        out += answer.parity_lines(verdicts.parity_by_group(records, tol), records, tol)
+        out += answer.parity_lines(compared.groups, records, tol)
 
-    if front:  # accuracy was measured
+    if front := compared.front:  # accuracy was measured
         out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
-        out += answer.pareto_lines(front, found,
-                                   verdicts.parity_of(records, tol), tol, study.throughput_unit)
+        out += answer.pareto_lines(front, study.throughput_unit)
     if study.budget.target_accuracy is not None or study.budget.target_loss is not None:
         out += answer.time_to_target_lines(analysis.time_to_target(records), study)
 
@@ -365,9 +318,9 @@ def _effects_section(throughput: EffectFit | str, accuracy: EffectFit | str, num
     return out
 
 
-def _metrics(speedups: list[Speedup], throughput: EffectFit | str, accuracy: EffectFit | str,
-             picked: Record | None, flagged: list[Record], cv: float | None) -> dict[str, float]:
-    m: dict[str, float] = {"parity_failures": float(len(flagged))}
+def _metrics(compared: DeviceComparisons, throughput: EffectFit | str, accuracy: EffectFit | str,
+             cv: float | None) -> dict[str, float]:
+    m: dict[str, float] = {"parity_failures": float(len(compared.flagged))}
     if cv is not None:
         m["baseline_cv_across_blocks"] = cv
     for fit, kind, exp in ((throughput, "throughput_factor", True), (accuracy, "accuracy_points", False)):
@@ -376,13 +329,14 @@ def _metrics(speedups: list[Speedup], throughput: EffectFit | str, accuracy: Eff
                 i = e.interval.exp() if exp else e.interval
                 key = _metric_key(f"effect.{kind}.{e.term}")
                 m.update({key: i.estimate, f"{key}.low": i.low, f"{key}.high": i.high})
-    s = next((s for s in speedups if picked and s.record is picked), None)
-    if s and not s.factor:
-        m["recommended.speedup"] = s.point
-    elif s:
-        m.update({"recommended.speedup": s.factor.estimate, "recommended.speedup.low": s.factor.low,
-                  "recommended.speedup.high": s.factor.high, "recommended.blocks": float(s.estimate.blocks),
-                  "recommended.trial": float(picked.number)})
+    rec = compared.recommendation
+    c = compared.get(rec.simplest.combination) if rec else None
+    if c and c.factor is not None and not c.interval:
+        m["recommended.speedup"] = c.factor
+    elif c and c.interval:
+        m.update({"recommended.speedup": c.interval.estimate, "recommended.speedup.low": c.interval.low,
+                  "recommended.speedup.high": c.interval.high, "recommended.blocks": float(c.speedup.estimate.blocks),
+                  "recommended.trial": float(c.record.number)})
     return m
 
 

@@ -10,8 +10,7 @@ from typing import Any, Mapping
 
 from tabulate import tabulate
 
-from ablate.analysis import speedup_of
-from ablate.records import BASELINE, Record, baseline, by_device
+from ablate.comparison import DeviceComparisons
 
 COLUMNS = ["combination", "state", "samples/s", "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc", "acc from",
            "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
@@ -30,36 +29,26 @@ def columns(unit: str = "samples") -> list[str]:
     return [f"{unit}/s" if c == RATE else c for c in COLUMNS]
 
 
-def rows(records: list[Record], tolerance: float | None = None) -> list[dict[str, Any]]:
-    """One row per record; speed-ups and accuracy changes against the baseline of the same device, never another's.
-    With the study's `tolerance`, each row has its accuracy group's parity verdict and interval (`ablate.parity`):
-    "Δ acc" is then the mean paired change over the group's shared seeds."""
-    from ablate.verdicts import parity_of
-
+def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
+    """One row per combination, rendered from its comparison (`ablate.comparison`): speed-ups, accuracy changes
+    and parity verdicts against the baseline of the same device, never another's."""
     table = []
-    for device, group in by_device(records).items():
-        base = baseline(group)
-        base_acc = base.accuracy if base else None
-        found = speedup_of(group)
-        verdicts = parity_of(group, tolerance) if tolerance is not None else {}
-        for r in group:
-            m = r.metrics
-            rate, acc = r.throughput, r.accuracy
-            s = found.get(r.combination)
-            p = verdicts.get(r.combination)
+    for device in sorted(compared, key=lambda d: d.device):
+        for c in device.rows:
+            r, s, p, m = c.record, c.interval, c.parity, c.record.metrics
             table.append({
                 "trial": r.number,
                 "combination": r.combination,
                 "state": r.state,
-                "samples/s": rate,  # geometric mean over its measurements
-                "speed-up": s.point if s else None,
-                "ci low": s.factor.low if s and s.factor else None,
-                "ci high": s.factor.high if s and s.factor else None,
-                "blocks": s.estimate.blocks if s and r.combination != BASELINE else None,
-                "noise": s.estimate.noise if s else None,
+                "samples/s": c.throughput,  # the baseline's times the speed-up (`ablate.comparison`)
+                "speed-up": c.factor,
+                "ci low": s.low if s else None,
+                "ci high": s.high if s else None,
+                "blocks": c.blocks,
+                "noise": c.noise,
                 "measurements": len([x for x in r.measurements if x.complete]) or None,
-                "test acc %": acc,
-                "Δ acc": p.change if p else acc - base_acc if acc is not None and base_acc is not None else None,
+                "test acc %": r.accuracy,
+                "Δ acc": c.accuracy_change,
                 "parity": p.verdict if p else None,
                 "parity low": p.low if p else None,
                 "parity high": p.high if p else None,
@@ -68,23 +57,14 @@ def rows(records: list[Record], tolerance: float | None = None) -> list[dict[str
                 # Time to the study's target accuracy: measured in the trials that trained accuracy.
                 "to target s": _to_target(m, "time_to_target_s"),
                 "to target e2e s": _to_target(m, "time_to_target_e2e_s"),
-                "peak MB": m.get("peak_memory_mb"),
+                "peak MB": c.peak_memory_mb,
                 "first step s": m.get("first_step_s"),
                 "data wait %": 100 * m["data_wait_fraction"] if "data_wait_fraction" in m else None,
                 "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else ""),
-                "device": device,
+                "device": c.device,
                 "host": r.machine.get("host", "unknown"),
             })
-    table.sort(key=lambda r: (r["device"], r["speed-up"] is None, -(r["speed-up"] or 0), -(r["samples/s"] or 0)))
     return table
-
-
-def comparisons(row: dict[str, Any]) -> dict[str, float]:
-    """A row's comparisons with the baseline, as MLflow metrics (those that could be computed)."""
-    found = {"speedup": row.get("speed-up"), "speedup_low": row.get("ci low"), "speedup_high": row.get("ci high"),
-             "speedup_blocks": row.get("blocks"), "accuracy_change": row.get("Δ acc"),
-             "accuracy_change_low": row.get("parity low"), "accuracy_change_high": row.get("parity high")}
-    return {k: float(v) for k, v in found.items() if v is not None}
 
 
 def csv_path(results_dir: Path, study_name: str, search: str, device_type: str) -> Path:
@@ -156,8 +136,8 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
     def accuracy(r: dict[str, Any]) -> str:
         if r["Δ acc"] is None:
             return ""
-        if r.get("parity") is None:  # a table built without the tolerance: the old hard cut
-            return f"{r['Δ acc']:+.2f}" + (" BELOW" if r["Δ acc"] < -tolerance else " ok")
+        if r.get("parity") is None:  # no shared seed with the baseline's group: a difference, but no verdict
+            return f"{r['Δ acc']:+.2f} no verdict"
         return f"{r['Δ acc']:+.2f} [{r['parity low']:+.2f}, {r['parity high']:+.2f}] {r['parity']}"
 
     body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r), accuracy(r),
@@ -189,11 +169,11 @@ def _fitted(body: list[list[str]], headers: list[str], width: int) -> str:
         room -= over
 
 
-def save(records: list[Record], study: Any, results_dir: Path, search: str, device_type: str
+def save(compared: list[DeviceComparisons], study: Any, results_dir: Path, search: str, device_type: str
          ) -> tuple[list[dict[str, Any]], Path]:
-    """The study's results table (`rows`, with its parity verdicts), written to its CSV: for `ablate run` at its end
-    and `ablate report` alike, so a rebuilt table is the same table."""
-    table = rows(records, study.accuracy_tolerance)
+    """The study's results table (`rows`), written to its CSV: for `ablate run` at its end and `ablate report`
+    alike, so a rebuilt table is the same table."""
+    table = rows(compared)
     path = csv_path(results_dir, study.name, search, device_type)
     write_csv(table, path, study.throughput_unit)
     return table, path

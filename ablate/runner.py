@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 from tqdm import tqdm
 
-from ablate import claim, compile_cache, protocol, records, report, results, seeds, terminal, view
+from ablate import claim, comparison, compile_cache, protocol, records, report, results, seeds, terminal, view
 from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
 from ablate.recovery import Recovery
@@ -352,12 +352,14 @@ class Runner:
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)
-        table, csv = results.save(stored, self.study, self.results_dir, self.search, self.machine.device_type)
-        reports = write_reports(self.study, stored, self.search, self.results_dir, self.tracker, self.optuna.user_attrs)
+        compared = comparison.compare(stored, self.study.accuracy_tolerance, self.design)  # once: all render it
+        table, csv = results.save(compared, self.study, self.results_dir, self.search, self.machine.device_type)
+        reports = write_reports(self.study, compared, self.search, self.results_dir, self.tracker,
+                                self.optuna.user_attrs)
         if self.parent_id:
             # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
             ids = run_ids(self.optuna)
-            pooled = view.rows(stored, table, self.study.accuracy_tolerance)
+            pooled = view.rows(compared)
             for m in (m for r in stored for m in r.measurements):
                 if ids.get(m.number) and (found := pooled.get((m.device, m.combination))):
                     self.tracker.log_metrics(ids[m.number], found.metrics, found.tags_for(m.number))
@@ -365,11 +367,11 @@ class Runner:
         return Outcome(table, csv, ran, self.tracker.uri, self.parent_id, reports)
 
 
-def write_reports(study: Study, stored: list[records.Record], search: str, results_dir: Path, tracker: Tracker,
-                  attrs: dict[str, Any]) -> list[report.Report]:
-    """Build the study's report(s) from stored trials and attach them to the MLflow parent run.
+def write_reports(study: Study, compared: list[comparison.DeviceComparisons], search: str, results_dir: Path,
+                  tracker: Tracker, attrs: dict[str, Any]) -> list[report.Report]:
+    """Build the study's report(s) from its comparisons and attach them to the MLflow parent run.
     `attrs`: the Optuna study's user attrs (its protocol, where the race ended, its parent run)."""
-    built = report.build(study, stored, search, results_dir / study.name / "report", attrs)
+    built = report.build(study, compared, search, results_dir / study.name / "report", attrs)
     parent_id = attrs.get(PARENT_ATTR)
     for r in built:
         if parent_id:

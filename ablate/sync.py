@@ -16,7 +16,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial
 
-from ablate import records, results, view
+from ablate import records, report, view
 from ablate.machine import Machine
 from ablate.interrupts import INTERRUPTED
 from ablate.planner import combination_label
@@ -43,7 +43,7 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
         if parent:
             stored.set_user_attr(PARENT_ATTR, parent)
     loaded = records.load(stored)
-    by_combination = view.rows(loaded, results.rows(loaded), study.accuracy_tolerance)
+    by_combination = view.rows(report.compare(study, loaded, stored.user_attrs))
     mapping = dict(stored.user_attrs.get(RUNS_ATTR, {}))
     pushed = 0
     for trial, (options, stack) in missing:

@@ -233,7 +233,7 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
             on_phase("starting (a new interpreter imports torch)")
         interpreter = pool.take(deadline)
         pool.refill()  # for the next trials, importing through this one's start-up (stopped while it measures)
-        interpreter.conn.send((target, spec, launched))
+        interpreter.conn.send((serve, target, spec, launched))
         message = _converse(interpreter, pool, deadline, on_phase)
         interpreter.finish()
     except BaseException as error:

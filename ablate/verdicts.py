@@ -39,23 +39,27 @@ def _group(r: Record) -> str:
     return r.accuracy_group or (BASELINE if r.combination == BASELINE else r.combination)
 
 
-def parity_of(records: list[Record], tolerance: float) -> dict[str, parity.Parity]:
-    """combination -> its accuracy group's verdict (combinations without a measured accuracy: none)."""
-    found = parity_by_group(records, tolerance)
+def parity_of(records: list[Record], tolerance: float,
+              groups: dict[str, parity.Parity] | None = None) -> dict[str, parity.Parity]:
+    """combination -> its accuracy group's verdict (combinations without a measured accuracy: none). `groups`: the
+    groups' verdicts (`parity_by_group`) when the caller has them already."""
+    found = parity_by_group(records, tolerance) if groups is None else groups
     return {r.combination: found[_group(r)] for r in records
             if r.complete and r.accuracy is not None and _group(r) in found}
 
 
-def parity_failures(records: list[Record], tolerance: float) -> list[Record]:
+def parity_failures(records: list[Record], tolerance: float,
+                    found: dict[str, parity.Parity] | None = None) -> list[Record]:
     """Complete combinations whose accuracy is `below` the baseline's by more than the tolerance (a test)."""
-    found = parity_of(records, tolerance)
+    found = parity_of(records, tolerance) if found is None else found
     return [r for r in records if r.combination in found and found[r.combination].verdict == parity.BELOW]
 
 
-def eligible(records: list[Record], tolerance: float) -> list[Record]:
+def eligible(records: list[Record], tolerance: float,
+             verdicts: dict[str, parity.Parity] | None = None) -> list[Record]:
     """Complete combinations that may be raced and recommended: parity `ok` or `uncertain`, or any where
     accuracy could not be measured at all (stand-in data; the report says so)."""
-    flagged = {r.number for r in parity_failures(records, tolerance)}
+    flagged = {r.number for r in parity_failures(records, tolerance, verdicts)}
     return [r for r in records if r.complete and r.number not in flagged and (r.accuracy is not None or r.accuracy_note)]
 
 
@@ -86,10 +90,13 @@ def _techniques(combination: str) -> int:
     return 0 if combination == BASELINE else len(combination.split(" + "))
 
 
-def recommendation(records: list[Record], tolerance: float,
-                   settings: protocol.Settings | None = None) -> Recommendation | None:
-    """The race's leader among the eligible combinations, never a combination screened once."""
-    ok = {r.combination: r for r in eligible(records, tolerance)}
+def recommendation(records: list[Record], tolerance: float, settings: protocol.Settings | None = None,
+                   found: dict[str, analysis.Speedup] | None = None,
+                   verdicts: dict[str, parity.Parity] | None = None) -> Recommendation | None:
+    """The race's leader among the eligible combinations, never a combination screened once. `found` and
+    `verdicts`: the speed-ups and parity verdicts when the caller has them already (`ablate.comparison`)."""
+    verdicts = parity_of(records, tolerance) if verdicts is None else verdicts
+    ok = {r.combination: r for r in eligible(records, tolerance, verdicts)}
     if not ok:
         return None
     standing = racing.race(analysis.protocol_measurements(records), BASELINE, set(ok),
@@ -98,8 +105,7 @@ def recommendation(records: list[Record], tolerance: float,
         return None
     order = [standing.leader, *standing.contenders]
     members = sorted((c for c in order if c in ok), key=lambda c: (_techniques(c), order.index(c)))
-    found = analysis.speedup_of(records)
-    verdicts = parity_of(records, tolerance)
+    found = analysis.speedup_of(records) if found is None else found
     return Recommendation(ok[standing.leader], found.get(standing.leader), tuple(ok[c] for c in members),
                           {c.other: c for c in standing.contrasts}, standing.eliminated, standing.pending, standing,
                           verdicts.get(standing.leader))

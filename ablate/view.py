@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
-from ablate import analysis, results
-from ablate.records import Record, by_device
+from ablate.comparison import Comparison, DeviceComparisons
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 SHARE_KEY = "ablate"
@@ -86,16 +85,25 @@ def url(tracking_uri: str, experiment_id: str, charts: bool = False, port: int =
             + ("&compareRunsMode=CHART" if charts else ""))
 
 
-def display_tags(row: Mapping[str, Any], parity_failed: bool, tolerance: float) -> dict[str, str]:
-    """A results-table row's comparisons as the view's strings (two decimals: the interval is wider than that)."""
+def metrics(c: Comparison) -> dict[str, float]:
+    """A combination's comparisons with the baseline, as MLflow metrics (those that could be computed)."""
+    i, p = c.interval, c.parity
+    found = {"speedup": c.factor, "speedup_low": i.low if i else None, "speedup_high": i.high if i else None,
+             "speedup_blocks": c.blocks, "accuracy_change": c.accuracy_change,
+             "accuracy_change_low": p.low if p else None, "accuracy_change_high": p.high if p else None}
+    return {k: float(v) for k, v in found.items() if v is not None}
+
+
+def display_tags(c: Comparison) -> dict[str, str]:
+    """A combination's comparisons as the view's strings (two decimals: the interval is wider than that)."""
     tags = {}
-    if row.get("speed-up") is not None:
-        interval = f" [{row['ci low']:.2f}, {row['ci high']:.2f}]" if row.get("ci low") is not None else ""
-        tags[SPEEDUP] = f"x{row['speed-up']:.2f}{interval}"
-    if row.get("Δ acc") is not None:
-        tags[ACCURACY] = f"{row['Δ acc']:+.2f} pts"
-        tags[PARITY] = (f"{row['parity']} [{row['parity low']:+.2f}, {row['parity high']:+.2f}] ({row['seeds']} seeds)"
-                        if row.get("parity") else f"fails (>{tolerance:g} pts lost)" if parity_failed else "ok")
+    if c.factor is not None:
+        interval = f" [{c.interval.low:.2f}, {c.interval.high:.2f}]" if c.interval else ""
+        tags[SPEEDUP] = f"x{c.factor:.2f}{interval}"
+    if c.accuracy_change is not None:
+        p = c.parity
+        tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"
+        tags[PARITY] = f"{p.verdict} [{p.low:+.2f}, {p.high:+.2f}] ({p.seeds} seeds)" if p else "no verdict"
     return tags
 
 
@@ -117,10 +125,7 @@ class Row:
         return {**self.tags, ROW_TAG: ROW, RUN_NAME: self.combination}
 
 
-def rows(stored: list[Record], table: list[dict[str, Any]], tolerance: float) -> dict[tuple[str, str], Row]:
-    """(device, combination) -> its Row, from the records and the results table built from them."""
-    failed = {r.number for group in by_device(stored).values() for r in analysis.parity_failures(group, tolerance)}
-    return {(row["device"], row["combination"]):
-            Row(row["combination"], results.comparisons(row), display_tags(row, row["trial"] in failed, tolerance),
-                row["trial"])
-            for row in table}
+def rows(compared: list[DeviceComparisons]) -> dict[tuple[str, str], Row]:
+    """(device, combination) -> its Row, rendered from its comparison."""
+    return {(c.device, c.combination): Row(c.combination, metrics(c), display_tags(c), c.record.number)
+            for d in compared for c in d.rows}

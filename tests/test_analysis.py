@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ablate import analysis
+from ablate import analysis, verdicts
 from ablate import study as studies
 from ablate.records import BASELINE, Record
 
@@ -143,9 +143,9 @@ def _record(number: int, combination: str, rate: float, accuracy: float) -> Reco
 def test_the_recommendation_skips_a_faster_combination_that_breaks_accuracy_parity():
     records = [_record(0, BASELINE, 1000, 98.0), _record(1, "fast but wrong", 2000, 97.0),
                _record(2, "fast and right", 1500, 97.8)]
-    assert [r.number for r in analysis.parity_failures(records, 0.5)] == [1]
-    assert analysis.recommend(records, 0.5).number == 2
-    assert analysis.recommend(records, 1.5).number == 1  # a looser tolerance admits it
+    assert [r.number for r in verdicts.parity_failures(records, 0.5)] == [1]
+    assert verdicts.recommendation(records, 0.5).leader.number == 2
+    assert verdicts.recommendation(records, 1.5).leader.number == 1  # a looser tolerance admits it
 
 
 GRAPH_STUDY = """

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 
 from ablate import results
+from ablate.comparison import compare
 from ablate.records import BASELINE, Record, combine
 
 DIMS = {  # mnist_cnn_gpu-like labels: the longest the built-in studies make
@@ -34,14 +35,14 @@ def _table() -> list[dict]:
                                        accuracy_trained=block == 0,
                                        metrics={"throughput": rate * (1 + block / 100), "throughput_window_0": rate,
                                                 "test_accuracy": 98.0 - (number % 7) / 2}))
-    return results.rows(combine(measurements))
+    return results.rows(compare(combine(measurements), 0.5))
 
 
 def test_the_default_table_fits_100_columns_with_the_longest_labels_failures_and_skips():
     text = results.render_compact(_table(), tolerance=0.5)
     assert max(len(line) for line in text.splitlines()) <= 100
     assert text.splitlines()[0].split()[:5] == ["#", "combination", "speed-up", "[95%", "CI]"]
-    assert "BELOW" in text and " ok" in text  # parity is flagged where it fails and where it holds
+    assert "] below" in text and "] ok" in text  # parity is flagged where it fails and where it holds
 
 
 def test_repeated_skip_reasons_are_one_line_and_failures_say_why():

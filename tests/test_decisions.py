@@ -1,7 +1,7 @@
 """The decisions ablate prints, proven by simulation: parity verdicts, the recommendation, elimination, noise.
 
 Each test runs a few hundred simulated studies through the same functions the runner and the report call
-(`ablate.parity`, `ablate.racing.race`, `ablate.analysis.recommend`, `ablate.protocol.estimates`) and checks
+(`ablate.parity`, `ablate.racing.race`, `ablate.verdicts.recommendation`, `ablate.protocol.estimates`) and checks
 an error rate or a coverage. The host: every measurement is a fresh process, log throughput = truth + drift
 (a trend and a random walk) + a process offset N(0, sigma of its combination) + small window noise.
 """
@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from ablate import analysis, parity, protocol, racing
+from ablate import analysis, parity, protocol, racing, verdicts
 from ablate.protocol import RACE, SCREEN, Measurement, Settings
 from ablate.records import Record, combine
 
@@ -111,7 +111,7 @@ def test_the_recommendation_is_the_race_leader_unbiased_and_covered(scenario):
         sigma = {c: 0.08 if scenario == "four-way tie" else 0.10 for c in truth}
         ms, standing = run_study(truth, sigma, Settings(), seed)
         records = as_records(ms)
-        picked = analysis.recommend(records, 1.0)
+        picked = (found := verdicts.recommendation(records, 1.0)) and found.leader
         same += picked is not None and picked.combination == standing.leader
         s = analysis.speedup_of(records)[standing.leader]
         low, high = s.estimate.interval()

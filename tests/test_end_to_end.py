@@ -122,7 +122,9 @@ def test_second_run_runs_nothing_new(first_run, capsys):
     assert len(_runs(first_run)[1]) == before
 
 
-def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_and_the_report(first_run):
+def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_the_report_and_mlflow(first_run):
+    """One comparison per combination (ablate.comparison), rendered by every surface: the CSV, summary.json, the
+    report's table and the MLflow rows agree row by row, and a row's throughput is the baseline's times its speed-up."""
     import csv
     import json
 
@@ -134,13 +136,31 @@ def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_and_the_report(
     summary = json.loads((first_run / "tiny" / "report" / "grid" / "summary.json").read_text())
     by_name = {s["combination"]: s for s in summary["speedups"]}
     report = (first_run / "tiny" / "report" / "grid" / "report.md").read_text()
-    for row in rows:  # one estimator on every surface
-        if row["speed-up"]:
-            entry = by_name[row["combination"]]
-            assert float(row["speed-up"]) == pytest.approx(entry["speedup"])
-            assert f"| {row['combination']} | " in report and f"x{entry['speedup']:.2f}" in report
-            if row["combination"] != "baseline":
-                assert entry["low"] <= entry["speedup"] <= entry["high"] and entry["blocks"] >= 1
+    report_rows = {cells[0]: cells for line in report.splitlines() if line.startswith("| ")
+                   and len(cells := [c.strip() for c in line.strip("|").split("|")]) >= 10}
+    _, runs = _runs(first_run)
+    mlflow_rows = {r.data.tags["mlflow.runName"]: r for r in runs if r.data.tags.get("ablate.row") == "combination"}
+    base_rate = float(baseline["samples/s"])
+    assert set(by_name) == {r["combination"] for r in rows if r["speed-up"]} == {
+        name for name, run in mlflow_rows.items() if "speedup" in run.data.metrics}  # skipped ones have none
+    for row in rows:  # one comparison on every surface
+        if not row["speed-up"]:
+            continue
+        name, speedup, rate = row["combination"], float(row["speed-up"]), float(row["samples/s"])
+        entry, cells, run = by_name[name], report_rows[name], mlflow_rows[name]
+        assert rate / base_rate == pytest.approx(speedup, rel=1e-9)  # the one definition of a row's throughput
+        assert entry["speedup"] == pytest.approx(speedup) and entry["throughput"] == pytest.approx(rate)
+        assert run.data.metrics["speedup"] == pytest.approx(speedup)
+        assert cells[1] == f"{rate:.0f}" and cells[2].startswith(f"x{speedup:.2f}")
+        assert run.data.tags["speed-up"].startswith(f"x{speedup:.2f}")
+        if name != "baseline":
+            assert entry["low"] <= entry["speedup"] <= entry["high"] and entry["blocks"] >= 1
+            assert float(row["ci low"]) == pytest.approx(entry["low"]) == pytest.approx(run.data.metrics["speedup_low"])
+            assert int(row["blocks"]) == entry["blocks"] == int(cells[3])
+        if row["Δ acc"]:
+            change = float(row["Δ acc"])
+            assert entry["accuracy_change"] == pytest.approx(change) == pytest.approx(run.data.metrics["accuracy_change"])
+            assert cells[6] == f"{change:+.2f}" and row["parity"] == entry["parity"]["verdict"]
     assert summary["recommendation"]["combination"] in by_name and summary["recommendation"]["compose"]
     assert summary["recommendation"]["set"] and summary["recommendation"]["leader"] == summary["recommendation"]["combination"]
     assert set(summary["seeds"]) == {"protocol", "training"}

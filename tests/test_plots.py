@@ -8,6 +8,8 @@ import pytest
 
 from ablate import plots, report
 from ablate.analysis import Effect, EffectFit, Interval
+from ablate.comparison import Comparison, DeviceComparisons
+from ablate.parity import Parity
 from ablate.records import Record
 from ablate.words import count
 
@@ -48,7 +50,9 @@ def test_pareto_legend_covers_no_point(drawn, tmp_path):
     # Points in every corner, where a legend inside the axes would sit.
     records = [base, _record(1, "a", 60, 85.0), _record(2, "b", 400, 85.2), _record(3, "c", 61, 92.1),
                _record(4, "d", 390, 92.2)]
-    plots.pareto_chart(tmp_path / "p.png", records, [records[4]], base, 0.5, {1, 2}, 4, "t")
+    below = Parity("below", -1.0, -1.5, -0.6, 2, 0.2, 1.0)
+    rows = tuple(Comparison(r, None, r.throughput, below if r.number in (1, 2) else None, None) for r in records)
+    plots.pareto_chart(tmp_path / "p.png", DeviceComparisons("cpu", records, rows, None, 0.5, {}), 4, "t")
     ax = drawn[0].axes[0]
     legend = ax.get_legend().get_window_extent()
     points = ax.transData.transform([(r.throughput, r.accuracy) for r in records])

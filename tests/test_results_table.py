@@ -6,6 +6,7 @@ import csv
 import pytest
 
 from ablate import results
+from ablate.comparison import compare
 from ablate.records import BASELINE, UNKNOWN_MACHINE, Record
 
 
@@ -18,7 +19,7 @@ def _record(number: int, combination: str, rate: float, device: str, host: str) 
 def test_speedups_are_against_the_baseline_of_the_same_device_and_rows_name_device_and_host(tmp_path):
     records = [_record(0, BASELINE, 1000, "H100", "a"), _record(1, "amp", 3000, "H100", "a"),
                _record(2, BASELINE, 500, "A100", "b"), _record(3, "amp", 1000, "A100", "b")]
-    table = results.rows(records)
+    table = results.rows(compare(records, 0.5))
     by_trial = {r["trial"]: r for r in table}
     assert by_trial[1]["speed-up"] == pytest.approx(3.0)  # not 1000/1000 across devices
     assert by_trial[3]["speed-up"] == pytest.approx(2.0)
@@ -30,7 +31,7 @@ def test_speedups_are_against_the_baseline_of_the_same_device_and_rows_name_devi
 
 
 def test_one_device_keeps_the_table_as_it_was():
-    table = results.rows([_record(0, BASELINE, 1000, "H100", "a"), _record(1, "amp", 3000, "H100", "a")])
+    table = results.rows(compare([_record(0, BASELINE, 1000, "H100", "a"), _record(1, "amp", 3000, "H100", "a")], 0.5))
     assert results.render(table).splitlines()[0].split()[0] == "combination"
     assert [r["trial"] for r in table] == [1, 0]  # fastest first
 

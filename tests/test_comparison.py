@@ -1,0 +1,45 @@
+"""One comparison per combination (ablate.comparison): a row's throughput is the baseline's times its speed-up."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ablate import results, view
+from ablate.comparison import compare
+from ablate.records import BASELINE, Record, combine
+
+
+def _measured(number: int, combination: str, block: int, windows: list[float]) -> Record:
+    metrics = {"throughput": math.exp(sum(map(math.log, windows)) / len(windows)), "test_accuracy": 98.0,
+               **{f"throughput_window_{i}": w for i, w in enumerate(windows)}}
+    levels = {"amp": "off" if combination == BASELINE else combination}
+    return Record(number, combination, levels, "complete", block=block, metrics=metrics,
+                  accuracy_trained=block == 0, accuracy_group=combination)
+
+
+def _stored() -> list[Record]:
+    # The baseline in three blocks; `amp` in two of them, with windows that make its own mean differ from
+    # baseline x speed-up (the baseline was slow in the block amp missed).
+    return combine([_measured(0, BASELINE, 0, [1000, 1010]), _measured(1, "amp", 0, [1500, 1560]),
+                    _measured(2, BASELINE, 1, [980, 1000]), _measured(3, "amp", 1, [1480, 1500]),
+                    _measured(4, BASELINE, 2, [700, 720]), _measured(5, "solo", 7, [2000, 2100])])
+
+
+def test_a_rows_throughput_is_the_baselines_times_its_speedup_on_every_surface():
+    (device,) = compare(_stored(), tolerance=0.5)
+    base, amp = device[BASELINE], device["amp"]
+    assert amp.throughput / base.throughput == pytest.approx(amp.factor, rel=1e-12)
+    assert amp.throughput != pytest.approx(amp.record.throughput)  # its own mean would not agree with its speed-up
+    table = {r["combination"]: r for r in results.rows([device])}
+    assert table["amp"]["samples/s"] / table[BASELINE]["samples/s"] == pytest.approx(table["amp"]["speed-up"])
+    row = view.rows([device])[(amp.device, "amp")]
+    assert row.metrics["speedup"] == pytest.approx(table["amp"]["speed-up"])
+
+
+def test_a_combination_no_baseline_shared_a_block_with_keeps_its_own_throughput_and_gets_no_speedup():
+    (device,) = compare(_stored(), tolerance=0.5)
+    solo = device["solo"]
+    assert solo.speedup is None and solo.factor is None and solo.throughput == pytest.approx(solo.record.throughput)
+    assert device.rows[-1] is solo  # rows without a speed-up sort last
+    assert "speedup" not in view.rows([device])[(solo.device, "solo")].metrics
