@@ -8,7 +8,7 @@ ARGS   ?=
 
 .PHONY: ablation test bench gpu ui list clean
 
-# `make gpu` runs where the project is not pip-installed too (a lent GPU machine: see README, "On a lent GPU").
+# `make gpu` runs where the project is not pip-installed too (a lent GPU machine: docs/gpu.md).
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 
 $(STAMP): pyproject.toml

@@ -22,7 +22,7 @@ _HF_SIZE = {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 512
 _HEAD = """\
 # A study of {model}, written by `ablate new {model}`: edit it, then run it with
 #   ablate run {path}
-# Keys: README.md, "Study files". Each dimension of `space` is a list of choices (off, a strategy name,
+# Keys: docs/studies.md, "Keys". Each dimension of `space` is a list of choices (off, a strategy name,
 # {{name: {{option: value}}}} or {{preset: O1}}); every combination is measured against the baseline.
 # `ablate list` names the strategies; `devices:` overrides the space, budget and model size per device.
 description: >
@@ -64,7 +64,7 @@ baseline: {{batch_size: 32, optimizer: sgd, lr: 0.05, max_grad_norm: 1.0}}
 space:
   amp: [off, {{amp: {{dtype: bf16}}}}]
   channels_last: [off, channels_last]                          # convolutions: the stem, or a whole CNN
-  graph: [off, compile, {{compile: {{regional: true}}}}]       # regional needs repeated blocks (README)
+  graph: [off, compile, {{compile: {{regional: true}}}}]       # regional needs repeated blocks (docs/strategies.md)
   checkpointing: [off, activation_checkpointing]
 budget: {{train_samples: 256, warmup_samples: 32, window_samples: 64, windows: 3, test_subset: 64}}
 """

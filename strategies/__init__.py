@@ -4,7 +4,7 @@
     stack = compose(AMP("bf16"), Compile())
 
 Each technique is one `Strategy` in its own module; `compose` stacks them and
-the stack's hooks drive the loop (see README). Depends on torch only.
+the stack's hooks drive the loop (docs/strategies.md, "The hooks"). Depends on torch only.
 """
 from strategies.activation_checkpointing import ActivationCheckpointing
 from strategies.amp import AMP

@@ -1,6 +1,6 @@
 """The `Strategy` base class: fixed hooks that default to doing nothing.
 
-A training loop that calls these hooks in order (see the README) picks up any
+A training loop that calls these hooks in order (docs/strategies.md) picks up any
 technique without knowing which one it is. Each hook has one job:
 
     loader_kwargs      DataLoader construction (workers, pinning, batch size)
