@@ -20,7 +20,7 @@ import markdown
 from ablate import analysis, answer, plots, protocol, seeds, verdicts
 from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
 from ablate.mfu import peak
-from ablate.records import BASELINE, Record, baseline, by_device
+from ablate.records import BASELINE, Record, StudyRecord, baseline, by_device
 from ablate.study import Study
 from ablate.trial import BASELINE_FP32
 from ablate.words import count
@@ -80,14 +80,15 @@ NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the 
 
 
 def build(study: Study, records: list[Record], search: str, folder: Path,
-          race: dict | None = None) -> list[Report]:
+          race: StudyRecord | None = None) -> list[Report]:
     """One report per device the study's trials ran on, written under `folder`."""
     groups = by_device(records)
     return [_build_one(study, group, search, folder / (f"{search}-{_slug(device)}" if len(groups) > 1 else search),
-                       device, race or {}) for device, group in groups.items()]
+                       device, race or StudyRecord()) for device, group in groups.items()]
 
 
-def _build_one(study: Study, records: list[Record], search: str, folder: Path, device: str, race: dict) -> Report:
+def _build_one(study: Study, records: list[Record], search: str, folder: Path, device: str,
+               race: StudyRecord) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
     tolerance = study.accuracy_tolerance
     base = baseline(records)
@@ -123,7 +124,7 @@ def _build_one(study: Study, records: list[Record], search: str, folder: Path, d
                                            race), indent=2) + "\n")
     return Report(device, folder, md, html, summary, figures, rec.simplest if rec else None, compose,
                   _metrics(speedups, throughput, accuracy, rec.simplest if rec else None, flagged, cv),
-                  race.get(seeds.SEEDS_ATTR), rec.leader.combination if rec else None,
+                  race.seeds, rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else ())
 
 
@@ -142,14 +143,14 @@ def _memory(r: Record, base: Record | None) -> str:
     return f"{mine:,.0f} ({100 * (mine / theirs - 1):+.0f}%)"
 
 
-def _design(study: Study, stored: dict) -> protocol.Settings:
+def _design(study: Study, stored: StudyRecord) -> protocol.Settings:
     """The protocol the stored measurements followed (a run may override the study file's)."""
-    return protocol.Settings(**stored["protocol"]) if stored.get("protocol") else study.protocol
+    return protocol.Settings(**stored.protocol) if stored.protocol else study.protocol
 
 
 def _summary(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
              rec: verdicts.Recommendation | None, compose: tuple[str, str] | None, cv: float | None,
-             race: dict) -> dict:
+             race: StudyRecord) -> dict:
     """summary.json: what a user's CI reads to notice that the best stack has changed."""
     base = baseline(records)
     verdict = verdicts.parity_of(records, study.accuracy_tolerance)
@@ -173,9 +174,9 @@ def _summary(study: Study, records: list[Record], search: str, device: str, spee
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": device,
         "torch": ", ".join(machines["torch"]), "commit": ", ".join(machines["commit"]),
         "protocol": {**_design(study, race).__dict__, "description": _design(study, race).describe(),
-                     "confidence": analysis.CONFIDENCE, "race": race.get("race"), "baseline_cv_across_blocks": cv,
+                     "confidence": analysis.CONFIDENCE, "race": race.race, "baseline_cv_across_blocks": cv,
                      "compile_cache": "cold per measurement"},
-        "seeds": race.get(seeds.SEEDS_ATTR),
+        "seeds": race.seeds,
         "recommendation": None if chosen is None or rec is None else {
             **entry(chosen), "confirmed": rec.confirmed, "leader": rec.leader.combination,
             "set": [m.combination for m in rec.members], "simplest": rec.simplest.combination,
@@ -189,7 +190,7 @@ def _summary(study: Study, records: list[Record], search: str, device: str, spee
 def _markdown(study: Study, records: list[Record], search: str, device: str, speedups: list[Speedup],
               throughput: EffectFit | str, accuracy: EffectFit | str, numeric_dims: list[str], flagged: list[Record],
               front: list[Record], rec: verdicts.Recommendation | None, compose: tuple[str, str] | None,
-              breaks: list[BreakEven], cv: float | None, stored: dict) -> str:
+              breaks: list[BreakEven], cv: float | None, stored: StudyRecord) -> str:
     base = baseline(records)
     states = Counter(r.state for r in records)
     mfu = peak(device) if any("mfu" in r.metrics for r in records) else None  # `device` is the device's name
@@ -208,7 +209,7 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
         + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
         f"in {count(len({m.block for r in records for m in r.measurements}), 'block')}",
         f"- Protocol: {_design(study, stored).describe()}. "
-        + (f"Race: {stored['race']['why']}." if stored.get("race") else ""),
+        + (f"Race: {stored.race['why']}." if stored.race else ""),
         f"- Host noise: the baseline's throughput varied by {100 * cv:.1f}% (coefficient of variation) across "
         f"blocks" if cv is not None else "- Host noise: the baseline ran in one block only, so its variation across "
         "blocks is unknown",
@@ -238,8 +239,8 @@ def _markdown(study: Study, records: list[Record], search: str, device: str, spe
     else:
         out += [f"None: no complete combination's test accuracy is within {tol:g} points of the baseline's "
                 "(every accuracy group is `below`).", ""]
-    if stored.get(seeds.SEEDS_ATTR):
-        out += [f"Seeds of this run: {seeds.describe(stored[seeds.SEEDS_ATTR])} (parity's extra seeds: the "
+    if stored.seeds:
+        out += [f"Seeds of this run: {seeds.describe(stored.seeds)} (parity's extra seeds: the "
                 "training seed plus 1, 2...).", ""]
     out += answer.spreads_warning(analysis.protocol_measurements(records))[1]
 
