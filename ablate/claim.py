@@ -25,7 +25,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.records import has_result
+from ablate.records import from_trial, has_result
 
 POLL_S = 0.1
 
@@ -45,13 +45,13 @@ def owns(trial: FrozenTrial) -> bool:
     return trial.state in (TrialState.WAITING, TrialState.RUNNING) or has_result(trial)
 
 
-def slot(trial: FrozenTrial) -> tuple[Any, Any]:
-    """Where a measurement sits in the protocol: (block, place in the block's order)."""
-    return trial.user_attrs.get("block"), trial.user_attrs.get("position")
+def slot(trial: FrozenTrial | optuna.Trial) -> tuple[int, int] | None:
+    """Where a measurement sits in the protocol: (block, place in the block's order); None before it has one."""
+    return from_trial(trial).slot
 
 
-def earlier_owner(study: optuna.Study, number: int, combination: dict[str, Any], n_dims: int, at: tuple[Any, Any],
-                  poll: Callable[[], None] = lambda: None) -> FrozenTrial | None:
+def earlier_owner(study: optuna.Study, number: int, combination: dict[str, Any], n_dims: int,
+                  at: tuple[int, int] | None, poll: Callable[[], None] = lambda: None) -> FrozenTrial | None:
     """The trial that holds `combination` at slot `at` (block, place) ahead of trial `number`, or None when
     `number` runs it.
 

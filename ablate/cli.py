@@ -194,10 +194,10 @@ def _run(args: argparse.Namespace) -> int:
                       f"torch {machine.torch}; protocol: {runner.design.describe()}"))
         try:
             if args.workers > 1:
-                runner.open_parent()  # before the workers start, so that they all log under it
+                runner.parent.open()  # before the workers start, so that they all log under it
                 if status := _workers(args, device, storage):
                     if status == 130:  # the workers have stopped; the parent run they shared is ended here
-                        runner.stop_parent()
+                        runner.parent.stop()
                     return status
             outcome = runner.run()
         except Interrupted as stopped:
@@ -309,7 +309,7 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
 def _report(args: argparse.Namespace) -> int:
     from ablate import records, report, results
     from ablate.machine import describe
-    from ablate.runner import write_reports
+    from ablate.parent_run import write_reports
     from ablate.tracking import Tracker
 
     device, study, found, storage = _stored(args)
@@ -319,10 +319,11 @@ def _report(args: argparse.Namespace) -> int:
                                  "skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
     # The table too: a study stopped before its end (Ctrl-C, a time limit) wrote none.
-    compared = report.compare(study, stored, found.user_attrs)
+    attrs = records.from_study(found)
+    compared = report.compare(study, stored, attrs)
     _, table = results.save(compared, study, args.results, args.search, device.type)
     print(f"results table: {table}")
-    for built in write_reports(study, compared, args.search, args.results, tracker, found.user_attrs):
+    for built in write_reports(study, compared, args.search, args.results, tracker, attrs):
         print(built.summary())
     if tracker.offline:
         print(f"ablate: warning: the report is not attached to MLflow (unreachable at {tracker.uri})", file=sys.stderr)
@@ -332,7 +333,7 @@ def _report(args: argparse.Namespace) -> int:
 def _sync(args: argparse.Namespace) -> int:
     from ablate import records, report, results
     from ablate.machine import describe
-    from ablate.runner import write_reports
+    from ablate.parent_run import write_reports
     from ablate.sync import push_missing
     from ablate.tracking import Tracker
 
@@ -343,8 +344,8 @@ def _sync(args: argparse.Namespace) -> int:
         pushed = push_missing(study, found, args.search, tracker, [study.path, csv])
         stored = records.load(found)
         if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run
-            write_reports(study, report.compare(study, stored, found.user_attrs), args.search, args.results, tracker,
-                          found.user_attrs)
+            attrs = records.from_study(found)
+            write_reports(study, report.compare(study, stored, attrs), args.search, args.results, tracker, attrs)
     print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
           f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0

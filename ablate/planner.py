@@ -99,7 +99,7 @@ class Planner:
     @staticmethod
     def tpe_screened(trials: list[FrozenTrial]) -> int:
         """Screening measurements TPE picked (queued baselines not counted)."""
-        return sum(1 for t in trials if t.user_attrs.get("picked") and claim.owns(t))
+        return sum(1 for t in trials if records.from_trial(t).picked and claim.owns(t))
 
     def tpe_baseline(self, trials: list[FrozenTrial]) -> Planned | None:
         """`--search optuna`: a baseline of the current screening block when one of its random places comes, or
@@ -112,8 +112,8 @@ class Planner:
         places = sorted(random.Random(f"{self.seed}:{block}:baseline").choices(
             range(size), k=self.design.screen_baselines))
         due = len(places) if done else sum(1 for p in places if p <= screened - block * size)
-        have = sum(1 for t in trials if t.user_attrs.get("block") == block and claim.owns(t)
-                   and t.user_attrs.get("combination") == BASELINE and t.user_attrs.get("phase") == protocol.SCREEN)
+        have = sum(1 for t in trials if claim.owns(t) and (r := records.from_trial(t)).slot is not None
+                   and r.block == block and r.combination == BASELINE and r.phase == protocol.SCREEN)
         if have >= due:
             return None
         return Planned(protocol.Slot(baseline_levels(self.options), block, places[have], protocol.SCREEN))

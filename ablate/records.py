@@ -4,19 +4,31 @@ A *measurement* is one Optuna trial: one combination in one block of the
 protocol (`ablate.protocol`), in its own process. The Optuna study is the
 source of truth for what ran; `load` reads it back as one `Record` per
 combination and device, holding its measurements, which is what the table,
-the analysis and the report read. The user attrs a trial carries are read
-back here (`from_trial`); the runner and `ablate sync` still spell the keys
-they write themselves.
+the analysis and the report read.
+
+This module is the only one that spells a stored key. A trial's user attrs
+are read back as a typed `Record` (`from_trial`) and written by the small
+functions below (`queue`, `place`, `start`, `mark`, `result`...); the Optuna
+study's own attrs (its file hash, protocol, seeds, race, MLflow runs) are
+read as a `StudyRecord` (`from_study`) and written by `set_*`. Why one owner:
+the stored format is what resumes, `ablate sync` and `ablate report` read
+back, so a key spelled twice is a key that can drift apart.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from ablate.design import Settings
+
+if TYPE_CHECKING:  # only for the annotation: the race builds on the records, not they on it
+    from ablate.racing import Race
 
 BASELINE = "baseline"
 PARITY = "parity"  # ablate.protocol.PARITY: a training run at another seed (records does not import the protocol)
@@ -41,6 +53,14 @@ UNKNOWN_MACHINE = {"device": "unknown", "device_name": "unknown", "torch": "unkn
                    "host": "unknown"}
 # MLflow run status of each state; an interrupted or dead trial's run is KILLED.
 MLFLOW_STATE = {"complete": "complete", "skipped": "skipped", "pruned": "skipped", "failed": "failed", "fail": "failed"}
+# The user attrs a queued trial carries into its run: where it sits in the protocol.
+_SLOT = ("block", "position", "phase", "combination")
+# The Optuna study's own user attrs (`StudyRecord`); the names are the stored format, kept as they were.
+FILE_HASH_ATTR, PROTOCOL_ATTR, SEEDS_ATTR, RACE_ATTR = "file_hash", "protocol", "seeds", "race"
+PARENT_ATTR = "mlflow_parent_run_id"  # the study's MLflow parent run
+# Trials that finished without an MLflow run get one from `ablate sync`; a finished Optuna trial's
+# user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
+RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,11 @@ class Record:
     position: int = 0  # its place in the block's random order
     accuracy_group: str | None = None  # combinations that change the numbers alike train to the same accuracy
     seed_index: int = 0  # which of the run's training seeds trained it (0: the run's own; 1, 2...: parity seeds)
+    training_seed: int | None = None  # the seed that one is (ablate.seeds.training)
+    picked: bool = False  # `--search optuna`: TPE picked it (a queued baseline was not picked)
+    # Whether it holds a place in the protocol (block, position): a queued trial does from the start, one TPE
+    # picks once it is placed; a grid trial that found nothing queued never does.
+    has_slot: bool = True
     # A combination's record holds all its measurements with a result; a measurement's own record holds none.
     measurements: tuple[Record, ...] = field(default=(), compare=False, repr=False)
     trial: FrozenTrial | None = field(default=None, compare=False, repr=False)  # for Optuna's own Pareto front
@@ -99,14 +124,20 @@ class Record:
     def device(self) -> str:
         return self.machine["device_name"]
 
+    @property
+    def slot(self) -> tuple[int, int] | None:
+        """Where it sits in the protocol, (block, position); None before it has a place."""
+        return (self.block, self.position) if self.has_slot else None
 
-def from_trial(trial: FrozenTrial) -> Record:
+
+def from_trial(trial: FrozenTrial | Trial) -> Record:
+    """A trial's record: a stored (frozen) trial, or the live one a worker is running (its state: running)."""
     a = trial.user_attrs
     return Record(
         number=trial.number,
         combination=a.get("combination", str(trial.number)),
         levels=dict(trial.params),
-        state=a.get("state", trial.state.name.lower()),
+        state=a.get("state", trial.state.name.lower() if isinstance(trial, FrozenTrial) else State.RUNNING.value),
         reason=a.get("reason", ""),
         metrics=a.get("metrics", {}),
         accuracy_trained=bool(a.get("accuracy_trained")),
@@ -119,13 +150,31 @@ def from_trial(trial: FrozenTrial) -> Record:
         position=int(a.get("position", 0)),
         accuracy_group=a.get("accuracy_group"),
         seed_index=int(a.get("seed_index", 0)),
-        trial=trial,
+        training_seed=a.get("training_seed"),
+        picked=bool(a.get("picked")),
+        has_slot="block" in a,
+        trial=trial if isinstance(trial, FrozenTrial) else None,
     )
 
 
 def has_result(trial: FrozenTrial) -> bool:
     """Finished with a result of its own: complete, skipped or failed (not interrupted, not a duplicate)."""
     return trial.state.is_finished() and trial.user_attrs.get("state", State.RUNNING) not in NO_RESULT
+
+
+def stopped(trial: FrozenTrial) -> bool:
+    """Failed in Optuna because its run was stopped (Ctrl-C, SIGTERM, a kill), not by its own failure: marked
+    interrupted, or still running, or never got as far as a state of its own."""
+    return trial.state == TrialState.FAIL and trial.user_attrs.get("state", State.RUNNING) in (
+        State.RUNNING, State.INTERRUPTED)
+
+
+def run_ids(study: optuna.Study) -> dict[int, str]:
+    """Trial number -> MLflow run id: the trial's own `mlflow_run_id`, or the one `ablate sync` recorded."""
+    ids = {t.number: t.user_attrs["mlflow_run_id"] for t in study.get_trials(deepcopy=False)
+           if t.user_attrs.get("mlflow_run_id")}
+    ids.update(from_study(study).runs)
+    return ids
 
 
 def load_measurements(study: optuna.Study) -> list[Record]:
@@ -176,23 +225,138 @@ def by_device(records: list[Record]) -> dict[str, list[Record]]:
     return groups
 
 
-def mlflow_payload(attrs: Mapping[str, Any], fallback_state: str) -> tuple[str, str, dict[str, float], dict[str, str]]:
-    """A finished trial's MLflow state, reason, metrics and tags, from its user attrs.
+def mlflow_payload(record: Record) -> tuple[str, str, dict[str, float], dict[str, str]]:
+    """A finished trial's MLflow state, reason, metrics and tags.
 
     The one builder for the run that `ablate run` logs live and the run that `ablate sync` logs later.
     """
-    state = MLFLOW_STATE.get(attrs.get("state", fallback_state), "killed")
-    tags = {"ablate.block": str(attrs.get("block", 0)), "ablate.phase": str(attrs.get("phase", "screen")),
-            "ablate.position": str(attrs.get("position", 0))}
-    if attrs.get("training_seed") is not None:
-        tags["ablate.training_seed"] = str(attrs["training_seed"])
+    state = MLFLOW_STATE.get(record.state, "killed")
+    tags = {"ablate.block": str(record.block), "ablate.phase": str(record.phase),
+            "ablate.position": str(record.position)}
+    if record.training_seed is not None:
+        tags["ablate.training_seed"] = str(record.training_seed)
     metrics: dict[str, float] = {}
     if state == State.COMPLETE:
-        metrics = dict(attrs.get("metrics", {}))
-        if attrs.get("accuracy_group") is not None:
-            tags["ablate.accuracy_group"] = str(attrs["accuracy_group"])
-        if attrs.get("accuracy_note"):
-            tags["ablate.accuracy_note"] = attrs["accuracy_note"]
-        if attrs.get("accuracy_from") is not None:
-            tags["ablate.accuracy_from"] = str(attrs["accuracy_from"])
-    return state, attrs.get("reason", ""), metrics, tags
+        metrics = dict(record.metrics)
+        if record.accuracy_group is not None:
+            tags["ablate.accuracy_group"] = str(record.accuracy_group)
+        if record.accuracy_note:
+            tags["ablate.accuracy_note"] = record.accuracy_note
+        if record.accuracy_from is not None:
+            tags["ablate.accuracy_from"] = str(record.accuracy_from)
+    return state, record.reason, metrics, tags
+
+
+# -- writing a trial: each step of a measurement, in the order the worker takes them ------------------------
+
+def queue(study: optuna.Study, levels: Mapping[str, str], block: int, position: int, phase: str, combination: str,
+          seed_index: int) -> None:
+    """Queue one planned measurement with its slot; Optuna's storage hands each queued trial to exactly one worker."""
+    study.enqueue_trial(dict(levels), user_attrs={"block": block, "position": position, "phase": phase,
+                                                  "combination": combination, "seed_index": seed_index})
+
+
+def waiting_copy(trial: FrozenTrial, system_attrs: Mapping[str, Any]) -> FrozenTrial:
+    """A queued (WAITING) trial that measures `trial`'s slot again (`ablate.storage.requeue`)."""
+    slot = {k: trial.user_attrs[k] for k in _SLOT if k in trial.user_attrs}
+    return optuna.trial.create_trial(state=TrialState.WAITING, user_attrs=slot, system_attrs=dict(system_attrs))
+
+
+def place(trial: Trial, block: int, position: int, phase: str) -> None:
+    """A trial TPE picked, given its place in the screening blocks (a queued trial came with its own)."""
+    for key, value in {"block": block, "position": position, "phase": phase, "picked": True}.items():
+        trial.set_user_attr(key, value)
+
+
+def start(trial: Trial, combination: str, machine: Mapping[str, str], worker: str) -> None:
+    """The measurement starts: its label, where it runs (`worker`: host and process; several run per host)."""
+    trial.set_user_attr("combination", combination)
+    trial.set_user_attr("machine", dict(machine))
+    trial.set_user_attr("worker", worker)
+    trial.set_user_attr("state", State.RUNNING.value)  # replaced when it ends; still there if the study was stopped
+
+
+def set_run(trial: Trial, run_id: str | None) -> None:
+    """Its MLflow run (None while MLflow is unreachable: `ablate sync` logs one later)."""
+    trial.set_user_attr("mlflow_run_id", run_id)
+
+
+def set_training(trial: Trial, accuracy_group: str, training_seed: int) -> None:
+    """What it trains as: its accuracy group (`ablate.planner.accuracy_group`) and its training seed."""
+    trial.set_user_attr("accuracy_group", accuracy_group)
+    trial.set_user_attr("training_seed", training_seed)
+
+
+def mark(trial: Trial, state: State, reason: str | None = None) -> None:
+    """Its state, and why (skipped, failed, interrupted, a duplicate); no reason: none is stored."""
+    trial.set_user_attr("state", state.value)
+    if reason is not None:
+        trial.set_user_attr("reason", reason)
+
+
+def mark_interrupted(study: optuna.Study, trial: FrozenTrial) -> None:
+    """A trial still RUNNING after its run was killed outright: interrupted (through the storage: a frozen trial
+    has no setter, and the trial is still updatable until it is failed)."""
+    study._storage.set_trial_user_attr(trial._trial_id, "state", State.INTERRUPTED.value)
+
+
+def result(trial: Trial, metrics: Mapping[str, float], timeline: Any, accuracy_note: str | None = None,
+           accuracy_trained: bool = False, accuracy_from: int | None = None) -> None:
+    """Its measurement, complete: `accuracy_from` names the trial whose training gave its accuracy (its own
+    number when `accuracy_trained`); `timeline`: when it measured, and the imports beside it."""
+    trial.set_user_attr("timeline", timeline)
+    if accuracy_note:  # stand-in data, or a task without an accuracy
+        trial.set_user_attr("accuracy_note", accuracy_note)
+    if accuracy_trained:
+        trial.set_user_attr("accuracy_trained", True)
+    if accuracy_from is not None:
+        trial.set_user_attr("accuracy_from", accuracy_from)
+    trial.set_user_attr("metrics", dict(metrics))
+    trial.set_user_attr("state", State.COMPLETE.value)
+
+
+# -- the Optuna study's own record ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """What the Optuna study stores beside its trials: what a resume, `ablate sync` and `ablate report` read."""
+
+    file_hash: str | None = None  # the study file's hash when its measurements were taken
+    protocol: Mapping[str, Any] | None = None  # the protocol's settings (`design.Settings` as a dict)
+    seeds: Mapping[str, int] | None = None  # the run's protocol and training seeds (`ablate.seeds`)
+    race: Mapping[str, Any] | None = None  # where the race stood when it ended: leader, why, blocks, pending
+    parent_run_id: str | None = None  # the study's MLflow parent run
+    runs: Mapping[int, str] = field(default_factory=dict)  # trial number -> the run `ablate sync` logged for it
+
+
+def from_study(study: optuna.Study) -> StudyRecord:
+    a = study.user_attrs
+    return StudyRecord(file_hash=a.get(FILE_HASH_ATTR), protocol=a.get(PROTOCOL_ATTR), seeds=a.get(SEEDS_ATTR),
+                       race=a.get(RACE_ATTR), parent_run_id=a.get(PARENT_ATTR),
+                       runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()})
+
+
+def set_file_hash(study: optuna.Study, file_hash: str) -> None:
+    study.set_user_attr(FILE_HASH_ATTR, file_hash)
+
+
+def set_protocol(study: optuna.Study, settings: Settings) -> None:
+    study.set_user_attr(PROTOCOL_ATTR, dataclasses.asdict(settings))
+
+
+def set_seeds(study: optuna.Study, seeds: Mapping[str, int]) -> None:
+    study.set_user_attr(SEEDS_ATTR, dict(seeds))  # a resume reads them back
+
+
+def set_race(study: optuna.Study, race: Race) -> None:
+    study.set_user_attr(RACE_ATTR, {"leader": race.leader, "why": race.why, "race_blocks": race.race_blocks,
+                                    "confirm_blocks": race.confirm_blocks, "pending": list(race.pending)})
+
+
+def set_parent_run(study: optuna.Study, run_id: str) -> None:
+    study.set_user_attr(PARENT_ATTR, run_id)
+
+
+def set_runs(study: optuna.Study, runs: Mapping[int, str]) -> None:
+    """The runs `ablate sync` logged, all of them (written after each, so an interrupted sync logs none twice)."""
+    study.set_user_attr(RUNS_ATTR, {str(n): run_id for n, run_id in runs.items()})

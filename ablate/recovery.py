@@ -11,11 +11,10 @@ import optuna
 from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate import claim
+from ablate import claim, records
 from ablate.interrupts import INTERRUPTED
-from ablate.records import State
 from ablate.storage import requeue
-from ablate.tracking import Tracker, run_ids
+from ablate.tracking import Tracker
 
 
 def _same_slot(a: FrozenTrial, b: FrozenTrial) -> bool:
@@ -38,12 +37,12 @@ class Recovery:
         """
         # With a heartbeat, RUNNING trials may be live workers': Optuna fails only the stale ones (see stale).
         for t in [] if self.heartbeat else self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            self.study._storage.set_trial_user_attr(t._trial_id, "state", State.INTERRUPTED.value)  # still updatable
+            records.mark_interrupted(self.study, t)
             self.study.tell(t.number, state=TrialState.FAIL)
         trials = self.study.get_trials(deepcopy=False)
-        ids = run_ids(self.study)
+        ids = records.run_ids(self.study)
         for t in trials:
-            if t.state != TrialState.FAIL or t.user_attrs.get("state", "running") not in (State.RUNNING, State.INTERRUPTED):
+            if not records.stopped(t):
                 continue
             if run_id := ids.get(t.number):
                 self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
@@ -79,6 +78,6 @@ class Recovery:
     def dead(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Optuna's heartbeat callback for a trial whose worker died (called once, by the worker that failed it):
         its MLflow run KILLED, its measurement queued again."""
-        self.tracker.finish_trial(trial.user_attrs.get("mlflow_run_id"), "killed", INTERRUPTED)
+        self.tracker.finish_trial(records.from_trial(trial).mlflow_run_id, "killed", INTERRUPTED)
         if len(claim.params(trial)) == self.n_dims:  # a queued measurement it had taken counts too
             requeue(study, trial)

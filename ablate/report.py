@@ -19,7 +19,7 @@ from ablate import analysis, answer, comparison, plots, protocol, seeds, summari
 from ablate.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
 from ablate.comparison import Comparison, DeviceComparisons
 from ablate.mfu import peak
-from ablate.records import BASELINE, Record, baseline
+from ablate.records import BASELINE, Record, StudyRecord, baseline
 from ablate.study import Study
 from ablate.trial import BASELINE_FP32
 from ablate.words import count
@@ -79,13 +79,13 @@ NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the 
 
 
 def build(study: Study, compared: list[DeviceComparisons], search: str, folder: Path,
-          race: dict | None = None) -> list[Report]:
+          race: StudyRecord | None = None) -> list[Report]:
     """One report per device the study's trials ran on, written under `folder`."""
     return [_build_one(study, d, search, folder / (f"{search}-{_slug(d.device)}" if len(compared) > 1 else search),
-                       race or {}) for d in compared]
+                       race or StudyRecord()) for d in compared]
 
 
-def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: Path, race: dict) -> Report:
+def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: Path, race: StudyRecord) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
     records, device, rec = compared.records, compared.device, compared.recommendation
     dims = [d for d, _ in study.space]
@@ -113,7 +113,7 @@ def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: P
                                   indent=2) + "\n")
     return Report(device, folder, md, html, summary, figures, rec.simplest if rec else None, compose,
                   _metrics(compared, throughput, accuracy, cv),
-                  race.get(seeds.SEEDS_ATTR), rec.leader.combination if rec else None,
+                  race.seeds, rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else ())
 
 
@@ -132,19 +132,19 @@ def _memory(c: Comparison, base: Comparison | None) -> str:
     return f"{mine:,.0f} ({100 * (mine / theirs - 1):+.0f}%)"
 
 
-def compare(study: Study, stored: list[Record], attrs: dict) -> list[DeviceComparisons]:
+def compare(study: Study, stored: list[Record], attrs: StudyRecord) -> list[DeviceComparisons]:
     """The stored study's comparisons (`ablate.comparison`), under the protocol its measurements followed."""
     return comparison.compare(stored, study.accuracy_tolerance, _design(study, attrs))
 
 
 def _design(study: Study, stored: dict) -> protocol.Settings:
     """The protocol the stored measurements followed (a run may override the study file's)."""
-    return protocol.Settings(**stored["protocol"]) if stored.get("protocol") else study.protocol
+    return protocol.Settings(**stored.protocol) if stored.protocol else study.protocol
 
 
 def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput: EffectFit | str,
               accuracy: EffectFit | str, numeric_dims: list[str], compose: tuple[str, str] | None,
-              breaks: list[BreakEven], cv: float | None, stored: dict) -> str:
+              breaks: list[BreakEven], cv: float | None, stored: StudyRecord) -> str:
     records, device, rec = compared.records, compared.device, compared.recommendation
     base = baseline(records)
     states = Counter(r.state for r in records)
@@ -164,7 +164,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
         f"in {count(len({m.block for r in records for m in r.measurements}), 'block')}",
         f"- Protocol: {_design(study, stored).describe()}. "
-        + (f"Race: {stored['race']['why']}." if stored.get("race") else ""),
+        + (f"Race: {stored.race['why']}." if stored.race else ""),
         f"- Host noise: the baseline's throughput varied by {100 * cv:.1f}% (coefficient of variation) across "
         f"blocks" if cv is not None else "- Host noise: the baseline ran in one block only, so its variation across "
         "blocks is unknown",
@@ -194,8 +194,8 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     else:
         out += [f"None: no complete combination's test accuracy is within {tol:g} points of the baseline's "
                 "(every accuracy group is `below`).", ""]
-    if stored.get(seeds.SEEDS_ATTR):
-        out += [f"Seeds of this run: {seeds.describe(stored[seeds.SEEDS_ATTR])} (parity's extra seeds: the "
+    if stored.seeds:
+        out += [f"Seeds of this run: {seeds.describe(stored.seeds)} (parity's extra seeds: the "
                 "training seed plus 1, 2...).", ""]
     out += answer.spreads_warning(analysis.protocol_measurements(records))[1]
 

@@ -21,22 +21,22 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, Trial, TrialState
+from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from ablate import claim, comparison, compile_cache, protocol, records, report, results, seeds, terminal, view
-from ablate.interrupts import INTERRUPTED, DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
+from ablate import claim, comparison, protocol, records, report, results, seeds, terminal
+from ablate.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
+from ablate.objective import Objective, ProgressLines
+from ablate.parent_run import ParentRun, write_reports
 from ablate.recovery import Recovery
 from ablate.records import State
-from ablate.storage import create_study, enqueue, metric_names, optuna_study_name, shared, sqlite_path
-from ablate.choices import compose_options
+from ablate.storage import create_study, metric_names, optuna_study_name, shared, sqlite_path
 from ablate.study import Study, StudyError
-from ablate.tracking import PARENT_ATTR, Tracker, run_ids, trial_params
+from ablate.tracking import Tracker
 from ablate.interpreters import Interpreters
-from ablate.planner import Planned, Planner, accuracy_group, combination_label
-from ablate.trial import ACCURACY_NOT_MEASURED, TIMELINE, TrialFailed, TrialSpec, run_in_fresh_process
-from strategies import ConflictError
+from ablate.planner import Planned, Planner, combination_label
+from ablate.trial import TrialFailed
 
 SEARCHES = ("grid", "optuna")
 # Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
@@ -45,9 +45,6 @@ for experimental in (".*fail_stale_trials is experimental", ".*heartbeat_interva
 
 # How often a worker's running trial says it is alive (Optuna's heartbeat); stale after 3 missed beats.
 HEARTBEAT_S = int(os.environ.get("ABLATE_HEARTBEAT_S", "10"))
-PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for its creator's MLflow parent run
-PROTOCOL_ATTR = "protocol"  # the Optuna study's user attr: the protocol its measurements follow
-RACE_ATTR = "race"  # the Optuna study's user attr: where the race stood when it ended
 
 
 @dataclass
@@ -84,29 +81,31 @@ class Runner:
             storage, heartbeat, metric_names(study.throughput_unit), sampler=sampler,
             study_name=optuna_study_name(study, search, machine.device_type),
             directions=["maximize", "maximize"])  # throughput, accuracy
-        stored = self.optuna.user_attrs.get("file_hash")
-        if stored and stored != study.file_hash:
-            raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored} -> "
-                             f"{study.file_hash}); move {results_dir / study.name} away or pass --storage to start afresh")
-        planned = self.optuna.user_attrs.get(PROTOCOL_ATTR)
+        stored = records.from_study(self.optuna)
+        if stored.file_hash and stored.file_hash != study.file_hash:
+            raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored.file_hash} "
+                             f"-> {study.file_hash}); move {results_dir / study.name} away or pass --storage to start "
+                             "afresh")
         # A study stored before a setting existed followed its default: compare with the defaults filled in.
-        if planned and {**dataclasses.asdict(protocol.Settings()), **planned} != dataclasses.asdict(self.design):
+        if (planned := stored.protocol) and \
+                {**dataclasses.asdict(protocol.Settings()), **planned} != dataclasses.asdict(self.design):
             raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
                              f"run with the same protocol, or pass --results or --storage to start afresh")
-        self.optuna.set_user_attr("file_hash", study.file_hash)
-        self.optuna.set_user_attr(PROTOCOL_ATTR, dataclasses.asdict(self.design))
-        self.seeds = seeds.resolve(self.optuna.user_attrs.get(seeds.SEEDS_ATTR),
-                                   study.budget.seed if study.seed_pinned else None)
-        self.optuna.set_user_attr(seeds.SEEDS_ATTR, self.seeds)  # a resume reads them back
+        records.set_file_hash(self.optuna, study.file_hash)
+        records.set_protocol(self.optuna, self.design)
+        self.seeds = seeds.resolve(stored.seeds, study.budget.seed if study.seed_pinned else None)
+        records.set_seeds(self.optuna, self.seeds)
         if search != "grid":  # TPE's picks follow the run's protocol seed too
             self.optuna.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
         self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
         self.planner = Planner(study, self.design, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
                                n_trials)
-        self.parent_id: str | None = None
+        self.parent = ParentRun(study, self.optuna, self.tracker, search, wait=self.heartbeat and not self.created)
         self.progress: tqdm | None = None
         self.interpreters = Interpreters()  # trial interpreters started ahead (ablate.interpreters)
-        self._skip_reasons: set[str] = set()
+        self.objective = Objective(study, machine, search, self.optuna, self.planner, self.tracker, self.parent,
+                                   self.seeds, results_dir, self.interpreters, self.recovery.stale, self._show)
+        self.lines = ProgressLines(study.throughput_unit)
         self.signals = DeferredInterrupts()
         self.ran = 0
 
@@ -115,7 +114,7 @@ class Runner:
     def run(self) -> Outcome:
         self.recovery.interrupted()
         if self._next_step() != "done":
-            self.open_parent()
+            self.parent.open()
             done, planned = self._to_measure()
             with terminal.progress(planned, done) as bar, \
                     sigterm_as_keyboard_interrupt(), self.interpreters:  # the unused ones stop at the end
@@ -124,7 +123,7 @@ class Runner:
                     self._work()
                 except KeyboardInterrupt:
                     self.recovery.interrupted()  # the trial that was running: KILLED, queued for the next run
-                    self.stop_parent()
+                    self.parent.stop()
                     raise Interrupted(f"interrupted after {self._measured()} of {self._planned()} planned "
                                       "measurements; the running trial was marked KILLED; run the same command "
                                       "again to resume") from None
@@ -139,7 +138,7 @@ class Runner:
                 time.sleep(claim.POLL_S * 10)
                 continue
             with self.signals.held():
-                self.optuna.optimize(self.signals.deliver_in(self._objective), n_trials=1,
+                self.optuna.optimize(self.signals.deliver_in(self.objective), n_trials=1,
                                      catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
             if self.progress:
                 self.progress.total = max(self._to_measure()[1], self.progress.n)
@@ -149,7 +148,7 @@ class Runner:
         """"run" (a queued measurement, or one for TPE to pick), "wait" (others' trials run) or "done"."""
         self.recovery.stale()
         trials = self.optuna.get_trials(deepcopy=False)
-        if self.search == "grid" and not any("block" in t.user_attrs for t in trials):
+        if self.search == "grid" and not any(records.from_trial(t).has_slot for t in trials):
             return self._queue(self.planner.screening())
         if self.search == "optuna" and (baseline := self.planner.tpe_baseline(trials)):
             return self._queue([baseline])
@@ -164,10 +163,7 @@ class Runner:
             return self._queue(planned)
         standing, planned = self.planner.race(stored)
         if standing is not None:
-            self.optuna.set_user_attr(RACE_ATTR, {"leader": standing.leader, "why": standing.why,
-                                                  "race_blocks": standing.race_blocks,
-                                                  "confirm_blocks": standing.confirm_blocks,
-                                                  "pending": list(standing.pending)})
+            records.set_race(self.optuna, standing)
         return self._queue(planned) if planned else "done"
 
     def _stored(self) -> list[records.Record]:
@@ -175,10 +171,8 @@ class Runner:
 
     def _queue(self, planned: list[Planned]) -> str:
         for p in planned:
-            labels = dict(p.slot.combination)
-            enqueue(self.optuna, labels, {"block": p.slot.block, "position": p.slot.position, "phase": p.slot.phase,
-                                          "combination": combination_label(self.planner.options_of(p.slot.combination)),
-                                          "seed_index": p.seed_index})
+            records.queue(self.optuna, dict(p.slot.combination), p.slot.block, p.slot.position, p.slot.phase,
+                          combination_label(self.planner.options_of(p.slot.combination)), p.seed_index)
         return "run"
 
     def _planned(self) -> int:
@@ -193,7 +187,7 @@ class Runner:
         """(measurements with a result, measurements planned), neither counting combinations skipped here."""
         done = planned = 0
         for t in self.optuna.get_trials(deepcopy=False):
-            if not claim.owns(t) or t.user_attrs.get("state") == State.SKIPPED:
+            if not claim.owns(t) or records.from_trial(t).state == State.SKIPPED:
                 continue
             params = claim.params(t)
             if t.state == TrialState.WAITING and set(params) >= set(self.options) and \
@@ -209,171 +203,21 @@ class Runner:
         if self.progress:
             terminal.show(self.progress, doing)
 
-    # -- one measurement ------------------------------------------------------------------------------------
-
-    def _objective(self, trial: Trial) -> tuple[float, float]:
-        labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in self.options.items()}
-        options = tuple(self.options[dim][label] for dim, label in labels.items())
-        combination = combination_label(options)
-        if "block" not in trial.user_attrs:
-            if self.search == "grid":  # nothing queued was left for this worker: another took the last one
-                trial.set_user_attr("state", State.DUPLICATE.value)
-                raise claim.Duplicate("no queued measurement was left")
-            screened, size = self.planner.tpe_screened(self.optuna.get_trials(deepcopy=False)), self.planner.tpe_block_size
-            for key, value in {"block": screened // size, "position": screened % size, "phase": protocol.SCREEN,
-                               "picked": True}.items():
-                trial.set_user_attr(key, value)
-        block = trial.user_attrs["block"]
-        if self.search == "grid" and (owner := claim.earlier_owner(
-                self.optuna, trial.number, labels, len(self.options), claim.slot(trial), poll=self.recovery.stale)):
-            trial.set_user_attr("state", State.DUPLICATE.value)
-            trial.set_user_attr("reason", f"duplicate: trial #{owner.number} has this combination in block {block}")
-            raise claim.Duplicate(f"trial #{owner.number} has this combination in block {block}")
-        trial.set_user_attr("combination", combination)
-        trial.set_user_attr("machine", dataclasses.asdict(self.machine))
-        trial.set_user_attr("worker", f"{self.machine.host}:{os.getpid()}")  # which process ran it (several per host)
-        trial.set_user_attr("state", State.RUNNING.value)  # replaced when it ends; still there if the study was stopped
-        where = f"block {block}: {results.short_label(combination)}"
-        self._show(where)
-        try:
-            stack = compose_options(options)
-        except ConflictError as error:
-            return self._skip(trial, None, str(error))
-        run_id = self.tracker.start_trial(self.parent_id, trial.number, combination,
-                                          trial_params(labels, stack.params()), block=block)
-        trial.set_user_attr("mlflow_run_id", run_id)
-        reason = stack.check(self.machine.device)
-        if reason:
-            return self._skip(trial, run_id, reason)
-
-        group = accuracy_group(options)
-        trial.set_user_attr("accuracy_group", group)
-        # Accuracy is trained once per group, in a screening measurement, after its timed windows; race
-        # measurements time their windows only.
-        phase, index = trial.user_attrs.get("phase"), int(trial.user_attrs.get("seed_index", 0))
-        donor = None if phase == protocol.PARITY else self._accuracy_donor(group)
-        train = phase == protocol.PARITY or (donor is None and phase in (protocol.SCREEN, protocol.FULL, None))
-        trial.set_user_attr("training_seed", seeds.training(self.seeds, index))
-        study = dataclasses.replace(self.study, budget=dataclasses.replace(
-            self.study.budget, seed=seeds.training(self.seeds, index)))
-        own = compile_cache.folder(self.results_dir / self.study.name, combination, self.machine.device_name,
-                                   self.machine.torch) if compile_cache.reusable(options) else None
-        spec = TrialSpec(study, options, self.machine.device, train_for_accuracy=train,
-                         compile_cache=str(own) if own else None)
-        try:
-            metrics = run_in_fresh_process(spec, on_phase=lambda doing: self._show(f"{where} · {doing}"),
-                                           interpreters=self.interpreters)
-        except TrialFailed as error:
-            trial.set_user_attr("state", State.FAILED.value)
-            trial.set_user_attr("reason", str(error))
-            self.tracker.finish_trial(run_id, *records.mlflow_payload(trial.user_attrs, "failed"))
-            raise
-        except KeyboardInterrupt:
-            trial.set_user_attr("state", State.INTERRUPTED.value)  # Optuna fails it next; this says why
-            trial.set_user_attr("reason", INTERRUPTED)
-            raise
-        trial.set_user_attr("timeline", metrics.pop(TIMELINE))  # when it measured, and the imports beside it
-        if note := metrics.pop(ACCURACY_NOT_MEASURED, None):  # stand-in data, or a task without an accuracy
-            trial.set_user_attr("accuracy_note", note)
-        if train and "test_loss" in metrics:  # stand-in data trains for nothing
-            trial.set_user_attr("accuracy_trained", True)
-            trial.set_user_attr("accuracy_from", trial.number)
-        elif donor is not None:  # every held-out figure: accuracy, loss, bits per byte
-            metrics.update({k: v for k, v in donor.user_attrs["metrics"].items() if k.startswith("test_")})
-            trial.set_user_attr("accuracy_from", donor.number)
-        trial.set_user_attr("metrics", metrics)
-        trial.set_user_attr("state", State.COMPLETE.value)
-        self.tracker.finish_trial(run_id, *records.mlflow_payload(trial.user_attrs, "complete"))
-        # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
-        return metrics["throughput"], metrics.get("test_accuracy", 0.0)
-
-    def _skip(self, trial: Trial, run_id: str | None, reason: str) -> Any:
-        trial.set_user_attr("state", State.SKIPPED.value)
-        trial.set_user_attr("reason", reason)
-        if run_id:
-            self.tracker.finish_trial(run_id, *records.mlflow_payload(trial.user_attrs, "skipped"))
-        raise optuna.TrialPruned(reason)
-
-    def _accuracy_donor(self, group: str) -> FrozenTrial | None:
-        for t in self.optuna.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            # Same device only: another GPU model (or a CPU) may round differently.
-            if (t.user_attrs.get("accuracy_group") == group and t.user_attrs.get("accuracy_trained")
-                    and not t.user_attrs.get("seed_index")  # the run's own seed, not a parity seed's
-                    and t.user_attrs.get("machine", {}).get("device_name") == self.machine.device_name):
-                return t
-        return None
-
     def _after(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        a = trial.user_attrs
-        m = a.get("metrics", {})
-        state = a.get("state", trial.state.name.lower())
-        if state == State.DUPLICATE:  # another worker's trial: not this worker's progress
+        r = records.from_trial(trial)
+        if r.state == State.DUPLICATE:  # another worker's trial: not this worker's progress
             return
         self.ran += 1
-        if state != State.COMPLETE:
-            detail = a.get("reason", "")
-        elif "test_accuracy" not in m:
-            detail = f"{m['throughput']:.0f} {self.study.throughput_unit}/s, accuracy not measured"
-        else:
-            detail = (f"{m['throughput']:.0f} {self.study.throughput_unit}/s, test acc {m['test_accuracy']:.2f}%"
-                      f"{' (trained)' if a.get('accuracy_trained') else ' (from #' + str(a.get('accuracy_from')) + ')'}")
-        if not self.progress:
-            return
-        if state == State.SKIPPED:  # each reason once: a study on the wrong device skips dozens alike
-            if detail in self._skip_reasons:
-                return
-            self._skip_reasons.add(detail)
-            detail += " (later skips for this reason are not listed; the table counts them)"
-        self.progress.write(terminal.wrapped(f"#{trial.number} block {a.get('block', '?')} "
-                                             f"{a.get('combination', '?')}: {state}: {detail}"))
-        if state != State.SKIPPED:
+        if self.progress and (line := self.lines.line(r)):
+            self.progress.write(terminal.wrapped(line))
+        if self.progress and r.state != State.SKIPPED:
             self.progress.update(1)
-
-    # -- MLflow parent run and the end ----------------------------------------------------------------------
-
-    def open_parent(self) -> None:
-        """Start (or reopen) the study's MLflow parent run and record it in the Optuna study."""
-        self.parent_id = self.parent_id or self.tracker.start_parent(self.search, self._stored_parent())
-        if self.parent_id:  # offline (MLflow unreachable): keep the stored parent for resume and sync
-            self.optuna.set_user_attr(PARENT_ATTR, self.parent_id)
-
-    def stop_parent(self) -> None:
-        """After Ctrl-C or SIGTERM: the parent run KILLED, unless other workers' trials still run in it."""
-        if not self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            self.tracker.finish_parent(self.parent_id, [], status="KILLED")
-
-    def _stored_parent(self) -> str | None:
-        """The study's MLflow parent run. Workers started together share one: the worker that created the Optuna
-        study makes it, and the others wait (up to PARENT_WAIT_S) for its id to appear in the study."""
-        deadline = time.monotonic() + (PARENT_WAIT_S if self.heartbeat and not self.created else 0)
-        while (parent := self.optuna.user_attrs.get(PARENT_ATTR)) is None and time.monotonic() < deadline:
-            time.sleep(claim.POLL_S * 5)
-        return parent
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna)
         compared = comparison.compare(stored, self.study.accuracy_tolerance, self.design)  # once: all render it
         table, csv = results.save(compared, self.study, self.results_dir, self.search, self.machine.device_type)
         reports = write_reports(self.study, compared, self.search, self.results_dir, self.tracker,
-                                self.optuna.user_attrs)
-        if self.parent_id:
-            # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
-            ids = run_ids(self.optuna)
-            pooled = view.rows(compared)
-            for m in (m for r in stored for m in r.measurements):
-                if ids.get(m.number) and (found := pooled.get((m.device, m.combination))):
-                    self.tracker.log_metrics(ids[m.number], found.metrics, found.tags_for(m.number))
-            self.tracker.finish_parent(self.parent_id, [self.study.path, csv])
-        return Outcome(table, csv, ran, self.tracker.uri, self.parent_id, reports)
-
-
-def write_reports(study: Study, compared: list[comparison.DeviceComparisons], search: str, results_dir: Path,
-                  tracker: Tracker, attrs: dict[str, Any]) -> list[report.Report]:
-    """Build the study's report(s) from its comparisons and attach them to the MLflow parent run.
-    `attrs`: the Optuna study's user attrs (its protocol, where the race ended, its parent run)."""
-    built = report.build(study, compared, search, results_dir / study.name / "report", attrs)
-    parent_id = attrs.get(PARENT_ATTR)
-    for r in built:
-        if parent_id:
-            tracker.log_report(parent_id, r.folder, r.metrics)
-    return built
+                                records.from_study(self.optuna))
+        self.parent.finish(stored, compared, csv)
+        return Outcome(table, csv, ran, self.tracker.uri, self.parent.id, reports)

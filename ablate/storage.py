@@ -10,9 +10,9 @@ import optuna
 import sqlalchemy
 import sqlalchemy.exc
 from optuna.storages import RDBStorage
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
-from ablate import claim
+from ablate import claim, records
 from ablate.study import Study, StudyError
 
 CONNECT_ATTEMPTS = 5
@@ -23,8 +23,6 @@ METRIC_NAMES = ["throughput (samples/s)", "test accuracy (%)"]
 def metric_names(unit: str = "samples") -> list[str]:
     """The objectives' names for a study whose throughput counts `unit` (samples, or tokens for a language model)."""
     return [f"throughput ({unit}/s)", *METRIC_NAMES[1:]]
-# The user attrs a queued trial carries into its run: where it sits in the protocol.
-SLOT_ATTRS = ("block", "position", "phase", "combination")
 
 
 def default_storage(study: Study, results_dir: Path) -> str:
@@ -39,19 +37,12 @@ def sqlite_path(storage: str) -> Path | None:
 def requeue(study: optuna.Study, trial: FrozenTrial) -> None:
     """Queue `trial`'s measurement to run again: its combination, in its block and place, keeping its grid point.
 
-    Like `Study.enqueue_trial` with user attrs, plus the trial's `grid_id`:
-    GridSampler reads the grid id of every finished trial when one grid point
-    is left, and raises KeyError for a queued trial that has none.
+    Like `Study.enqueue_trial` with its slot (`records.queue`), plus the
+    trial's `grid_id`: GridSampler reads the grid id of every finished trial
+    when one grid point is left, and raises KeyError for a queued trial that has none.
     """
     grid = {k: trial.system_attrs[k] for k in ("grid_id", "search_space") if k in trial.system_attrs}
-    slot = {k: trial.user_attrs[k] for k in SLOT_ATTRS if k in trial.user_attrs}
-    study.add_trial(optuna.trial.create_trial(state=TrialState.WAITING, user_attrs=slot,
-                                              system_attrs={"fixed_params": dict(claim.params(trial)), **grid}))
-
-
-def enqueue(study: optuna.Study, params: dict[str, str], slot: dict[str, Any]) -> None:
-    """Queue one planned measurement; Optuna's storage hands each queued trial to exactly one worker."""
-    study.enqueue_trial(params, user_attrs=slot)
+    study.add_trial(records.waiting_copy(trial, {"fixed_params": dict(claim.params(trial)), **grid}))
 
 
 def check(storage: str) -> None:

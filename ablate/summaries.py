@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ablate import analysis, answer, protocol, seeds
+from ablate import analysis, answer, protocol
 from ablate.comparison import Comparison, DeviceComparisons
+from ablate.records import StudyRecord
 from ablate.study import Study
 
 
@@ -28,8 +29,8 @@ def entry(c: Comparison, unit: str) -> dict[str, Any]:
 
 
 def summary(study: Study, compared: DeviceComparisons, search: str, compose: tuple[str, str] | None,
-            cv: float | None, design: protocol.Settings, stored: dict) -> dict[str, Any]:
-    """summary.json for one device. `stored`: the Optuna study's attrs (its seeds, where the race ended)."""
+            cv: float | None, design: protocol.Settings, stored: StudyRecord) -> dict[str, Any]:
+    """summary.json for one device. `stored`: what the Optuna study stores (its seeds, where the race ended)."""
     records, rec, unit = compared.records, compared.recommendation, study.throughput_unit
     chosen = compared.get(rec.leader.combination) if rec else None
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
@@ -37,9 +38,9 @@ def summary(study: Study, compared: DeviceComparisons, search: str, compose: tup
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": compared.device,
         "torch": ", ".join(machines["torch"]), "commit": ", ".join(machines["commit"]),
         "protocol": {**design.__dict__, "description": design.describe(),
-                     "confidence": analysis.CONFIDENCE, "race": stored.get("race"), "baseline_cv_across_blocks": cv,
+                     "confidence": analysis.CONFIDENCE, "race": stored.race, "baseline_cv_across_blocks": cv,
                      "compile_cache": "cold on a combination's first measurement, its own warm cache after"},
-        "seeds": stored.get(seeds.SEEDS_ATTR),
+        "seeds": stored.seeds,
         "recommendation": None if chosen is None or chosen.speedup is None or rec is None else {
             **entry(chosen, unit), "confirmed": rec.confirmed, "leader": rec.leader.combination,
             "set": [m.combination for m in rec.members], "simplest": rec.simplest.combination,

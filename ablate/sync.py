@@ -4,7 +4,7 @@ For trials that ran while MLflow was unreachable (or were logged to another
 tracking URI). The Optuna storage is the source: params, metrics, tags, state,
 reason, status and start/end times are rebuilt from each trial. Finished
 trials' user attrs are frozen in Optuna, so the new run ids are recorded in
-the Optuna study's user attrs (`tracking.RUNS_ATTR`), after each run, so an
+the Optuna study's record (`records.StudyRecord.runs`), after each run, so an
 interrupted sync never logs a trial twice.
 """
 from __future__ import annotations
@@ -14,7 +14,6 @@ from datetime import datetime
 from pathlib import Path
 
 import optuna
-from optuna.trial import FrozenTrial
 
 from ablate import records, report, view
 from ablate.machine import Machine
@@ -22,7 +21,7 @@ from ablate.interrupts import INTERRUPTED
 from ablate.planner import combination_label
 from ablate.choices import Option, compose_options
 from ablate.study import Study, StudyError
-from ablate.tracking import PARENT_ATTR, RUNS_ATTR, Tracker, run_ids, trial_params
+from ablate.tracking import Tracker, trial_params
 from strategies import ConflictError, Stack
 
 
@@ -30,30 +29,29 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
     """Create the missing parent and child runs; returns how many child runs were created."""
     if tracker.offline:
         raise StudyError(f"MLflow at {tracker.uri} is unreachable ({tracker.offline_reason}); nothing synced")
-    known = run_ids(stored)
-    missing = [(t, built) for t in stored.get_trials(deepcopy=False, states=records.FINISHED)
-               if t.user_attrs.get("state") != records.DUPLICATE  # a concurrent duplicate never had a run of its own
-               and (built := _composed(study, t)) is not None and not tracker.has_run(known.get(t.number))]
+    known = records.run_ids(stored)
+    missing = [(r, built) for r in map(records.from_trial, stored.get_trials(deepcopy=False, states=records.FINISHED))
+               if r.state != records.DUPLICATE  # a concurrent duplicate never had a run of its own
+               and (built := _composed(study, r)) is not None and not tracker.has_run(known.get(r.number))]
     if not missing:
         return 0
-    parent = stored.user_attrs.get(PARENT_ATTR)
+    parent = records.from_study(stored).parent_run_id
     created = not tracker.has_run(parent)
     if created:
         parent = tracker.new_parent(search)
         if parent:
-            stored.set_user_attr(PARENT_ATTR, parent)
+            records.set_parent_run(stored, parent)
     loaded = records.load(stored)
-    by_combination = view.rows(report.compare(study, loaded, stored.user_attrs))
-    mapping = dict(stored.user_attrs.get(RUNS_ATTR, {}))
+    by_combination = view.rows(report.compare(study, loaded, records.from_study(stored)))
+    mapping = dict(records.from_study(stored).runs)
     pushed = 0
-    for trial, (options, stack) in missing:
-        device = {**records.UNKNOWN_MACHINE, **trial.user_attrs.get("machine", {})}["device_name"]
-        row = by_combination.get((device, trial.user_attrs.get("combination")))
-        run_id = _push(tracker, parent, trial, options, stack, row)
+    for record, (options, stack) in missing:
+        row = by_combination.get((record.device, record.combination))
+        run_id = _push(tracker, parent, record, options, stack, row)
         if not run_id:
             break  # MLflow went away mid-sync: the Tracker said so; what was pushed is recorded
-        mapping[str(trial.number)] = run_id
-        stored.set_user_attr(RUNS_ATTR, mapping)
+        mapping[record.number] = run_id
+        records.set_runs(stored, mapping)
         pushed += 1
     if created:
         tracker.finish_parent(parent, [p for p in artifacts if p.exists()])
@@ -63,26 +61,26 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
     return pushed
 
 
-def _composed(study: Study, trial: FrozenTrial) -> tuple[tuple[Option, ...], Stack] | None:
+def _composed(study: Study, record: records.Record) -> tuple[tuple[Option, ...], Stack] | None:
     """The trial's options and their stack; None where `ablate run` logs no run (they do not compose)."""
     try:
-        options = tuple(study.options(dim)[trial.params[dim]] for dim, _ in study.space)
+        options = tuple(study.options(dim)[record.levels[dim]] for dim, _ in study.space)
         return options, compose_options(options)
     except (KeyError, ConflictError):  # a combination that does not compose is skipped before its run starts
         return None
 
 
-def _push(tracker: Tracker, parent: str | None, trial: FrozenTrial, options: tuple[Option, ...], stack: Stack,
+def _push(tracker: Tracker, parent: str | None, record: records.Record, options: tuple[Option, ...], stack: Stack,
           row: view.Row | None) -> str | None:
-    a = trial.user_attrs
-    combination = a.get("combination") or combination_label(options)
-    machine = Machine(**{f.name: {**records.UNKNOWN_MACHINE, **a.get("machine", {})}[f.name]
-                         for f in dataclasses.fields(Machine)})
-    run_id = tracker.start_trial(parent, trial.number, combination, trial_params(trial.params, stack.params()),
-                                 machine=machine, start_time=_ms(trial.datetime_start), block=a.get("block", 0))
-    state, reason, metrics, tags = records.mlflow_payload(a, trial.state.name.lower())
+    trial = record.trial
+    # The label `ablate run` stores with it (a function of its levels), also for a trial stopped before it had one.
+    combination = combination_label(options)
+    machine = Machine(**{f.name: record.machine[f.name] for f in dataclasses.fields(Machine)})
+    run_id = tracker.start_trial(parent, record.number, combination, trial_params(record.levels, stack.params()),
+                                 machine=machine, start_time=_ms(trial.datetime_start), block=record.block)
+    state, reason, metrics, tags = records.mlflow_payload(record)
     if row:  # its combination's pooled comparisons, and whether it is the combination's row in the view
-        tags = {**tags, **row.tags_for(trial.number)}
+        tags = {**tags, **row.tags_for(record.number)}
         metrics = {**metrics, **row.metrics} if state == "complete" else metrics
     reason = INTERRUPTED if state == "killed" else reason
     tracker.finish_trial(run_id, state, reason, metrics=metrics, tags=tags, end_time=_ms(trial.datetime_complete))

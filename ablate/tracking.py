@@ -36,10 +36,6 @@ from ablate.study import Study
 
 MAX_BATCH = 100  # log_batch accepts at most 100 params or 1000 metrics; stay well below
 PROBE_TIMEOUT_S = 5
-# Trials that finished without an MLflow run get one from `ablate sync`; a finished Optuna trial's
-# user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
-RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
-PARENT_ATTR = "mlflow_parent_run_id"  # the Optuna study's user attr holding its MLflow parent run
 STATUS = {"complete": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
 
 T = TypeVar("T")
@@ -56,14 +52,6 @@ def study_views(uri: str, port: int) -> dict[str, str]:
     """Each study's experiment in the store at `uri` -> the address of its view on `ablate ui --port port`."""
     found = MlflowClient(tracking_uri=uri).search_experiments(filter_string="name LIKE 'ablate/%'")
     return {e.name: view.url(uri, e.experiment_id, port=port) for e in found}
-
-
-def run_ids(optuna_study: Any) -> dict[int, str]:
-    """Trial number -> MLflow run id: the trial's own `mlflow_run_id`, or the one `ablate sync` recorded."""
-    ids = {t.number: t.user_attrs["mlflow_run_id"] for t in optuna_study.get_trials(deepcopy=False)
-           if t.user_attrs.get("mlflow_run_id")}
-    ids.update({int(n): run_id for n, run_id in optuna_study.user_attrs.get(RUNS_ATTR, {}).items()})
-    return ids
 
 
 def trial_params(levels: Mapping[str, str], strategy_params: Mapping[str, Any]) -> dict[str, Any]:

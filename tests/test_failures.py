@@ -97,11 +97,11 @@ def test_a_cuda_graph_fallback_is_a_compile_failure():
 def test_a_parity_seed_that_fails_ends_the_parity_race_instead_of_queueing_it_forever(mnist, tmp_path, monkeypatch):
     import optuna
 
-    from ablate import runner
+    from ablate import objective
     from ablate.cli import main
 
     seeds: list[int] = []
-    real = runner.run_in_fresh_process
+    real = objective.run_in_fresh_process
 
     def fails_at_a_second_seed(spec, **kwargs):
         seeds.append(spec.study.budget.seed)
@@ -109,7 +109,7 @@ def test_a_parity_seed_that_fails_ends_the_parity_race_instead_of_queueing_it_fo
             raise TrialFailed("crashed: injected at a parity seed")
         return real(spec, **kwargs)
 
-    monkeypatch.setattr(runner, "run_in_fresh_process", fails_at_a_second_seed)
+    monkeypatch.setattr(objective, "run_in_fresh_process", fails_at_a_second_seed)
     assert main(["run", str(TINY), "--device", "cpu", "--results", str(tmp_path)]) == 0
     trials = optuna.load_study(study_name="tiny:grid:cpu", storage=f"sqlite:///{tmp_path / 'tiny' / 'optuna.db'}"
                                ).get_trials()

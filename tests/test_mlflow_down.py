@@ -11,7 +11,8 @@ from mlflow.tracking import MlflowClient
 from ablate.cli import main
 from ablate.machine import describe
 from ablate.study import load
-from ablate.tracking import RUNS_ATTR, Tracker
+from ablate.records import RUNS_ATTR
+from ablate.tracking import Tracker
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 # tiny.yaml without the workers dimension: two combinations run on a CPU, two are skipped (pinning).

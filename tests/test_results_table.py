@@ -41,6 +41,7 @@ def test_accuracy_is_borrowed_only_from_a_trial_on_the_same_device(tmp_path):
 
     from ablate import study as studies
     from ablate.machine import describe
+    from ablate.objective import accuracy_donor
     from ablate.runner import Runner
     from ablate.storage import default_storage
 
@@ -52,6 +53,6 @@ def test_accuracy_is_borrowed_only_from_a_trial_on_the_same_device(tmp_path):
             params={}, distributions={}, values=[1000.0, 98.0],
             user_attrs={"accuracy_group": "amp", "accuracy_trained": True,
                         "machine": {**UNKNOWN_MACHINE, "device_name": device_name}}))
-    donor = runner._accuracy_donor("amp")
+    donor = accuracy_donor(runner.optuna, "amp", machine.device_name)
     assert donor is not None and donor.number == 1
-    assert runner._accuracy_donor("baseline") is None
+    assert accuracy_donor(runner.optuna, "baseline", machine.device_name) is None
