@@ -53,8 +53,9 @@ UNKNOWN_MACHINE = {"device": "unknown", "device_name": "unknown", "torch": "unkn
                    "host": "unknown"}
 # MLflow run status of each state; an interrupted or dead trial's run is KILLED.
 MLFLOW_STATE = {"complete": "complete", "skipped": "skipped", "pruned": "skipped", "failed": "failed", "fail": "failed"}
-# The user attrs a queued trial carries into its run: where it sits in the protocol.
-_SLOT = ("block", "position", "phase", "combination")
+# The user attrs a queued trial carries into its run: where it sits in the protocol, the training seed it
+# trains at (a parity run's), and whether TPE picked it (a requeued pick still counts as one).
+_SLOT = ("block", "position", "phase", "combination", "seed_index", "picked")
 # The Optuna study's own user attrs (`StudyRecord`); the names are the stored format, kept as they were.
 FILE_HASH_ATTR, PROTOCOL_ATTR, SEEDS_ATTR, RACE_ATTR = "file_hash", "protocol", "seeds", "race"
 PARENT_ATTR = "mlflow_parent_run_id"  # the study's MLflow parent run

@@ -4,6 +4,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
+from ablate import records
 from ablate.storage import requeue
 
 SPACE = {"x": ["a", "b", "c"]}
@@ -26,3 +27,20 @@ def test_an_interrupted_trial_requeued_when_one_grid_point_is_left_runs_and_the_
     study.optimize(_objective, n_trials=2)
     done = [t.params["x"] for t in study.trials if t.state == TrialState.COMPLETE]
     assert sorted(done) == ["a", "b", "c"]
+
+
+def test_a_requeued_measurement_keeps_its_parity_seed_and_that_tpe_picked_it():
+    # Without them a stopped parity run would train again at the run's own seed, and a stopped TPE pick
+    # would not count as picked, so TPE would pick one combination too many.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study()
+    records.queue(study, {"x": "b"}, block=-2, position=0, phase="parity", combination="b", seed_index=2)
+    parity = study.ask()
+    picked = study.ask()
+    records.place(picked, 0, 1, "screen")
+    for trial in (parity, picked):
+        study.tell(trial, state=TrialState.FAIL)
+        requeue(study, study.trials[trial.number])
+    again = [records.from_trial(t) for t in study.trials if t.state == TrialState.WAITING]
+    assert [(r.slot, r.phase, r.seed_index, r.picked) for r in again] == [((-2, 0), "parity", 2, False),
+                                                                         ((0, 1), "screen", 0, True)]
