@@ -19,14 +19,14 @@ from ablate.contrasts import EQUIVALENCE_CONFIDENCE
 from ablate.records import BASELINE, Record
 from ablate.study import Study
 from ablate.verdicts import Recommendation
-from ablate.words import count
+from ablate.words import count, factor, points
 
 
 def _x(s: Speedup | None) -> str:
     if s is None:
         return "n/a"
     f = s.factor
-    return f"x{s.point:.2f}" + (f" [{f.low:.2f}, {f.high:.2f}]" if f else " (no interval)")
+    return factor(s.point, f and f.low, f and f.high, no_interval=" (no interval)")
 
 
 def within(estimate: protocol.Estimate) -> float | None:
@@ -49,8 +49,8 @@ def recommendation_lines(rec: Recommendation, found: dict[str, Speedup], toleran
         for m in others:
             c = rec.contrasts.get(m.combination)
             bounds = c.interval() if c else None
-            parts.append(f"{m.combination}" + (f" (leader/it x{math.exp(c.diff):.2f} [{math.exp(bounds[0]):.2f}, "
-                                               f"{math.exp(bounds[1]):.2f}] over {c.blocks} shared race blocks; "
+            parts.append(f"{m.combination}" + (f" (leader/it {factor(*(math.exp(x) for x in (c.diff, *bounds)))} "
+                                               f"over {c.blocks} shared race blocks; "
                                                f"within {100 * c.equivalence():.0f}% of the leader)"
                                                if c and bounds else " (too few shared blocks to compare)"))
         out += ["", f"The race could not tell these apart from the leader (paired contrasts against the "
@@ -87,7 +87,7 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
         if g == BASELINE:
             continue
-        out.append(f"| {g} | {p.change:+.2f} [{p.low:+.2f}, {p.high:+.2f}] | {p.seeds} | {p.verdict} | "
+        out.append(f"| {g} | {points(p.change, p.low, p.high)} | {p.seeds} | {p.verdict} | "
                    f"{len(members.get(g, []))} |")
     return out + [""]
 
@@ -149,8 +149,8 @@ def pareto_lines(front: list[Comparison], unit: str) -> list[str]:
            "another run may order them differently.", ""]
     for c in front:
         p = c.parity
-        change = ("the baseline" if c.is_baseline else f"{p.change:+.2f} points [{p.low:+.2f}, {p.high:+.2f}], "
-                  f"{p.verdict}" if p else "no parity verdict")
+        change = ("the baseline" if c.is_baseline else f"{points(p.change, p.low, p.high)} points, {p.verdict}"
+                  if p else "no parity verdict")
         out.append(f"- {c.combination}: {c.throughput:.0f} {unit}/s, {_x(c.speedup)}; {c.record.accuracy:.2f}% "
                    f"({change})")
     return out + [""]

@@ -31,6 +31,8 @@ from typing import Hashable, Mapping
 
 from scipy import stats
 
+from ablate.words import points
+
 CONFIDENCE = 0.95
 MIN_SEEDS = 2  # every group: two seeds give the seed-to-seed spread its first degrees of freedom
 OK, BELOW, UNCERTAIN = "ok", "below", "uncertain"
@@ -53,7 +55,7 @@ class Parity:
 
     def describe(self, tolerance: float) -> str:
         seeds = f"{self.seeds} seed{'s' if self.seeds != 1 else ''}"
-        return f"{self.change:+.2f} [{self.low:+.2f}, {self.high:+.2f}] ({seeds}; tolerance {tolerance:g}): {self.verdict}"
+        return f"{points(self.change, self.low, self.high)} ({seeds}; tolerance {tolerance:g}): {self.verdict}"
 
 
 def _paired(accuracies: Accuracies, group: Group, baseline: Group) -> list[float]:

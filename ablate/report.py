@@ -22,7 +22,7 @@ from ablate.mfu import peak
 from ablate.records import BASELINE, Record, StudyRecord, baseline
 from ablate.study import Study
 from ablate.trial import BASELINE_FP32
-from ablate.words import count
+from ablate.words import count, factor, interval, points
 
 
 @dataclass
@@ -46,11 +46,13 @@ class Report:
             lines.append(f"seeds: {seeds.describe(self.seeds)}")
         if self.recommended:
             m = self.metrics
-            interval = (f" [{m['recommended.speedup.low']:.2f}, {m['recommended.speedup.high']:.2f}] (95%, "
-                        f"{count(m['recommended.blocks'], 'block')})" if "recommended.speedup.low" in m
-                        and self.recommended.combination != BASELINE else "")
-            lines.append(f"recommended: {self.recommended.combination} "
-                         f"(x{m.get('recommended.speedup', float('nan')):.2f}{interval} the baseline's throughput)")
+            shown = "recommended.speedup.low" in m and self.recommended.combination != BASELINE
+            speedup = factor(m.get("recommended.speedup", float("nan")), m.get("recommended.speedup.low"),
+                             m.get("recommended.speedup.high")) if shown else \
+                factor(m.get("recommended.speedup", float("nan")))
+            lines.append(f"recommended: {self.recommended.combination} ({speedup}"
+                         + (f" (95%, {count(m['recommended.blocks'], 'block')})" if shown else "")
+                         + " the baseline's throughput)")
             lines += [f"  {line}" for line in self.compose or ()]
             if len(self.members) > 1:
                 lines.append(f"  not told apart from it (race leader {self.leader}): "
@@ -187,7 +189,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         out += [f"Recommended{' (the simplest of a set the race could not tell apart)' if len(rec.members) > 1 else ''}"
                 f": **{pick.combination}**, {_factor(s.factor, s) if s else 'n/a'} the baseline's throughput "
                 f"({_basis(s) if s else ''}), "
-                + (f"test accuracy {pick.accuracy:.2f}% ({_points(pick.accuracy - base.accuracy) if base else ''})."
+                + (f"test accuracy {pick.accuracy:.2f}% ({points(pick.accuracy - base.accuracy) if base else ''})."
                    if pick.accuracy is not None else "accuracy not measured."),
                 "", "```python", *compose, "```", ""]
         out += answer.recommendation_lines(rec, found, tol)
@@ -225,7 +227,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         r, s = c.record, c.speedup
         out.append(f"| {r.combination} | {c.throughput:.0f} | {_factor(s.factor, s)} | {c.blocks or ''} | "
                    f"{'' if c.is_baseline else c.noise} | {'' if r.accuracy is None else f'{r.accuracy:.2f}'} | "
-                   f"{'' if c.accuracy_change is None else _points(c.accuracy_change)} | "
+                   f"{'' if c.accuracy_change is None else points(c.accuracy_change)} | "
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
                    f"{_parity_cell(c.parity)} | {_memory(c, compared.baseline)} |"
                    + (f" {100 * r.metrics['mfu']:.1f}% |" if mfu and 'mfu' in r.metrics else " |" if mfu else ""))
@@ -351,12 +353,12 @@ def _slug(text: str) -> str:
 
 def _factor(i: Interval | None, s: Speedup | None = None) -> str:
     if i is None:
-        return "n/a" if s is None else f"x{s.point:.2f} (no interval: one block, no repeats)"
-    return f"x{i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}]"
+        return "n/a" if s is None else factor(s.point, no_interval=" (no interval: one block, no repeats)")
+    return factor(i.estimate, i.low, i.high)
 
 
 def _parity_cell(p) -> str:
-    return "" if p is None else f"{p.verdict} [{p.low:+.2f}, {p.high:+.2f}]"
+    return "" if p is None else f"{p.verdict} {interval(p.low, p.high, signed=True)}"
 
 
 def _basis(s: Speedup) -> str:
@@ -366,12 +368,8 @@ def _basis(s: Speedup) -> str:
     return f"{e.blocks} {e.phase} block{'s' if e.blocks != 1 else ''}, noise from {e.noise}, {e.df} degrees of freedom"
 
 
-def _points(x: float) -> str:
-    return f"{x:+.2f}"
-
-
 def _points_ci(i: Interval) -> str:
-    return f"{i.estimate:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
+    return points(i.estimate, i.low, i.high)
 
 
 def _yes(e: Effect | None) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from tabulate import tabulate
 
 from ablate.comparison import DeviceComparisons
+from ablate.words import factor, interval, points
 
 COLUMNS = ["combination", "state", "samples/s", "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc", "acc from",
            "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
@@ -98,7 +99,7 @@ def render(table: list[dict[str, Any]], unit: str = "samples") -> str:
 
     def value(row: dict[str, Any], key: str) -> Any:
         if key == "95% CI":
-            return "" if row["ci low"] is None else f"[{row['ci low']:.2f}, {row['ci high']:.2f}]"
+            return "" if row["ci low"] is None else interval(row["ci low"], row["ci high"])
         return cell(key, row[key])
     headers = [f"{unit}/s" if k == RATE else k for k in shown]
     return tabulate([[value(r, k) for k in shown] for r in table], headers=headers, disable_numparse=True)
@@ -131,14 +132,14 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
     def speedup(r: dict[str, Any]) -> str:
         if r["speed-up"] is None:
             return ""
-        return f"x{r['speed-up']:.2f}" + (f" [{r['ci low']:.2f}, {r['ci high']:.2f}]" if r["ci low"] is not None else "")
+        return factor(r["speed-up"], r["ci low"], r["ci high"])
 
     def accuracy(r: dict[str, Any]) -> str:
         if r["Δ acc"] is None:
             return ""
         if r.get("parity") is None:  # no shared seed with the baseline's group: a difference, but no verdict
             return f"{r['Δ acc']:+.2f} no verdict"
-        return f"{r['Δ acc']:+.2f} [{r['parity low']:+.2f}, {r['parity high']:+.2f}] {r['parity']}"
+        return f"{points(r['Δ acc'], r['parity low'], r['parity high'])} {r['parity']}"
 
     body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r), accuracy(r),
              r["state"] + (f" ({r['device'][:12]})" if several else "")]

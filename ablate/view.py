@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ablate.comparison import Comparison, DeviceComparisons
+from ablate.words import factor, interval
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 SHARE_KEY = "ablate"
@@ -98,12 +99,11 @@ def display_tags(c: Comparison) -> dict[str, str]:
     """A combination's comparisons as the view's strings (two decimals: the interval is wider than that)."""
     tags = {}
     if c.factor is not None:
-        interval = f" [{c.interval.low:.2f}, {c.interval.high:.2f}]" if c.interval else ""
-        tags[SPEEDUP] = f"x{c.factor:.2f}{interval}"
+        tags[SPEEDUP] = factor(c.factor, c.interval and c.interval.low, c.interval and c.interval.high)
     if c.accuracy_change is not None:
         p = c.parity
         tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"
-        tags[PARITY] = f"{p.verdict} [{p.low:+.2f}, {p.high:+.2f}] ({p.seeds} seeds)" if p else "no verdict"
+        tags[PARITY] = f"{p.verdict} {interval(p.low, p.high, signed=True)} ({p.seeds} seeds)" if p else "no verdict"
     return tags
 
 

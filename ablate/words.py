@@ -1,4 +1,5 @@
-"""Counted nouns in the sentences ablate prints: "1 block", "2 blocks"."""
+"""Words and figures in the sentences ablate prints: counted nouns ("1 block", "2 blocks"), and a speed-up or an
+accuracy change with its interval, written the same way on every surface."""
 from __future__ import annotations
 
 
@@ -7,3 +8,20 @@ def count(n: float, noun: str, plural: str | None = None) -> str:
     such (a float count from a metric included); others with the digits they have."""
     shown = f"{n:,.0f}" if float(n).is_integer() else f"{n:g}"
     return f"{shown} {noun if n == 1 else plural or noun + 's'}"
+
+
+
+def interval(low: float, high: float, signed: bool = False) -> str:
+    """`[0.98, 1.17]`: two decimals, since the interval is wider than that; `signed`: `[-0.30, +0.54]`."""
+    return f"[{low:+.2f}, {high:+.2f}]" if signed else f"[{low:.2f}, {high:.2f}]"
+
+
+def factor(point: float, low: float | None = None, high: float | None = None, no_interval: str = "") -> str:
+    """A speed-up as every surface prints it, `x1.07 [0.98, 1.17]`; `no_interval` follows the point where there is
+    none."""
+    return f"x{point:.2f}" + (f" {interval(low, high)}" if low is not None and high is not None else no_interval)
+
+
+def points(change: float, low: float | None = None, high: float | None = None) -> str:
+    """An accuracy change in points as every surface prints it, `+0.12 [-0.30, +0.54]`."""
+    return f"{change:+.2f}" + (f" {interval(low, high, signed=True)}" if low is not None and high is not None else "")
