@@ -14,6 +14,7 @@ a baseline (none ran in its blocks) shows its own measurements' geometric mean a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import optuna
 
@@ -98,14 +99,10 @@ class DeviceComparisons:
         return {c.combination: c.speedup for c in self.rows if c.speedup}
 
     @property
-    def parity(self) -> dict[str, parity_.Parity]:
-        return {c.combination: c.parity for c in self.rows if c.parity}
-
-    @property
     def baseline(self) -> Comparison | None:
         return next((c for c in self.rows if c.is_baseline and c.record.complete), None)
 
-    @property
+    @cached_property  # the report's text and its plot both ask; each answer builds a scratch Optuna study
     def front(self) -> list[Comparison]:
         """Combinations no other beats on both throughput and accuracy (Optuna's own Pareto front), fastest first."""
         done = [c for c in self.rows if c.record.complete and c.record.accuracy is not None and c.throughput]
