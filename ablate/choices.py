@@ -54,6 +54,13 @@ class Option:
         return any(k.changes_numerics for k in self.kinds)
 
     @property
+    def may_be_bitwise_equal(self) -> bool:
+        """It changes the numbers only through strategies that may still compute bitwise as without them
+        (`ablate.bitwise` checks which do on the machine at hand)."""
+        changing = [k for k in self.kinds if k.changes_numerics]
+        return bool(changing) and all(k.may_be_bitwise_equal for k in changing)
+
+    @property
     def one_off_cost(self) -> bool:
         return any(k.one_off_cost for k in self.kinds)
 

@@ -26,7 +26,7 @@ from ablate.interpreters import Interpreters
 from ablate.interrupts import INTERRUPTED
 from ablate.machine import Machine
 from ablate.parent_run import ParentRun
-from ablate.planner import Planner, accuracy_group, combination_label
+from ablate.planner import Planner, combination_label
 from ablate.records import Record, State
 from ablate.study import Study
 from ablate.tracking import Tracker, trial_params
@@ -84,7 +84,7 @@ class Objective:
         if reason:
             return self._skip(trial, run_id, reason)
 
-        group = accuracy_group(options)
+        group = self.planner.accuracy_group(options)
         # Accuracy is trained once per group, in a screening measurement, after its timed windows; race
         # measurements time their windows only.
         phase = queued.phase

@@ -70,6 +70,13 @@ class Planner:
         self.device, self.device_name = device, device_name
         self.options = {dim: study.options(dim) for dim, _ in study.space}
         self._can_run: dict[Levels, bool] = {}
+        self.trains_as: dict[str, str] = {}  # accuracy group -> the one it trains as here (ablate.bitwise)
+
+    def accuracy_group(self, options: Sequence[Option]) -> str:
+        """The group whose accuracy `options` train to on this device: their own, or the one `ablate.bitwise`
+        found they train bitwise as."""
+        group = accuracy_group(options)
+        return self.trains_as.get(group, group)
 
     def options_of(self, levels: Levels) -> tuple[Option, ...]:
         labels = dict(levels)
@@ -83,6 +90,9 @@ class Planner:
             except ConflictError:
                 self._can_run[levels] = False
         return self._can_run[levels]
+
+    def runnable_combinations(self) -> list[tuple[Option, ...]]:
+        return [self.options_of(levels) for levels in grid(self.options) if self.runnable(levels)]
 
     def screening(self) -> list[Planned]:
         runnable, unrunnable = [], []

@@ -62,6 +62,7 @@ PARENT_ATTR = "mlflow_parent_run_id"  # the study's MLflow parent run
 # Trials that finished without an MLflow run get one from `ablate sync`; a finished Optuna trial's
 # user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
 RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
+BITWISE_ATTR = "bitwise"  # {device name: {accuracy group: [the group it trains as, why]}} (ablate.bitwise)
 
 
 @dataclass(frozen=True)
@@ -328,13 +329,17 @@ class StudyRecord:
     race: Mapping[str, Any] | None = None  # where the race stood when it ended: leader, why, blocks, pending
     parent_run_id: str | None = None  # the study's MLflow parent run
     runs: Mapping[int, str] = field(default_factory=dict)  # trial number -> the run `ablate sync` logged for it
+    # device name -> accuracy group -> (the group it trains as, why): `ablate.bitwise`'s checks on that device
+    bitwise: Mapping[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict)
 
 
 def from_study(study: optuna.Study) -> StudyRecord:
     a = study.user_attrs
     return StudyRecord(file_hash=a.get(FILE_HASH_ATTR), protocol=a.get(PROTOCOL_ATTR), seeds=a.get(SEEDS_ATTR),
                        race=a.get(RACE_ATTR), parent_run_id=a.get(PARENT_ATTR),
-                       runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()})
+                       runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()},
+                       bitwise={device: {group: (trains_as, why) for group, (trains_as, why) in checks.items()}
+                                for device, checks in a.get(BITWISE_ATTR, {}).items()})
 
 
 def set_file_hash(study: optuna.Study, file_hash: str) -> None:
@@ -361,3 +366,10 @@ def set_parent_run(study: optuna.Study, run_id: str) -> None:
 def set_runs(study: optuna.Study, runs: Mapping[int, str]) -> None:
     """The runs `ablate sync` logged, all of them (written after each, so an interrupted sync logs none twice)."""
     study.set_user_attr(RUNS_ATTR, {str(n): run_id for n, run_id in runs.items()})
+
+
+def set_bitwise(study: optuna.Study, device_name: str, trains_as: Mapping[str, tuple[str, str]]) -> None:
+    """`ablate.bitwise`'s answers on one device: accuracy group -> (the group it trains as, why)."""
+    stored = dict(study.user_attrs.get(BITWISE_ATTR, {}))
+    stored[device_name] = {group: list(answer) for group, answer in trains_as.items()}
+    study.set_user_attr(BITWISE_ATTR, stored)

@@ -144,6 +144,18 @@ def _design(study: Study, stored: dict) -> protocol.Settings:
     return protocol.Settings(**stored.protocol) if stored.protocol else study.protocol
 
 
+def _bitwise_lines(stored: StudyRecord, device: str) -> list[str]:
+    """Which accuracy groups trained as another because they computed bitwise alike here (`ablate.bitwise`)."""
+    answers = stored.bitwise.get(device)
+    if not answers:
+        return []
+    said = [f"**{group}** trained as {trains_as}" if trains_as != group else f"{group} trained apart"
+            for group, (trains_as, _) in sorted(answers.items())]
+    why = [f"{group}: {reason}" for group, (_, reason) in sorted(answers.items())]
+    return [f"- Accuracy groups, checked for bitwise equality with their core before measuring (`ablate.bitwise`): "
+            f"{'; '.join(said)}. Found: {'; '.join(why)}."]
+
+
 def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput: EffectFit | str,
               accuracy: EffectFit | str, numeric_dims: list[str], compose: tuple[str, str] | None,
               breaks: list[BreakEven], cv: float | None, stored: StudyRecord) -> str:
@@ -171,6 +183,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         f"blocks" if cv is not None else "- Host noise: the baseline ran in one block only, so its variation across "
         "blocks is unknown",
         f"- Compile cache: {CACHES}",
+        *_bitwise_lines(stored, device),
         f"- Baseline fp32 precision: strict IEEE for matmuls and convolutions (`{BASELINE_FP32}`; on CUDA, TF32 "
         "only where the TF32 strategy is on).",
         f"- Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `ablate report` from the stored trials.",

@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from ablate import claim, comparison, protocol, records, report, results, seeds, terminal
+from ablate import bitwise, claim, comparison, protocol, records, report, results, seeds, terminal
 from ablate.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.machine import Machine
 from ablate.objective import Objective, ProgressLines
@@ -35,7 +35,7 @@ from ablate.storage import create_study, metric_names, optuna_study_name, shared
 from ablate.study import Study, StudyError
 from ablate.tracking import Tracker
 from ablate.interpreters import Interpreters
-from ablate.planner import Planned, Planner, combination_label
+from ablate.planner import Planned, Planner, accuracy_group, combination_label
 from ablate.trial import TrialFailed
 
 SEARCHES = ("grid", "optuna")
@@ -120,6 +120,7 @@ class Runner:
                     sigterm_as_keyboard_interrupt(), self.interpreters:  # the unused ones stop at the end
                 self.progress = bar
                 try:
+                    self._check_bitwise()
                     self._work()
                 except KeyboardInterrupt:
                     self.recovery.interrupted()  # the trial that was running: KILLED, queued for the next run
@@ -128,6 +129,22 @@ class Runner:
                                       "measurements; the running trial was marked KILLED; run the same command "
                                       "again to resume") from None
         return self._finish(self.ran)
+
+    def _check_bitwise(self) -> None:
+        """Which accuracy groups train bitwise as a simpler one on this device (`ablate.bitwise`): checked before
+        the first measurement and stored, so a resume and every worker group alike."""
+        name = self.machine.device_name
+        answers = records.from_study(self.optuna).bitwise.get(name)
+        if answers is None:
+            # A study that began without the check (an older version) keeps its groups as they trained.
+            began = any(records.has_result(t) for t in self.optuna.get_trials(deepcopy=False))
+            todo = {} if began else bitwise.candidates(self.planner.runnable_combinations(), accuracy_group)
+            checks = bitwise.check(todo, self.study, self.machine.device, self.interpreters, self._show)
+            answers = {c.group: (c.trains_as, c.why) for c in checks}
+            records.set_bitwise(self.optuna, name, answers)
+            for c in checks if self.progress else ():
+                self.progress.write(terminal.wrapped(f"accuracy group {c.group}: {c.why}"))
+        self.planner.trains_as = {group: trains_as for group, (trains_as, _) in answers.items()}
 
     def _work(self) -> None:
         """Measurements, one at a time, until the protocol has planned its last and every one has a result:

@@ -1,14 +1,21 @@
 """The training loop and the evaluation, driven only through the public `strategies` API."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Iterator, Protocol
 
 import torch
 from torch.utils.data import DataLoader
 
-from ablate.measure import StepClock
 from ablate.tasks import Quality, Task
 from strategies import Stack
+
+
+class Clock(Protocol):
+    """What the loop asks of its clock (`ablate.measure.StepClock` in a trial; a step count in `ablate.bitwise`)."""
+
+    def batches(self, loader: Iterable[Any]) -> Iterator[Any]: ...
+
+    def count(self, n: int, loss: torch.Tensor | None = None) -> None: ...
 
 
 def train(
@@ -18,7 +25,7 @@ def train(
     optimizer: torch.optim.Optimizer,
     loader: Iterable,  # a DataLoader, or any iterable of batches (DeviceResidentData's)
     device: torch.device,
-    clock: StepClock,
+    clock: Clock,
     max_grad_norm: float | None = None,
 ) -> None:
     """Train until `clock` says the budget is spent. `model` is the prepared (wrapped) model."""

@@ -57,20 +57,31 @@ class TrialSpec:
     compile_cache: str | None = None  # the combination's own Inductor cache (ablate.compile_cache); None: cold
 
 
-def run(spec: TrialSpec) -> dict[str, Any]:
-    """Train and measure `spec` in this process; returns metrics (floats)."""
+@dataclass
+class SetUp:
+    """What a trial trains: built in the trial's interpreter, before anything is timed."""
+
+    stack: Any  # strategies.Stack
+    task: Any  # ablate.tasks.Task
+    splits: Any  # ablate.data.Splits
+    loader: Any  # the training batches (the stack's loader)
+    model: Any  # the unprepared model, on the device
+    optimizer: Any
+    device: Any  # torch.device
+    began: float  # perf_counter when it began, its imports done
+    data_load_s: float
+
+
+def set_up(spec: TrialSpec) -> SetUp:
+    """The trial's data, loader, model and optimizer, seeded by the study's budget: two calls in one process
+    build the same initial weights and draw the same batches."""
     import torch
-    from torch.utils.data import DataLoader
 
     from ablate import data
-    from ablate.failures import CompileFailed
     from ablate.machine import resolve
-    from ablate.measure import StepClock
-    from ablate.mfu import utilisation
     from ablate.models import MODELS
-    from ablate.study import model_kwargs
     from ablate.registry import lookup
-    from ablate.train import evaluate, train
+    from ablate.study import model_kwargs
     from strategies import set_fp32_precision
 
     began = time.perf_counter()
@@ -81,7 +92,6 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         torch.cuda.set_device(device)
     phase("loading data")
     stack = compose_options(spec.options)
-    task = study.task
     torch.manual_seed(budget.seed)
     splits = data.load(study.dataset, budget.train_subset, budget.test_subset, **study.dataset_kwargs)
     data_load_s = time.perf_counter() - began
@@ -95,8 +105,25 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     phase("building the model")
     set_fp32_precision(BASELINE_FP32)  # a true fp32 baseline: PyTorch's default runs cuDNN convolutions in TF32
     model = lookup(MODELS, study.model, "model")(**model_kwargs(study)).to(device)
+    return SetUp(stack, study.task, splits, loader, model, _optimizer(study, model), device, began, data_load_s)
+
+
+def run(spec: TrialSpec) -> dict[str, Any]:
+    """Train and measure `spec` in this process; returns metrics (floats)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from ablate.failures import CompileFailed
+    from ablate.measure import StepClock
+    from ablate.mfu import utilisation
+    from ablate.train import evaluate, train
+
+    study, budget = spec.study, spec.study.budget
+    built = set_up(spec)
+    stack, task, splits, loader, model, optimizer, device = (built.stack, built.task, built.splits, built.loader,
+                                                             built.model, built.optimizer, built.device)
+    began, data_load_s = built.began, built.data_load_s
     flops_per_token = getattr(model, "flops_per_token", None)
-    optimizer = _optimizer(study, model)
     # The measured stretch (one-off cost, timed windows, time to accuracy) begins: no interpreter imports now.
     waits = [_measuring()]
     started = time.perf_counter()

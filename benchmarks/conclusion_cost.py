@@ -1,6 +1,6 @@
 """What a conclusion costs: a full study run with its protocol, in wall time and in reference epochs.
 
-    python -m benchmarks.conclusion_cost [--study mnist_cnn] [--results results/conclusion-cost]
+    python -m benchmarks.conclusion_cost [--study mnist_cnn] [--results results/conclusion-cost] [--single-pass]
 
 Times one reference epoch (`benchmarks.reference_epoch`, in a process of its
 own), runs `ablate run STUDY` as a user does (a fresh results folder, a cold
@@ -9,6 +9,8 @@ time over the mean of the two epochs, with where the time went: trials by
 kind from the run's own Optuna storage, and per-trial start-up (launch to
 the first batch). Dividing by an epoch timed beside the run is what lets two
 runs taken at different loads, or on different machines, be compared.
+`--single-pass` runs the design before blocks (every combination once, one
+seed), the price the protocol's is set against.
 """
 from __future__ import annotations
 
@@ -71,16 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", default="mnist_cnn")
     parser.add_argument("--results", type=Path, default=Path("results/conclusion-cost"))
     parser.add_argument("--device", default=default_device())
+    parser.add_argument("--single-pass", action="store_true", help="every combination once, one seed: no protocol")
     args = parser.parse_args(argv)
     machine = describe(args.device)
     before = reference_epoch()
     print(f"reference epoch before: {before:.1f} s", flush=True)
-    done = grid.run(args.study, args.results, args.device)
+    done = grid.run(args.study, args.results, args.device, ("--single-pass",) if args.single_pass else ())
     after = reference_epoch()
     epoch = (before + after) / 2
     name = Path(args.study).stem  # a study file's name, or the study's
     found = breakdown(args.results / name / "optuna.db", f"{name}:grid:{args.device.split(':')[0]}")
-    summary = {"study": args.study, "machine": machine.device_name, "torch": machine.torch, "commit": machine.commit,
+    summary = {"study": args.study, "single_pass": args.single_pass, "machine": machine.device_name, "torch": machine.torch, "commit": machine.commit,
                "wall_s": done.wall_s, "reference_epoch_s": [before, after],
                "reference_epochs": done.wall_s / epoch, **found}
     (args.results / "cost.json").write_text(json.dumps(summary, indent=1))

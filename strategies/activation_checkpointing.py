@@ -48,6 +48,7 @@ class ActivationCheckpointing(Strategy):
     name = "activation_checkpointing"
     changes_numerics = True  # bitwise equal in eager on a CPU (observed), but a recomputation may be fused
     # or scheduled differently from the first forward under graph capture or nondeterministic GPU kernels
+    may_be_bitwise_equal = True
     conflicts_with = frozenset({"torchscript"})  # torch.jit.script cannot compile torch.utils.checkpoint
     order = 50  # before graph capture (Compile, order 100): the recomputation is compiled with the block
 

@@ -37,6 +37,10 @@ class Strategy:
         changes_numerics: whether switching it on may change the losses computed
             (AMP, BatchSize, graph capture) or must leave them bitwise identical
             (workers, pinning, set-to-none).
+        may_be_bitwise_equal: whether a strategy that may change the numbers may still,
+            on a given machine and model, compute bitwise what the stack without it
+            computes (a graph capture that fuses nothing, a memory layout): a study checks
+            it there before training its accuracy apart (`ablate.bitwise`).
         owns: the owned hooks it implements (``"backward"``, ``"step"``, ``"zero_grad"``,
             ``"make_loader"``).
         conflicts_with: names of strategies it cannot be composed with.
@@ -50,6 +54,7 @@ class Strategy:
 
     name: ClassVar[str] = "strategy"
     changes_numerics: ClassVar[bool] = False
+    may_be_bitwise_equal: ClassVar[bool] = False
     owns: ClassVar[frozenset[str]] = frozenset()
     conflicts_with: ClassVar[frozenset[str]] = frozenset()
     order: ClassVar[int] = 0

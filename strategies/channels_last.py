@@ -27,6 +27,7 @@ class ChannelsLast(Strategy):
 
     name = "channels_last"
     changes_numerics = True  # other convolution kernels, other rounding
+    may_be_bitwise_equal = True  # where the backend's kernels for both layouts accumulate alike
     order = 10  # after PinMemory's non-blocking copy (order 0), so the layout change runs on the device
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:

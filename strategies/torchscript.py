@@ -20,6 +20,7 @@ class TorchScript(Strategy):
 
     name = "torchscript"
     changes_numerics = True  # fused kernels may round differently
+    may_be_bitwise_equal = True  # without a fuser (a CPU's default) it runs eager's kernels
     conflicts_with = frozenset({"compile"})
     one_off_cost = True  # scripting at prepare_model, then the JIT's profiling runs at the first steps
     order = 100  # wrap after every other model change
