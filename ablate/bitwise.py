@@ -32,6 +32,7 @@ merged, and on what.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -76,7 +77,8 @@ def check(todo: dict[str, Candidate], study: Study, device: str, interpreters: I
         show(f"checking which accuracy groups train bitwise alike ({n}/{len(todo)}): {group}")
         spec = TrialSpec(study, numeric, device, train_for_accuracy=False)
         try:
-            found = run_in_fresh_process(spec, _Probe(core), interpreters=interpreters)
+            # A partial of a module-level function: it travels to the interpreter by pickle.
+            found = run_in_fresh_process(spec, functools.partial(probe, core=core), interpreters=interpreters)
         except TrialFailed as error:
             checks.append(Check(group, group, f"not checked: {error}"))
             continue
@@ -92,16 +94,6 @@ def answer(group: str, core: str, found: dict[str, Any]) -> Check:
         return Check(group, core, f"bitwise equal to {core} after {found['steps']:g} training steps")
     return Check(group, group, f"differs from {core} (largest weight difference {found['largest_difference']:.3g} "
                  f"after {found['steps']:g} steps)")
-
-
-@dataclass(frozen=True)
-class _Probe:
-    """`probe` with the core's options bound (a module-level class: it travels to the interpreter by pickle)."""
-
-    core: tuple[Option, ...]
-
-    def __call__(self, spec: TrialSpec) -> dict[str, Any]:
-        return probe(spec, self.core)
 
 
 def probe(spec: TrialSpec, core: Sequence[Option]) -> dict[str, Any]:
