@@ -82,7 +82,9 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
            f"95% t interval from the seed-to-seed spread (pooled over the groups) plus the paired binomial error of "
            f"the shared test set. **ok**: the interval is above -{tolerance:g} points; **below**: under it (never "
            f"raced or recommended); **uncertain**: it straddles it (raced; said so if recommended). Groups still "
-           f"uncertain after two seeds got more (the parity race).", "",
+           f"uncertain after two seeds got more (the parity race). A group whose every combination screening found "
+           f"slower than the baseline keeps its one seed: it does not decide the answer (the spread then comes "
+           f"from at least {parity.NOISE_GROUPS} other groups).", "",
            "| accuracy group | change, points [95% CI] | seeds | verdict | combinations |", "|---|---|---:|---|---:|"]
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
         if g == BASELINE:

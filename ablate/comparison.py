@@ -65,7 +65,7 @@ class Comparison:
 
     @property
     def parity_failed(self) -> bool:
-        return self.parity is not None and self.parity.verdict == parity_.BELOW
+        return self.parity is not None and self.parity.below
 
     @property
     def peak_memory_mb(self) -> float | None:

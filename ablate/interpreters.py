@@ -42,6 +42,7 @@ from functools import cache
 from typing import Any, Callable, Iterator
 
 STOP_GRACE_S = 5.0
+ARM_S = 30.0  # an interpreter says "armed" milliseconds after it starts: one silent this long is stuck
 AHEAD = 3  # interpreters kept ready (or importing) for the next trials
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -108,9 +109,13 @@ class Interpreter:
         return bool(self.stops) and self.stops[-1][1] is None
 
     def pause(self) -> None:
-        """SIGSTOP it if it is still importing; returns once the kernel has stopped it. Raises `Died`."""
+        """SIGSTOP it if it is still importing; returns once the kernel has stopped it. Raises `Died`, also
+        for one that never said "armed": the trial waiting on this pause must not wait on it for ever."""
+        deadline = time.monotonic() + ARM_S
         while self.importing and not self.armed:  # a few milliseconds after its start
-            self._hear(None)
+            if not self._hear(deadline):
+                self.stop()
+                raise Died(f"it did not start within {ARM_S:.0f} s")
         if self.stopped or not self.importing or not self.process.is_alive():
             return
         os.kill(self.process.pid, signal.SIGSTOP)

@@ -19,22 +19,26 @@ the time, and a group truly 0.6 points worse passes as often.
 - **The verdict** is a non-inferiority test at the tolerance: `ok` when the
   interval's lower bound is above -tolerance, `below` when its upper bound is
   under it, else `uncertain`.
-- **The parity race:** every group is trained at `MIN_SEEDS` seeds; a group
-  still `uncertain` gets another seed (and the baseline with it) until it is
-  decided or has `max_seeds`.
+- **The parity race:** every group worth it is trained at `MIN_SEEDS` seeds;
+  one still `uncertain` gets another seed (and the baseline with it) until it
+  is decided or has `max_seeds`. Which groups are worth more than their first
+  seed is the caller's to say (`ablate.planner.worth_more_seeds`: not those
+  that cannot be the answer, as long as `NOISE_GROUPS` are); a group kept at
+  one seed is judged by the same test, on the spread pooled over the others.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Hashable, Mapping
+from typing import Collection, Hashable, Mapping
 
 from scipy import stats
 
 from ablate.words import points
 
 CONFIDENCE = 0.95
-MIN_SEEDS = 2  # every group: two seeds give the seed-to-seed spread its first degrees of freedom
+MIN_SEEDS = 2  # every group worth it: two seeds give the seed-to-seed spread its first degrees of freedom
+NOISE_GROUPS = 4  # at least this many groups besides the baseline's get two seeds: the spread's degrees of freedom
 OK, BELOW, UNCERTAIN = "ok", "below", "uncertain"
 
 Group = Hashable
@@ -52,6 +56,11 @@ class Parity:
     seeds: int  # shared seeds it rests on
     se: float
     df: float  # math.inf: no seed-to-seed spread was measured (one seed), the binomial error alone
+
+    @property
+    def below(self) -> bool:
+        """Worse than the baseline by more than the tolerance, as the test found: never raced or recommended."""
+        return self.verdict == BELOW
 
     def describe(self, tolerance: float) -> str:
         seeds = f"{self.seeds} seed{'s' if self.seeds != 1 else ''}"
@@ -115,13 +124,14 @@ def verdicts(accuracies: Accuracies, baseline: Group, tolerance: float, n_test: 
 
 
 def next_seed(accuracies: Accuracies, baseline: Group, tolerance: float, n_test: int | None,
-              max_seeds: int) -> tuple[int, list[Group]] | None:
+              max_seeds: int, worth: Collection[Group] | None = None) -> tuple[int, list[Group]] | None:
     """The parity race's next step: (seed index, the groups to train at it, the baseline first), or None.
 
-    Every group reaches `MIN_SEEDS` shared seeds; after that only the `uncertain` ones get another, up to
-    `max_seeds`. Deterministic in its input, so workers that call it on the same results plan the same trials.
+    Every group in `worth` (all when None) reaches `MIN_SEEDS` shared seeds; after that only the `uncertain`
+    ones get another, up to `max_seeds`. Groups not in `worth` keep the seeds they have. Deterministic in its
+    input, so workers that call it on the same results plan the same trials.
     """
-    groups = [g for g in accuracies if g != baseline]
+    groups = [g for g in accuracies if g != baseline and (worth is None or g in worth)]
     if not groups or baseline not in accuracies:
         return None
     floor = min(MIN_SEEDS, max_seeds)

@@ -13,11 +13,13 @@ of each.
 - **TPE's baselines** (`tpe_baseline`, `--search optuna`): TPE picks the
   combinations; a baseline joins each block of its picks at random places.
 - **The parity race** (`parity`): the accuracy groups still short of seeds,
-  or still `uncertain`, trained at the next seed (`ablate.parity`).
+  or still `uncertain`, trained at the next seed (`ablate.parity`); only those
+  `worth_more_seeds` get more than their first.
 - **The race** (`race`): the next race or confirmation block (`ablate.racing`).
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Sequence
@@ -48,6 +50,36 @@ def accuracy_group(options: Sequence[Option]) -> str:
     """Combinations with the same numerics-changing strategies train to the same accuracy."""
     changing = [o.label for o in options if o.changes_numerics]
     return " + ".join(changing) or BASELINE
+
+
+def worth_more_seeds(stored: Sequence[records.Record]) -> set[str]:
+    """The accuracy groups the parity race trains at more than one seed: every group with a combination that
+    screening did not find slower than the baseline (`racing.screened_below_baseline`), and then the fastest of
+    the others until `parity.NOISE_GROUPS` groups besides the baseline's are in, for the seed-to-seed spread.
+
+    Why: a group whose every combination the baseline beats is not what decides the answer, whatever its
+    accuracy, so its second seed buys nothing a user acts on, and a technique far slower than the baseline on
+    this machine (bf16 where the CPU emulates it) is also the dearest to train. Such a group is judged at its one
+    seed by the same test (the spread pooled over the others): a wider interval, not a biased one, since the
+    choice reads throughputs, which the seeds' accuracies do not move.
+    """
+    screened = [m for m in analysis.protocol_measurements(stored) if m.phase in (protocol.SCREEN, protocol.FULL)]
+    found = protocol.estimates(screened, BASELINE)
+    best: dict[str, float] = {}  # group -> its fastest combination's screening estimate (log speed-up)
+    worth = {BASELINE}
+    for m in (m for r in stored for m in (r.measurements or (r,))):
+        if m.accuracy_group is None:  # skipped before it was placed in a group
+            continue
+        estimate = found.get(m.combination)
+        if estimate is None or not racing.screened_below_baseline(estimate, len(found)):
+            worth.add(m.accuracy_group)
+        else:
+            best[m.accuracy_group] = max(best.get(m.accuracy_group, -math.inf), estimate.log)
+    for group in sorted((g for g in best if g not in worth), key=lambda g: (-best[g], g)):
+        if len(worth - {BASELINE}) >= parity.NOISE_GROUPS:
+            break
+        worth.add(group)
+    return worth
 
 
 def grid(options: dict[str, dict[str, Option]]) -> list[Levels]:
@@ -132,7 +164,7 @@ class Planner:
         """The parity race's next seed (`ablate.parity`): one trial per accuracy group that needs it, by the
         combination that first trained the group; none when the race is over."""
         step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
-                                verdicts.test_size(stored), self.design.seeds)
+                                verdicts.test_size(stored), self.design.seeds, worth_more_seeds(stored))
         if step is None:
             return []
         index, groups = step

@@ -52,7 +52,7 @@ def parity_failures(records: list[Record], tolerance: float,
                     found: dict[str, parity.Parity] | None = None) -> list[Record]:
     """Complete combinations whose accuracy is `below` the baseline's by more than the tolerance (a test)."""
     found = parity_of(records, tolerance) if found is None else found
-    return [r for r in records if r.combination in found and found[r.combination].verdict == parity.BELOW]
+    return [r for r in records if r.combination in found and found[r.combination].below]
 
 
 def eligible(records: list[Record], tolerance: float,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ablate import study as studies
-from ablate.interpreters import Interpreter, Interpreters, overlaps
+from ablate import interpreters
+from ablate.interpreters import Died, Interpreter, Interpreters, overlaps
 from ablate.trial import TIMELINE, TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
@@ -92,6 +93,30 @@ def test_a_prepared_interpreter_killed_while_waiting_is_replaced_and_close_leave
         assert metrics["went"] >= metrics["asked"]
         started += [i.process.pid for i in pool.ahead]
     assert not any(_alive(pid) for pid in started)
+
+
+def holds_its_tongue(conn) -> None:
+    time.sleep(60)  # holding its end of the pipe open, saying nothing
+
+
+def _silent() -> Interpreter:
+    """An interpreter whose process starts and never says a word (a stuck start: the machine swapping, say)."""
+    ctx = interpreters._context()
+    parent_end, child_end = ctx.Pipe(duplex=True)
+    process = ctx.Process(target=holds_its_tongue, args=(child_end,))
+    process.start()
+    child_end.close()
+    return Interpreter(process, parent_end, time.perf_counter())
+
+
+def test_an_interpreter_that_never_says_armed_is_stopped_not_waited_on_for_ever(monkeypatch):
+    monkeypatch.setattr(interpreters, "ARM_S", 0.5)
+    with pytest.raises(Died, match="did not start within"):
+        _silent().pause()
+    stuck = _silent()
+    pool = Interpreters(preload=slow_preload, ahead=[stuck])
+    pool.pause()  # the trial asking to measure goes on without it
+    assert pool.ahead == [] and not _alive(stuck.process.pid)
 
 
 @pytest.mark.parametrize("stopped", [False, True], ids=["waiting", "stopped while importing"])
