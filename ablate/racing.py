@@ -174,14 +174,6 @@ def _screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
     return beyond_range(diff, se, df, SCREEN_ALPHA, max(2, k))
 
 
-def screened_below_baseline(estimate: Estimate, k: int) -> bool:
-    """Screening told this combination apart from the baseline, slower: the race's own first look
-    (`SCREEN_ALPHA`, the studentized range over the `k` screened). The baseline is always a candidate and
-    beats it, so its accuracy is not what decides the answer."""
-    return estimate.se is not None and beyond_range(-estimate.log, estimate.se, max(1, estimate.df), SCREEN_ALPHA,
-                                                    max(2, k))
-
-
 def _not_raced(measurements, baseline: Key, est: dict[Key, Estimate], settings: Settings) -> Race:
     """Screening only, or a full design: the leader of the estimates; in a full design every combination shares
     every block, so the contrasts are paired over all of them (one look: the whole alpha)."""
