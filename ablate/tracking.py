@@ -20,7 +20,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Collection, Iterator, Mapping, TypeVar
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
@@ -195,6 +195,23 @@ class Tracker:
         run = self.client.create_run(self.experiment_id, start_time=start_time, tags=tags, run_name=tags[MLFLOW_RUN_NAME])
         self._log(run.info.run_id, params=params)
         return run.info.run_id
+
+    @_tolerant
+    def kill_unrecorded(self, parent_id: str | None, numbers: Collection[int], reason: str) -> None:
+        """Runs of the trials `numbers` left RUNNING under `parent_id` with no trial holding their id: KILLED.
+
+        A stop (Ctrl-C, SIGTERM, a kill) that lands between MLflow creating a trial's run and the trial storing
+        the run's id leaves such a run; without this it would show as running in MLflow's UI for ever.
+        """
+        if not parent_id or not numbers:
+            return
+        wanted = {str(n) for n in numbers}
+        found = self.client.search_runs(
+            [self.experiment_id], max_results=1000,
+            filter_string=f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'RUNNING'")
+        for run in found:
+            if run.data.tags.get("ablate.trial_number") in wanted:
+                self.finish_trial(run.info.run_id, "killed", reason)
 
     @_tolerant
     def finish_trial(self, run_id: str | None, state: str, reason: str = "", metrics: Mapping[str, float] | None = None,

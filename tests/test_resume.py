@@ -65,3 +65,28 @@ def test_sigkill_mid_study_then_resume(tmp_path, mnist):
     run = client.get_run(interrupted.user_attrs["mlflow_run_id"])
     assert run.info.status == "KILLED"
     assert run.data.tags["ablate.state"] == "killed"
+
+
+def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
+    # A stop that lands after MLflow created a trial's run and before the trial stored the run's id.
+    from ablate import records
+    from ablate.machine import describe
+    from ablate.recovery import Recovery
+    from ablate.study import load
+    from ablate.tracking import Tracker
+
+    tracker = Tracker(load(str(TINY), "cpu"), describe("cpu"), tmp_path)
+    parent = tracker.start_parent("grid")
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    records.set_parent_run(study, parent)
+    stopped, live = study.ask(), study.ask()  # `live`: another worker's trial, still running
+    orphan = tracker.start_trial(parent, stopped.number, "baseline", {})
+    running = tracker.start_trial(parent, live.number, "amp(bf16)", {})
+    study.tell(stopped, state=TrialState.FAIL)  # what Optuna does with a trial its objective left by Ctrl-C
+
+    Recovery(study, tracker, n_dims=1, heartbeat=True, grace_s=60).interrupted()
+
+    client = MlflowClient(tracking_uri=tracker.uri)
+    assert client.get_run(orphan).info.status == "KILLED"
+    assert client.get_run(orphan).data.tags["ablate.state"] == "killed"
+    assert client.get_run(running).info.status == "RUNNING"  # a live worker's run is not touched

@@ -152,8 +152,14 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes(mnist, postgres,
     # "running": stopped before its trial process started; recovery treats it as interrupted (ablate.recovery).
     interrupted = [t for t in trials if t.user_attrs.get("state") in ("interrupted", "running")]
     assert interrupted and all(t.state == TrialState.FAIL for t in interrupted)
+    # Each one's MLflow run KILLED, also one whose id the stop kept its trial from storing (Tracker.kill_unrecorded).
     client = MlflowClient(tracking_uri=mlflow_server)
-    assert {client.get_run(t.user_attrs["mlflow_run_id"]).info.status for t in interrupted} == {"KILLED"}
+    runs = client.search_runs([client.get_experiment_by_name("ablate/tiny").experiment_id], max_results=1000)
+    numbers = {str(t.number) for t in interrupted}
+    assert {r.info.status for r in runs if r.data.tags.get("ablate.trial_number") in numbers} <= {"KILLED"}
+    assert {client.get_run(t.user_attrs["mlflow_run_id"]).info.status
+            for t in interrupted if "mlflow_run_id" in t.user_attrs} == {"KILLED"}
+    assert not [r for r in runs if "mlflow.parentRunId" in r.data.tags and r.info.status == "RUNNING"]
 
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
