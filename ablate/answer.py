@@ -83,14 +83,20 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
            f"the shared test set. **ok**: the interval is above -{tolerance:g} points; **below**: under it (never "
            f"raced or recommended); **uncertain**: it straddles it (raced; said so if recommended). Groups still "
            f"uncertain after two seeds got more (the parity race). A group whose every combination screening found "
-           f"slower than the baseline keeps its one seed: it does not decide the answer (the spread then comes "
-           f"from at least {parity.NOISE_GROUPS} other groups).", "",
+           f"slower than the baseline does not decide the answer: it is not trained at all (seeds 0, not raced or "
+           f"recommended), or, where its first seed was trained in screening (`--search optuna`), keeps that one; "
+           f"as long as {parity.NOISE_GROUPS} other groups get two, for the seed-to-seed spread.", "",
            "| accuracy group | change, points [95% CI] | seeds | verdict | combinations |", "|---|---|---:|---|---:|"]
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
         if g == BASELINE:
             continue
         out.append(f"| {g} | {points(p.change, p.low, p.high)} | {p.seeds} | {p.verdict} | "
                    f"{len(members.get(g, []))} |")
+    measured = {r.accuracy_group for r in records if r.complete and not r.accuracy_note}
+    untrained = sorted(g for g in measured - set(groups) if g and g != BASELINE)
+    failed = {m.accuracy_group for r in records for m in r.measurements if m.phase == protocol.PARITY and not m.complete}
+    out += [f"| {g} | not trained: {'its training failed' if g in failed else 'slower than the baseline in screening'}"
+            f" | 0 | | {len(members[g])} |" for g in untrained]
     return out + [""]
 
 

@@ -85,11 +85,13 @@ class Objective:
             return self._skip(trial, run_id, reason)
 
         group = self.planner.accuracy_group(options)
-        # Accuracy is trained once per group, in a screening measurement, after its timed windows; race
-        # measurements time their windows only.
+        # Accuracy is trained after the timed windows: at every seed in parity measurements, and (unless the
+        # planner defers it to them) once per group in the screening measurement that first meets the group.
+        # Race measurements time their windows only.
         phase = queued.phase
         donor = None if phase == protocol.PARITY else accuracy_donor(self.optuna, group, self.machine.device_name)
-        train = phase == protocol.PARITY or (donor is None and phase in (protocol.SCREEN, protocol.FULL))
+        train = phase == protocol.PARITY or (not self.planner.defer_accuracy and donor is None
+                                             and phase in (protocol.SCREEN, protocol.FULL))
         seed = seeds.training(self.seeds, queued.seed_index)
         records.set_training(trial, group, seed)
         study = dataclasses.replace(self.study, budget=dataclasses.replace(self.study.budget, seed=seed))
@@ -109,9 +111,9 @@ class Objective:
             raise
         timeline = metrics.pop(TIMELINE)  # when it measured, and the imports beside it
         note = metrics.pop(ACCURACY_NOT_MEASURED, None)  # stand-in data, or a task without an accuracy
-        trained = train and "test_loss" in metrics  # stand-in data trains for nothing
+        trained = train and records.trained_figures(metrics)  # stand-in data trains for nothing
         if not trained and donor is not None:  # every held-out figure: accuracy, loss, bits per byte
-            metrics.update({k: v for k, v in donor.metrics.items() if k.startswith("test_")})
+            metrics.update(records.held_out(donor.metrics))
         records.result(trial, metrics, timeline, note, accuracy_trained=trained,
                        accuracy_from=trial.number if trained else donor.number if donor else None)
         self.tracker.finish_trial(run_id, *records.mlflow_payload(records.from_trial(trial)))

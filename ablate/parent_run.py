@@ -57,7 +57,8 @@ class ParentRun:
         pooled = view.rows(compared)
         for m in (m for r in stored for m in r.measurements):
             if ids.get(m.number) and (found := pooled.get((m.device, m.combination))):
-                self.tracker.log_metrics(ids[m.number], found.metrics, found.tags_for(m.number))
+                metrics, tags = found.lent(m.metrics) if m.complete else ({}, {})
+                self.tracker.log_metrics(ids[m.number], {**found.metrics, **metrics}, {**found.tags_for(m.number), **tags})
         self.tracker.finish_parent(self.id, [self.study.path, csv])
 
 

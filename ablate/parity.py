@@ -19,12 +19,13 @@ the time, and a group truly 0.6 points worse passes as often.
 - **The verdict** is a non-inferiority test at the tolerance: `ok` when the
   interval's lower bound is above -tolerance, `below` when its upper bound is
   under it, else `uncertain`.
-- **The parity race:** every group worth it is trained at `MIN_SEEDS` seeds;
-  one still `uncertain` gets another seed (and the baseline with it) until it
-  is decided or has `max_seeds`. Which groups are worth more than their first
-  seed is the caller's to say (`ablate.planner.worth_more_seeds`: not those
-  that cannot be the answer, as long as `NOISE_GROUPS` are); a group kept at
-  one seed is judged by the same test, on the spread pooled over the others.
+- **The parity race:** every group worth it is trained at `MIN_SEEDS` seeds
+  (from its first, where screening did not train it); one still `uncertain`
+  gets another seed (and the baseline with it) until it is decided or has
+  `max_seeds`. Which groups are worth it is the caller's to say
+  (`ablate.planner.worth_more_seeds`: not those that cannot be the answer, as
+  long as `NOISE_GROUPS` are); a group left at one seed is judged by the same
+  test, on the spread pooled over the others.
 """
 from __future__ import annotations
 
@@ -127,13 +128,15 @@ def next_seed(accuracies: Accuracies, baseline: Group, tolerance: float, n_test:
               max_seeds: int, worth: Collection[Group] | None = None) -> tuple[int, list[Group]] | None:
     """The parity race's next step: (seed index, the groups to train at it, the baseline first), or None.
 
-    Every group in `worth` (all when None) reaches `MIN_SEEDS` shared seeds; after that only the `uncertain`
-    ones get another, up to `max_seeds`. Groups not in `worth` keep the seeds they have. Deterministic in its
-    input, so workers that call it on the same results plan the same trials.
+    Every group in `worth` (all those in `accuracies` when None) reaches `MIN_SEEDS` shared seeds, starting
+    from its first (seed index 0) when it has none yet; after that only the `uncertain` ones get another, up to
+    `max_seeds`. Groups not in `worth` keep the seeds they have. Deterministic in its input, so workers that
+    call it on the same results plan the same trials.
     """
-    groups = [g for g in accuracies if g != baseline and (worth is None or g in worth)]
-    if not groups or baseline not in accuracies:
-        return None
+    groups = [g for g in (accuracies if worth is None else worth) if g != baseline]
+    base = accuracies.get(baseline, {})
+    if not groups:  # nothing to compare with: the baseline's own accuracy, once
+        return (0, [baseline]) if worth is not None and baseline in worth and 0 not in base else None
     floor = min(MIN_SEEDS, max_seeds)
     found = verdicts(accuracies, baseline, tolerance, n_test)
     seeds = {g: len(_paired(accuracies, g, baseline)) for g in groups}
@@ -144,4 +147,4 @@ def next_seed(accuracies: Accuracies, baseline: Group, tolerance: float, n_test:
         return None
     index = min(seeds[g] for g in todo)  # seeds are indices 0, 1, 2...: the next one not yet trained
     todo = [g for g in todo if seeds[g] == index]
-    return index, ([baseline] if index not in accuracies[baseline] else []) + sorted(todo, key=str)
+    return index, ([baseline] if index not in base else []) + sorted(todo, key=str)

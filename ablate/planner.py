@@ -13,8 +13,9 @@ of each.
 - **TPE's baselines** (`tpe_baseline`, `--search optuna`): TPE picks the
   combinations; a baseline joins each block of its picks at random places.
 - **The parity race** (`parity`): the accuracy groups still short of seeds,
-  or still `uncertain`, trained at the next seed (`ablate.parity`); only those
-  `worth_more_seeds` get more than their first.
+  or still `uncertain`, trained at the next seed (`ablate.parity`), only
+  those `worth_more_seeds`; on a raced grid their first seed too (screening
+  then measures throughput only: `Planner.defer_accuracy`).
 - **The race** (`race`): the next race or confirmation block (`ablate.racing`).
 """
 from __future__ import annotations
@@ -63,17 +64,20 @@ def slower_than_baseline(estimate: protocol.Estimate, k: int, alpha: float = con
 
 
 def worth_more_seeds(stored: Sequence[records.Record]) -> set[str]:
-    """The accuracy groups the parity race trains at more than one seed: every group with a combination that
-    screening did not find slower than the baseline (`slower_than_baseline`), and then the fastest of the
-    others until `parity.NOISE_GROUPS` groups besides the baseline's are in, for the seed-to-seed spread.
+    """The accuracy groups the parity race trains (at its first seed too, where screening deferred it): every
+    group with a combination that screening did not find slower than the baseline (`slower_than_baseline`), and
+    then the fastest of the others until `parity.NOISE_GROUPS` groups besides the baseline's are in, for the
+    seed-to-seed spread.
 
     Why: a group whose every combination the baseline beats is not what decides the answer, whatever its
-    accuracy, so its second seed buys nothing a user acts on, and a technique far slower than the baseline on
-    this machine (bf16 where the CPU emulates it) is also the dearest to train. Such a group is judged at its one
-    seed by the same test (the spread pooled over the others): a wider interval, not a biased one, since the
-    choice reads throughputs, which the seeds' accuracies do not move. For that reason the test is not the race's
-    studentized range at a tenth of its alpha: a wrong choice here costs power, not validity, and on a screening
-    of two blocks (2 degrees of freedom) the range kept no group running at x0.14 (benchmarks/RESULTS.md).
+    accuracy, so its training buys nothing a user acts on, and a technique far slower than the baseline on
+    this machine (bf16 where the CPU emulates it) is also the dearest to train. Left untrained, it is neither
+    raced nor recommended; trained once already (TPE's screening), it is judged at that seed by the same test (the
+    spread pooled over the others): a wider interval, not a biased one, since the choice reads throughputs, which
+    the seeds' accuracies do not move. A wrong choice leaves out a combination as fast as the baseline, in at
+    most the test's 5% of studies (tests/test_decisions.py). The test is not the race's studentized range at a
+    tenth of its alpha: on a screening of two blocks (2 degrees of freedom) the range kept no group running at
+    x0.14 (benchmarks/RESULTS.md).
     """
     screened = [m for m in analysis.protocol_measurements(stored) if m.phase in (protocol.SCREEN, protocol.FULL)]
     found = protocol.estimates(screened, BASELINE)
@@ -109,8 +113,11 @@ def baseline_levels(options: dict[str, dict[str, Option]]) -> Levels:
 
 class Planner:
     def __init__(self, study: Study, design: Settings, protocol_seed: int, device: str, device_name: str,
-                 n_trials: int | None = None) -> None:
+                 n_trials: int | None = None, defer_accuracy: bool = False) -> None:
+        """`defer_accuracy`: screening measures throughput only, and the parity race trains every group's seeds,
+        its first included, for the groups `worth_more_seeds` (the raced grid; TPE needs an accuracy per pick)."""
         self.study, self.design, self.seed, self.n_trials = study, design, protocol_seed, n_trials
+        self.defer_accuracy = defer_accuracy
         self.device, self.device_name = device, device_name
         self.options = {dim: study.options(dim) for dim, _ in study.space}
         self._can_run: dict[Levels, bool] = {}
@@ -174,9 +181,10 @@ class Planner:
 
     def parity(self, stored: list[records.Record]) -> list[Planned]:
         """The parity race's next seed (`ablate.parity`): one trial per accuracy group that needs it, by the
-        combination that first trained the group; none when the race is over."""
+        combination that trains the group at every seed; none when the race is over."""
+        trainers = self.trainers(stored)
         step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
-                                verdicts.test_size(stored), self.design.seeds, worth_more_seeds(stored))
+                                verdicts.test_size(stored), self.design.seeds, worth_more_seeds(stored) & set(trainers))
         if step is None:
             return []
         index, groups = step
@@ -184,11 +192,21 @@ class Planner:
                   if m.phase == protocol.PARITY and m.seed_index == index and m.state == State.FAILED}
         if failed & set(groups):  # it failed at this seed, and would again: its verdict stays as it is
             return []
-        first = {m.accuracy_group: m for r in stored for m in r.measurements
-                 if m.accuracy_trained and m.seed_index == 0 and m.complete}
         # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
-        return [Planned(protocol.Slot(tuple(sorted(first[group].levels.items())), -index, place, protocol.PARITY),
-                        index) for place, group in enumerate(groups)]
+        return [Planned(protocol.Slot(tuple(sorted(trainers[group].levels.items())), -1 - index, place,
+                                      protocol.PARITY), index) for place, group in enumerate(groups)]
+
+    @staticmethod
+    def trainers(stored: list[records.Record]) -> dict[str, records.Record]:
+        """Accuracy group -> the measurement whose combination trains it at every seed: the one that trained its
+        first seed, else (its accuracy deferred) its first complete screened one. Groups whose accuracy cannot
+        be measured (stand-in data, a loss-only task: `accuracy_note`) have none."""
+        measured = [m for r in stored for m in (r.measurements or (r,)) if m.complete and m.accuracy_group]
+        out = {m.accuracy_group: m for m in measured if m.accuracy_trained and m.seed_index == 0}
+        for m in sorted(measured, key=lambda m: (m.block, m.position)):
+            if m.phase in (protocol.SCREEN, protocol.FULL) and not m.accuracy_note:
+                out.setdefault(m.accuracy_group, m)
+        return out
 
     def race(self, stored: list[records.Record]) -> tuple[racing.Race | None, list[Planned]]:
         """Where the race stands, and its next block (none: it is over, or this protocol does not race)."""

@@ -56,7 +56,7 @@ MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (it
 MIN_POOLED_DF = 2  # fewer pooled degrees of freedom: fall back on the baseline's spread
 SCREEN, RACE, FULL = "screen", "race", "full"
 CONFIRM = "confirm"  # after the race: the leader's estimate, from blocks its selection never saw
-PARITY = "parity"  # a training run at another seed for accuracy parity (ablate.parity): no speed-up from it
+PARITY = "parity"  # a training run for accuracy parity at one of the run's seeds (ablate.parity): no speed-up from it
 
 Key = Hashable  # a combination, as the caller names it
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # only for the annotation: the race builds on the records, no
     from ablate.racing import Race
 
 BASELINE = "baseline"
-PARITY = "parity"  # ablate.protocol.PARITY: a training run at another seed (records does not import the protocol)
+PARITY = "parity"  # ablate.protocol.PARITY: a training run at one of the seeds (records does not import the protocol)
 
 
 class State(str, Enum):
@@ -59,6 +59,7 @@ _SLOT = ("block", "position", "phase", "combination", "seed_index", "picked")
 # The Optuna study's own user attrs (`StudyRecord`); the names are the stored format, kept as they were.
 FILE_HASH_ATTR, PROTOCOL_ATTR, SEEDS_ATTR, RACE_ATTR = "file_hash", "protocol", "seeds", "race"
 PARENT_ATTR = "mlflow_parent_run_id"  # the study's MLflow parent run
+ACCURACY_FROM_TAG = "ablate.accuracy_from"  # an MLflow run's tag: the trial whose training gave its test accuracy
 # Trials that finished without an MLflow run get one from `ablate sync`; a finished Optuna trial's
 # user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
 RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
@@ -201,8 +202,11 @@ def combine(measurements: list[Record]) -> list[Record]:
     memory and accuracy come from the primary.
     """
     groups: dict[tuple[str, str], list[Record]] = {}
+    trained: dict[tuple[str, str | None], Record] = {}  # (device, accuracy group) -> its first seed's training
     for m in measurements:
         groups.setdefault((m.device, m.combination), []).append(m)
+        if m.complete and m.accuracy_trained and m.seed_index == 0:
+            trained.setdefault((m.device, m.accuracy_group), m)
     out = []
     for ms in groups.values():
         done = [m for m in ms if m.complete]
@@ -211,8 +215,22 @@ def combine(measurements: list[Record]) -> list[Record]:
         metrics = dict(primary.metrics)
         if timed := [m for m in done if m.phase != PARITY]:
             metrics["throughput"] = math.exp(sum(math.log(m.throughput) for m in timed) / len(timed))
+        donor = trained.get((primary.device, primary.accuracy_group)) if primary.accuracy_group else None
+        if donor is not None and primary.complete and not trained_figures(metrics):  # its group trained later
+            metrics.update(held_out(donor.metrics))
+            primary = replace(primary, accuracy_from=donor.number)
         out.append(replace(primary, metrics=metrics, measurements=tuple(ms)))
     return out
+
+
+def held_out(metrics: Mapping[str, float]) -> dict[str, float]:
+    """Every held-out figure of a training (accuracy, loss, bits per byte): what its group's other members borrow."""
+    return {k: v for k, v in metrics.items() if k.startswith("test_")}
+
+
+def trained_figures(metrics: Mapping[str, float]) -> bool:
+    """Whether a measurement has its group's held-out figures (every training evaluates a test loss)."""
+    return "test_loss" in metrics
 
 
 def baseline(records: list[Record]) -> Record | None:
@@ -245,7 +263,7 @@ def mlflow_payload(record: Record) -> tuple[str, str, dict[str, float], dict[str
         if record.accuracy_note:
             tags["ablate.accuracy_note"] = record.accuracy_note
         if record.accuracy_from is not None:
-            tags["ablate.accuracy_from"] = str(record.accuracy_from)
+            tags[ACCURACY_FROM_TAG] = str(record.accuracy_from)
     return state, record.reason, metrics, tags
 
 

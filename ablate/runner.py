@@ -98,8 +98,10 @@ class Runner:
         if search != "grid":  # TPE's picks follow the run's protocol seed too
             self.optuna.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
         self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
+        # A raced grid trains accuracy only where it can decide the answer (Planner.parity); TPE needs one per pick.
+        defer = search == "grid" and self.design.racing and study.task.has_accuracy
         self.planner = Planner(study, self.design, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
-                               n_trials)
+                               n_trials, defer_accuracy=defer)
         self.parent = ParentRun(study, self.optuna, self.tracker, search, wait=self.heartbeat and not self.created)
         self.progress: tqdm | None = None
         self.interpreters = Interpreters()  # trial interpreters started ahead (ablate.interpreters)

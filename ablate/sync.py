@@ -80,8 +80,9 @@ def _push(tracker: Tracker, parent: str | None, record: records.Record, options:
                                  machine=machine, start_time=_ms(trial.datetime_start), block=record.block)
     state, reason, metrics, tags = records.mlflow_payload(record)
     if row:  # its combination's pooled comparisons, and whether it is the combination's row in the view
-        tags = {**tags, **row.tags_for(record.number)}
-        metrics = {**metrics, **row.metrics} if state == "complete" else metrics
+        lent, lent_tags = row.lent(metrics) if state == "complete" else ({}, {})
+        tags = {**tags, **row.tags_for(record.number), **lent_tags}
+        metrics = {**metrics, **row.metrics, **lent} if state == "complete" else metrics
     reason = INTERRUPTED if state == "killed" else reason
     tracker.finish_trial(run_id, state, reason, metrics=metrics, tags=tags, end_time=_ms(trial.datetime_complete))
     return None if tracker.offline else run_id

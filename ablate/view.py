@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ablate.comparison import Comparison, DeviceComparisons
+from ablate.records import ACCURACY_FROM_TAG, held_out, trained_figures
 from ablate.words import factor, interval
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
@@ -116,6 +117,16 @@ class Row:
     metrics: dict[str, float]
     tags: dict[str, str]
     primary: int
+    held_out: dict[str, float]  # its group's test accuracy and loss, for measurements taken before the group trained
+    accuracy_from: int | None  # the trial that trained them
+
+    def lent(self, measured: Mapping[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+        """The group's held-out figures and where they came from, for a complete measurement whose own metrics are
+        `measured`, where it has none of its own (a raced grid trains a group after screening it:
+        `Planner.defer_accuracy`); nothing otherwise."""
+        if trained_figures(measured) or not self.held_out:
+            return {}, {}
+        return dict(self.held_out), ({ACCURACY_FROM_TAG: str(self.accuracy_from)} if self.accuracy_from is not None else {})
 
     def tags_for(self, number: int) -> dict[str, str]:
         """Its tags for measurement `number`; the primary is renamed after its combination alone (the row's name).
@@ -127,5 +138,6 @@ class Row:
 
 def rows(compared: list[DeviceComparisons]) -> dict[tuple[str, str], Row]:
     """(device, combination) -> its Row, rendered from its comparison."""
-    return {(c.device, c.combination): Row(c.combination, metrics(c), display_tags(c), c.record.number)
+    return {(c.device, c.combination): Row(c.combination, metrics(c), display_tags(c), c.record.number,
+                                           held_out(c.record.metrics), c.record.accuracy_from)
             for d in compared for c in d.rows}

@@ -55,8 +55,8 @@ def _start(results: Path) -> subprocess.Popen:
 
 
 def _wait_for_a_running_trial(results: Path) -> optuna.trial.FrozenTrial:
-    """A trial that trains for accuracy (the longest kind), after one has completed (so the trial processes are
-    up, as mid-study)."""
+    """A measurement of a group not yet trained, after one has completed (so the trial processes are up, as
+    mid-study)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         trials = _trials(results, "tiny")
