@@ -188,9 +188,9 @@ class Planner:
         if step is None:
             return []
         index, groups = step
-        failed = {m.accuracy_group for r in stored for m in r.measurements
-                  if m.phase == protocol.PARITY and m.seed_index == index and m.state == State.FAILED}
-        if failed & set(groups):  # it failed at this seed, and would again: its verdict stays as it is
+        tried = {m.accuracy_group for r in stored for m in r.measurements
+                 if m.phase == protocol.PARITY and m.seed_index == index and m.state in (State.FAILED, State.COMPLETE)}
+        if tried & set(groups):  # it failed at this seed (or gave no accuracy), and would again: its verdict stays
             return []
         # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
         return [Planned(protocol.Slot(tuple(sorted(trainers[group].levels.items())), -1 - index, place,
@@ -201,10 +201,11 @@ class Planner:
         """Accuracy group -> the measurement whose combination trains it at every seed: the one that trained its
         first seed, else (its accuracy deferred) its first complete screened one. Groups whose accuracy cannot
         be measured (stand-in data, a loss-only task: `accuracy_note`) have none."""
-        measured = [m for r in stored for m in (r.measurements or (r,)) if m.complete and m.accuracy_group]
+        measured = [m for r in stored for m in (r.measurements or (r,))
+                    if m.complete and m.accuracy_group and not m.accuracy_note]
         out = {m.accuracy_group: m for m in measured if m.accuracy_trained and m.seed_index == 0}
         for m in sorted(measured, key=lambda m: (m.block, m.position)):
-            if m.phase in (protocol.SCREEN, protocol.FULL) and not m.accuracy_note:
+            if m.phase in (protocol.SCREEN, protocol.FULL):
                 out.setdefault(m.accuracy_group, m)
         return out
 

@@ -79,3 +79,15 @@ def test_a_group_screening_did_not_find_slower_is_trained_however_slow_it_looks(
     stored = [r for r in _screened() if r.block < 1]
     planned = _planner().parity(combine(stored))
     assert sorted(dict(p.slot.combination)["g"] for p in planned) == GROUPS
+
+
+def test_nothing_is_planned_where_accuracy_cannot_be_measured():
+    # A loss-only task (or stand-in data) trains for its held-out loss in screening and notes it has no accuracy:
+    # a parity step could never add a seed there, and must not be planned again and again.
+    note = "task nll is a loss function, with no accuracy"
+    stored = [Record(r.number, r.combination, r.levels, r.state, block=r.block, position=r.position, phase=r.phase,
+                     metrics={**r.metrics, "test_loss": 0.3}, accuracy_note=note, accuracy_group=r.accuracy_group,
+                     accuracy_trained=r.block == 0, accuracy_from=r.number)
+              for r in _screened()]
+    assert Planner.trainers(combine(stored)) == {}
+    assert _planner().parity(combine(stored)) == []
