@@ -41,18 +41,13 @@ class Recovery:
             self.study.tell(t.number, state=TrialState.FAIL)
         trials = self.study.get_trials(deepcopy=False)
         ids = records.run_ids(self.study)
-        unrecorded = []
-        for t in trials:
-            if not records.stopped(t):
-                continue
-            if run_id := ids.get(t.number):
-                self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
-            else:
-                unrecorded.append(t.number)
+        stopped = [t for t in trials if records.stopped(t)]
+        self.tracker.kill_stopped(records.from_study(self.study).parent_run_id,
+                                  {t.number: ids.get(t.number) for t in stopped}, INTERRUPTED)
+        for t in stopped:
             later = any(u.number > t.number and _same_slot(u, t) for u in trials)
             if not later and len(claim.params(t)) == self.n_dims:
                 requeue(self.study, t)
-        self.tracker.kill_unrecorded(records.from_study(self.study).parent_run_id, unrecorded, INTERRUPTED)
 
     def stale(self) -> None:
         """Dead workers' trials: failed, their runs KILLED and their measurements queued again (see `dead`).
@@ -82,9 +77,7 @@ class Recovery:
     def dead(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Optuna's heartbeat callback for a trial whose worker died (called once, by the worker that failed it):
         its MLflow run KILLED, its measurement queued again."""
-        if run_id := records.from_trial(trial).mlflow_run_id:
-            self.tracker.finish_trial(run_id, "killed", INTERRUPTED)
-        else:
-            self.tracker.kill_unrecorded(records.from_study(study).parent_run_id, [trial.number], INTERRUPTED)
+        self.tracker.kill_stopped(records.from_study(study).parent_run_id,
+                                  {trial.number: records.from_trial(trial).mlflow_run_id}, INTERRUPTED)
         if len(claim.params(trial)) == self.n_dims:  # a queued measurement it had taken counts too
             requeue(study, trial)

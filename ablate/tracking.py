@@ -20,7 +20,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
@@ -197,20 +197,23 @@ class Tracker:
         return run.info.run_id
 
     @_tolerant
-    def kill_unrecorded(self, parent_id: str | None, numbers: Collection[int], reason: str) -> None:
-        """Runs of the trials `numbers` left RUNNING under `parent_id` with no trial holding their id: KILLED.
+    def kill_stopped(self, parent_id: str | None, runs: Mapping[int, str | None], reason: str) -> None:
+        """The MLflow runs of stopped trials (trial number -> its stored run id, or None): KILLED.
 
         A stop (Ctrl-C, SIGTERM, a kill) that lands between MLflow creating a trial's run and the trial storing
-        the run's id leaves such a run; without this it would show as running in MLflow's UI for ever.
+        the run's id leaves a run no trial points at; those are found among `parent_id`'s runs still RUNNING by
+        their trial number. Without this they would show as running in MLflow's UI for ever.
         """
-        if not parent_id or not numbers:
+        for run_id in filter(None, runs.values()):
+            self.finish_trial(run_id, "killed", reason)
+        unrecorded = {str(number) for number, run_id in runs.items() if not run_id}
+        if not parent_id or not unrecorded:
             return
-        wanted = {str(n) for n in numbers}
         found = self.client.search_runs(
             [self.experiment_id], max_results=1000,
             filter_string=f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'RUNNING'")
         for run in found:
-            if run.data.tags.get("ablate.trial_number") in wanted:
+            if run.data.tags.get("ablate.trial_number") in unrecorded:
                 self.finish_trial(run.info.run_id, "killed", reason)
 
     @_tolerant

@@ -152,7 +152,7 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes(mnist, postgres,
     # "running": stopped before its trial process started; recovery treats it as interrupted (ablate.recovery).
     interrupted = [t for t in trials if t.user_attrs.get("state") in ("interrupted", "running")]
     assert interrupted and all(t.state == TrialState.FAIL for t in interrupted)
-    # Each one's MLflow run KILLED, also one whose id the stop kept its trial from storing (Tracker.kill_unrecorded).
+    # Each one's MLflow run KILLED, also one whose id the stop kept its trial from storing (Tracker.kill_stopped).
     client = MlflowClient(tracking_uri=mlflow_server)
     runs = client.search_runs([client.get_experiment_by_name("ablate/tiny").experiment_id], max_results=1000)
     numbers = {str(t.number) for t in interrupted}
