@@ -54,7 +54,7 @@ class Objective:
     def __call__(self, trial: Trial) -> tuple[float, float]:
         options_by_dim = self.planner.options
         labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in options_by_dim.items()}
-        options = tuple(options_by_dim[dim][label] for dim, label in labels.items())
+        options = self.study.combination(labels)
         combination = combination_label(options)
         if not records.from_trial(trial).has_slot:
             if self.search == "grid":  # nothing queued was left for this worker: another took the last one

@@ -130,8 +130,7 @@ class Planner:
         return self.trains_as.get(group, group)
 
     def options_of(self, levels: Levels) -> tuple[Option, ...]:
-        labels = dict(levels)
-        return tuple(self.options[d][labels[d]] for d in self.options)
+        return self.study.combination(dict(levels))
 
     def runnable(self, levels: Levels) -> bool:
         """Whether a combination can run here at all (else it is recorded as skipped, taking no time)."""

@@ -12,7 +12,7 @@ import inspect
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args, get_type_hints
+from typing import Any, Mapping, get_args, get_type_hints
 
 import yaml
 
@@ -98,6 +98,11 @@ class Study:
     def options(self, dim: str) -> dict[str, Option]:
         """A dimension's options by label."""
         return {o.label: o for o in self.dimensions.get(dim, ())}
+
+    def combination(self, labels: Mapping[str, str]) -> tuple[Option, ...]:
+        """The options a combination's labels (dimension -> choice label) name, in the study's dimension order.
+        Raises KeyError for a dimension or a label the study does not have."""
+        return tuple({o.label: o for o in options}[labels[dim]] for dim, options in self.space)
 
     @property
     def size(self) -> int:

@@ -64,7 +64,7 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
 def _composed(study: Study, record: records.Record) -> tuple[tuple[Option, ...], Stack] | None:
     """The trial's options and their stack; None where `ablate run` logs no run (they do not compose)."""
     try:
-        options = tuple(study.options(dim)[record.levels[dim]] for dim, _ in study.space)
+        options = study.combination(record.levels)
         return options, compose_options(options)
     except (KeyError, ConflictError):  # a combination that does not compose is skipped before its run starts
         return None
