@@ -33,7 +33,8 @@ class Recovery:
         That is trials still RUNNING (the run was killed outright) and failed
         trials marked "interrupted" or still "running" (Ctrl-C or SIGTERM;
         Optuna fails the trial it was running). A measurement is queued once:
-        not when a later trial, queued ones included, already has its slot.
+        not when a later trial holds its slot (queued, running or with a
+        result) or is queued again itself.
         """
         # With a heartbeat, RUNNING trials may be live workers': Optuna fails only the stale ones (see stale).
         for t in [] if self.heartbeat else self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -45,7 +46,10 @@ class Recovery:
         self.tracker.kill_stopped(records.from_study(self.study).parent_run_id,
                                   {t.number: ids.get(t.number) for t in stopped}, INTERRUPTED)
         for t in stopped:
-            later = any(u.number > t.number and _same_slot(u, t) for u in trials)
+            # A later trial on the slot takes it over if it holds it or is queued again itself; a duplicate that
+            # yielded to `t` holds nothing, so `t` is queued again though the duplicate is later.
+            later = any(u.number > t.number and _same_slot(u, t) and (claim.owns(u) or records.stopped(u))
+                        for u in trials)
             if not later and len(claim.params(t)) == self.n_dims:
                 requeue(self.study, t)
 

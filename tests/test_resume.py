@@ -90,3 +90,32 @@ def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
     assert client.get_run(orphan).info.status == "KILLED"
     assert client.get_run(orphan).data.tags["ablate.state"] == "killed"
     assert client.get_run(running).info.status == "RUNNING"  # a live worker's run is not touched
+
+
+def test_a_stopped_measurement_is_queued_again_though_a_later_duplicate_shares_its_slot(tmp_path):
+    # Two workers that both plan a block queue the same measurement twice; the later trial yields to the earlier as
+    # a duplicate (ablate.claim). A stop then ends the earlier one: the duplicate holds nothing, so the measurement
+    # must be queued again, or the resumed study never measures it.
+    from ablate import records
+    from ablate.machine import describe
+    from ablate.recovery import Recovery
+    from ablate.study import load
+    from ablate.tracking import Tracker
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    for _ in range(2):
+        records.queue(study, {"amp": "off"}, block=0, position=3, phase="screen", combination="baseline", seed_index=0)
+    owner, duplicate = study.ask(), study.ask()
+    records.mark(duplicate, records.State.DUPLICATE, "duplicate: trial #0 has this combination in block 0")
+    study.tell(duplicate, state=TrialState.FAIL)
+    records.start(owner, "baseline", {}, "host:1")
+    study.tell(owner, state=TrialState.FAIL)  # Ctrl-C: Optuna fails the trial its objective was running
+
+    tracker = Tracker(load(str(TINY), "cpu"), describe("cpu"), tmp_path)
+    Recovery(study, tracker, n_dims=1, heartbeat=False, grace_s=60).interrupted()
+
+    queued = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert [(t.system_attrs["fixed_params"], t.user_attrs["block"], t.user_attrs["position"]) for t in queued] == \
+        [({"amp": "off"}, 0, 3)]
+    Recovery(study, tracker, n_dims=1, heartbeat=False, grace_s=60).interrupted()  # a second resume: still once
+    assert len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,))) == 1
