@@ -102,7 +102,7 @@ class Study:
     def combination(self, labels: Mapping[str, str]) -> tuple[Option, ...]:
         """The options a combination's labels (dimension -> choice label) name, in the study's dimension order.
         Raises KeyError for a dimension or a label the study does not have."""
-        return tuple({o.label: o for o in options}[labels[dim]] for dim, options in self.space)
+        return tuple(self.options(dim)[labels[dim]] for dim, _ in self.space)
 
     @property
     def size(self) -> int:
