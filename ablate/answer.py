@@ -85,7 +85,8 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
            f"uncertain after two seeds got more (the parity race). A group whose every combination screening found "
            f"slower than the baseline does not decide the answer: it is not trained at all (seeds 0, not raced or "
            f"recommended), or, where its first seed was trained in screening (`--search optuna`), keeps that one; "
-           f"as long as {parity.NOISE_GROUPS} other groups get two, for the seed-to-seed spread.", "",
+           f"the seed-to-seed spread's {parity.NOISE_DF} degrees of freedom come first from a seed more of the "
+           f"fastest groups trained anyway, then from the fastest slower groups.", "",
            "| accuracy group | change, points [95% CI] | seeds | verdict | combinations |", "|---|---|---:|---|---:|"]
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
         if g == BASELINE:

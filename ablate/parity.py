@@ -22,16 +22,17 @@ the time, and a group truly 0.6 points worse passes as often.
 - **The parity race:** every group worth it is trained at `MIN_SEEDS` seeds
   (from its first, where screening did not train it); one still `uncertain`
   gets another seed (and the baseline with it) until it is decided or has
-  `max_seeds`. Which groups are worth it is the caller's to say
+  `max_seeds`. Which groups are worth it, and which of them train past
+  `MIN_SEEDS` whatever their verdict, is the caller's to say
   (`ablate.planner.worth_more_seeds`: not those that cannot be the answer, as
-  long as `NOISE_GROUPS` are); a group left at one seed is judged by the same
-  test, on the spread pooled over the others.
+  long as the spread gets `NOISE_DF` degrees of freedom); a group left at one
+  seed is judged by the same test, on the spread pooled over the others.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Collection, Hashable, Mapping
+from typing import Hashable, Mapping
 
 from scipy import stats
 
@@ -39,7 +40,8 @@ from ablate.words import points
 
 CONFIDENCE = 0.95
 MIN_SEEDS = 2  # every group worth it: two seeds give the seed-to-seed spread its first degrees of freedom
-NOISE_GROUPS = 4  # at least this many groups besides the baseline's get two seeds: the spread's degrees of freedom
+NOISE_DF = 4  # the seed-to-seed spread's degrees of freedom before any verdict: seeds past each group's first,
+# summed over the groups besides the baseline's (t's 97.5% quantile: 12.7 at 1, 2.78 at 4)
 OK, BELOW, UNCERTAIN = "ok", "below", "uncertain"
 
 Group = Hashable
@@ -125,23 +127,25 @@ def verdicts(accuracies: Accuracies, baseline: Group, tolerance: float, n_test: 
 
 
 def next_seed(accuracies: Accuracies, baseline: Group, tolerance: float, n_test: int | None,
-              max_seeds: int, worth: Collection[Group] | None = None) -> tuple[int, list[Group]] | None:
+              max_seeds: int, worth: Mapping[Group, int] | None = None) -> tuple[int, list[Group]] | None:
     """The parity race's next step: (seed index, the groups to train at it, the baseline first), or None.
 
-    Every group in `worth` (all those in `accuracies` when None) reaches `MIN_SEEDS` shared seeds, starting
-    from its first (seed index 0) when it has none yet; after that only the `uncertain` ones get another, up to
-    `max_seeds`. Groups not in `worth` keep the seeds they have. Deterministic in its input, so workers that
-    call it on the same results plan the same trials.
+    Every group in `worth` (all those in `accuracies` when None) reaches its floor of shared seeds (its value in
+    `worth`, else `MIN_SEEDS`; never past `max_seeds`), starting from its first (seed index 0) when it has none
+    yet; after that only the `uncertain` ones get another, up to `max_seeds`. Groups not in `worth` keep the
+    seeds they have. Deterministic in its input, so workers that call it on the same results plan the same
+    trials.
     """
-    groups = [g for g in (accuracies if worth is None else worth) if g != baseline]
+    wanted = dict.fromkeys(accuracies, MIN_SEEDS) if worth is None else worth
+    groups = [g for g in wanted if g != baseline]
     base = accuracies.get(baseline, {})
     if not groups:  # nothing to compare with: the baseline's own accuracy, once
-        return (0, [baseline]) if worth is not None and baseline in worth and 0 not in base else None
-    floor = min(MIN_SEEDS, max_seeds)
+        return (0, [baseline]) if worth is not None and baseline in wanted and 0 not in base else None
+    floor = {g: min(wanted[g], max_seeds) for g in groups}
     found = verdicts(accuracies, baseline, tolerance, n_test)
     seeds = {g: len(_paired(accuracies, g, baseline)) for g in groups}
-    short = [g for g in groups if seeds[g] < floor]
-    close = [g for g in groups if floor <= seeds[g] < max_seeds and found.get(g) and found[g].verdict == UNCERTAIN]
+    short = [g for g in groups if seeds[g] < floor[g]]
+    close = [g for g in groups if floor[g] <= seeds[g] < max_seeds and found.get(g) and found[g].verdict == UNCERTAIN]
     todo = short or close
     if not todo:
         return None

@@ -63,11 +63,12 @@ def slower_than_baseline(estimate: protocol.Estimate, k: int, alpha: float = con
     return estimate.se == 0 or -estimate.log / estimate.se > stats.t.ppf(1 - alpha / max(1, k), max(1, estimate.df))
 
 
-def worth_more_seeds(stored: Sequence[records.Record]) -> set[str]:
-    """The accuracy groups the parity race trains (at its first seed too, where screening deferred it): every
-    group with a combination that screening did not find slower than the baseline (`slower_than_baseline`), and
-    then the fastest of the others until `parity.NOISE_GROUPS` groups besides the baseline's are in, for the
-    seed-to-seed spread.
+def worth_more_seeds(stored: Sequence[records.Record], max_seeds: int) -> dict[str, int]:
+    """The accuracy groups the parity race trains (at its first seed too, where screening deferred it), each with
+    the seeds it trains to whatever its verdict: every group with a combination that screening did not find
+    slower than the baseline (`slower_than_baseline`), at `parity.MIN_SEEDS`; and, until the seed-to-seed spread
+    has `parity.NOISE_DF` degrees of freedom, a seed more for the fastest of those (up to `max_seeds`), and only
+    then the fastest of the slower groups at `MIN_SEEDS`.
 
     Why: a group whose every combination the baseline beats is not what decides the answer, whatever its
     accuracy, so its training buys nothing a user acts on, and a technique far slower than the baseline on
@@ -77,25 +78,40 @@ def worth_more_seeds(stored: Sequence[records.Record]) -> set[str]:
     the seeds' accuracies do not move. A wrong choice leaves out a combination as fast as the baseline, in at
     most the test's 5% of studies (tests/test_decisions.py). The test is not the race's studentized range at a
     tenth of its alpha: on a screening of two blocks (2 degrees of freedom) the range kept no group running at
-    x0.14 (benchmarks/RESULTS.md).
+    x0.14 (benchmarks/RESULTS.md). The spread's missing degrees of freedom come from a group trained anyway
+    first: a third seed of it (and of the baseline, once) costs about two fp32 trainings, where a slower group's
+    two seeds cost two of its own, seven times dearer with bf16 on such a CPU (benchmarks/RESULTS.md). Both give
+    the spread a degree of freedom alike, so the verdicts' error rates do not change (tests/test_decisions.py).
+    With no group to judge but the baseline's, the spread serves no verdict and nothing more is trained.
     """
     screened = [m for m in analysis.protocol_measurements(stored) if m.phase in (protocol.SCREEN, protocol.FULL)]
     found = protocol.estimates(screened, BASELINE)
-    best: dict[str, float] = {}  # group -> its fastest combination's screening estimate (log speed-up)
-    worth = {BASELINE}
+    best: dict[str, float] = {BASELINE: 0.0}  # group -> its fastest combination's screening estimate (log speed-up)
+    deciding = {BASELINE}
     for m in (m for r in stored for m in (r.measurements or (r,))):
         if m.accuracy_group is None:  # skipped before it was placed in a group
             continue
         estimate = found.get(m.combination)
         if estimate is None or not slower_than_baseline(estimate, len(found)):
-            worth.add(m.accuracy_group)
-        else:
+            deciding.add(m.accuracy_group)
+        if estimate is not None:
             best[m.accuracy_group] = max(best.get(m.accuracy_group, -math.inf), estimate.log)
-    for group in sorted((g for g in best if g not in worth), key=lambda g: (-best[g], g)):
-        if len(worth - {BASELINE}) >= parity.NOISE_GROUPS:
+    fastest_first = sorted(best, key=lambda g: (-best[g], g))
+    seeds = {g: parity.MIN_SEEDS for g in sorted(deciding)}
+    judged = sorted(deciding - {BASELINE}, key=lambda g: (-best.get(g, 0.0), g))
+    need = parity.NOISE_DF - (parity.MIN_SEEDS - 1) * len(judged)
+    if not judged or max_seeds < parity.MIN_SEEDS:
+        return seeds
+    for extra in range(parity.MIN_SEEDS, max_seeds):  # a seed more for the fastest judged groups, one round a seed
+        more = judged[:max(0, need)]
+        seeds.update(dict.fromkeys(more, extra + 1))
+        need -= len(more)
+    for group in (g for g in fastest_first if g not in deciding):
+        if need <= 0:
             break
-        worth.add(group)
-    return worth
+        seeds[group] = parity.MIN_SEEDS
+        need -= parity.MIN_SEEDS - 1
+    return seeds
 
 
 def grid(options: dict[str, dict[str, Option]]) -> list[Levels]:
@@ -182,8 +198,9 @@ class Planner:
         """The parity race's next seed (`ablate.parity`): one trial per accuracy group that needs it, by the
         combination that trains the group at every seed; none when the race is over."""
         trainers = self.trainers(stored)
+        worth = {g: n for g, n in worth_more_seeds(stored, self.design.seeds).items() if g in trainers}
         step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
-                                verdicts.test_size(stored), self.design.seeds, worth_more_seeds(stored) & set(trainers))
+                                verdicts.test_size(stored), self.design.seeds, worth)
         if step is None:
             return []
         index, groups = step

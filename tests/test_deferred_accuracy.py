@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ablate import answer, verdicts
+from ablate import answer, parity, verdicts
 from ablate import study as studies
 from ablate.design import Settings
-from ablate.planner import Planner
+from ablate.planner import Planner, worth_more_seeds
 from ablate.records import BASELINE, Record, combine
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
@@ -40,8 +40,8 @@ def _trained(number: int, group: str, seed_index: int, accuracy: float) -> Recor
                   metrics={"throughput": 1.0, "test_accuracy": accuracy, "test_loss": 0.1, "test_samples": 256.0})
 
 
-def _planner() -> Planner:
-    return Planner(studies.load(str(TINY), "cpu"), Settings(seeds=2), 0, "cpu", "test cpu", defer_accuracy=True)
+def _planner(seeds: int = 2) -> Planner:
+    return Planner(studies.load(str(TINY), "cpu"), Settings(seeds=seeds), 0, "cpu", "test cpu", defer_accuracy=True)
 
 
 def test_after_screening_the_groups_that_can_decide_and_enough_others_train_their_first_seed():
@@ -72,6 +72,31 @@ def test_the_next_seed_follows_for_the_same_groups_and_the_slowest_stay_untraine
     lines = answer.parity_lines(groups, list(combined.values()), 0.5)
     assert "| slow0 | not trained: slower than the baseline in screening | 0 | | 1 |" in lines
     assert "| slow1 | not trained: slower than the baseline in screening | 0 | | 1 |" in lines
+
+
+def test_the_spread_takes_a_third_seed_of_a_group_trained_anyway_before_two_of_a_slower_one():
+    # One group besides the baseline's can decide ("fast"): at three seeds it gives the spread 2 of its 4 degrees
+    # of freedom, and the two fastest slower groups the rest. With two seeds at most, three slower groups do.
+    assert worth_more_seeds(combine(_screened()), 3) == {BASELINE: 2, "fast": 3, "slow4": 2, "slow3": 2}
+    assert worth_more_seeds(combine(_screened()), 2) == {BASELINE: 2, "fast": 2, "slow4": 2, "slow3": 2, "slow2": 2}
+    # Nothing to judge but the baseline's group: no spread is needed, and no slower group trains for one.
+    assert worth_more_seeds(combine([r for r in _screened() if r.combination != "fast"]), 3) == {BASELINE: 2}
+
+
+def test_the_third_seed_for_the_spread_is_planned_whatever_the_verdicts():
+    stored = _screened()
+    for index in range(2):
+        planned = _planner(seeds=3).parity(combine(stored))
+        assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow3", "slow4"]
+        assert {(p.slot.block, p.seed_index) for p in planned} == {(-1 - index, index)}
+        stored += [_trained(100 * (index + 1) + i, g, index, 90.0)
+                   for i, g in enumerate([BASELINE, "fast", "slow3", "slow4"])]
+    planned = _planner(seeds=3).parity(combine(stored))  # every group ok at two seeds; "fast" trains its third
+    assert [(dict(p.slot.combination)["g"], p.seed_index) for p in planned] == [(BASELINE, 2), ("fast", 2)]
+    stored += [_trained(300 + i, g, 2, 90.0) for i, g in enumerate([BASELINE, "fast"])]
+    assert _planner(seeds=3).parity(combine(stored)) == []
+    groups = verdicts.parity_by_group(combine(stored), 0.5)
+    assert groups["slow4"].df == parity.NOISE_DF  # (3 - 1) + (2 - 1) + (2 - 1), the baseline's group apart
 
 
 def test_a_group_screening_did_not_find_slower_is_trained_however_slow_it_looks():
