@@ -39,10 +39,15 @@ def recommendation_lines(rec: Recommendation, found: dict[str, Speedup], toleran
     """The recommendation section's words after the compose line."""
     leader, simplest = rec.leader, rec.simplest
     s = found.get(leader.combination)
-    basis = ("from its confirmation blocks, which its selection never saw" if rec.confirmed else
-             "from the blocks that selected it: no confirmation blocks ran, so it may read high")
-    out = [f"The race's leader is **{leader.combination}**: {_x(s)} the baseline's throughput ({basis}"
-           + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "") + ")."]
+    if leader.combination == BASELINE:
+        # Every other estimate is a ratio to the baseline, so its x1.00 cannot read high and needs no confirmation.
+        out = [f"The race's leader is **{BASELINE}**: no raced combination's estimate was above its throughput "
+               f"(x1.00 by definition, so no confirmation blocks ran)."]
+    else:
+        basis = ("from its confirmation blocks, which its selection never saw" if rec.confirmed else
+                 "from the blocks that selected it: no confirmation blocks ran, so it may read high")
+        out = [f"The race's leader is **{leader.combination}**: {_x(s)} the baseline's throughput ({basis}"
+               + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "") + ")."]
     others = [m for m in rec.members if m is not leader]
     if others:
         parts = []
