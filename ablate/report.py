@@ -171,8 +171,8 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         f"- Device: **{device}**; torch {', '.join(machines['torch'])}; commit {', '.join(machines['commit'])}; "
         f"host {', '.join(machines['host'])}",
         f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, dataset `{study.dataset}`; "
-        f"budget {study.budget.train_samples:,} training {_samples(study)} for accuracy, {study.budget.windows} timed "
-        f"windows of {study.budget.window_samples:,} after {study.budget.warmup_samples:,} warm-up ones; "
+        f"budget {study.budget.train_samples:,} training {_samples(study)} for accuracy, "
+        f"{study.budget.describe_windows()}; "
         f"throughput in {study.throughput_unit}/s",
         f"- Trials: {count(len(records), 'combination')}: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
         + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "

@@ -31,6 +31,9 @@ class Budget:
     train_samples: int = 60_000  # trained before test accuracy is measured
     warmup_samples: int = 1_280  # untimed, after the first (compiling) step
     window_samples: int = 1_280  # samples per timed window
+    # A window also closes at the first step boundary this long after it opened, so that a combination many times
+    # slower than the rest (bf16 on a CPU that emulates it) costs seconds, not minutes; null: samples only.
+    window_seconds: float | None = 5.0
     windows: int = 3
     test_batch_size: int = 1_000
     train_subset: int | None = None  # first N training images only (tests)
@@ -41,6 +44,12 @@ class Budget:
     eval_every_samples: int | None = None  # test-set evaluations while training for accuracy (untimed)
     trial_timeout_s: float | None = None  # a trial still running after this is killed and recorded as failed
     loader_timeout_s: float = 120.0  # a DataLoader worker that delivers no batch for this long fails the trial
+
+    def describe_windows(self) -> str:
+        """The timed windows in words, for reports."""
+        cap = "" if self.window_seconds is None else f" (or of the steps that end once {self.window_seconds:g} s " \
+            "have passed, if sooner)"
+        return f"{self.windows} timed windows of {self.window_samples:,}{cap} after {self.warmup_samples:,} warm-up ones"
 
 
 @dataclass(frozen=True)

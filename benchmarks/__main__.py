@@ -109,7 +109,7 @@ def _noise(runs: trials.TrialRuns, kind: str, meter: cpu_time.Meter) -> list[str
         return "met" if cv <= target else f"missed by {cv - target:.1f} points"
     return ["### 3. Measurement noise", "",
             f"The {runs.study.name} baseline, {len(runs.repeats)} throughput trials with the study's {kind} budget "
-            f"({b.windows} windows of {b.window_samples:,} samples after {b.warmup_samples:,} warm-up samples).", "",
+            f"({b.describe_windows()}, in samples).", "",
             f"- CV of a trial's timed windows: median **{statistics.median(runs.window_cvs):.1f}%** "
             f"(range {min(runs.window_cvs):.1f} - {max(runs.window_cvs):.1f}%); target {target:g}%: {verdict(within)}.",
             f"- CV of the trials' median throughputs: **{between:.1f}%** (median "

@@ -1,6 +1,11 @@
 """The step clock on a fake clock: windows, first step, and time to accuracy with evaluation excluded."""
 from __future__ import annotations
 
+import math
+import random
+import statistics
+from typing import Callable
+
 import pytest
 import torch
 
@@ -179,3 +184,39 @@ def test_only_a_throughput_runs_warm_up_is_left_untimed_and_its_wait_is_not_trai
     assert heard == [(True, measure.ONE_OFF_STEPS, 0), (False, 1 + 40 // BATCH, 0)]
     assert clock.train_time_s == pytest.approx(clock.steps * STEP_S)  # the wait is paused time
     assert all(w.seconds == pytest.approx(w.samples / BATCH * STEP_S) for w in clock.windows)
+
+
+def _throughput_run(fake: FakeTime, step_s: Callable[[], float], **budget) -> StepClock:
+    budget = Budget(**{"train_samples": 64, "warmup_samples": 8, "window_samples": 16, "windows": 3, **budget})
+    clock = StepClock(budget, torch.device("cpu"), train_for_accuracy=False)
+    for _ in clock.batches(iter(lambda: None, 0)):
+        fake.now += step_s()
+        clock.count(BATCH)
+    return clock
+
+
+def test_a_window_of_a_slow_run_closes_at_the_first_step_past_window_seconds(fake_time):
+    slow = _throughput_run(fake_time, lambda: 2.0, window_samples=10 * BATCH, window_seconds=5.0)
+    assert [(w.samples, w.seconds) for w in slow.windows] == [(3 * BATCH, 6.0)] * 3  # 3 steps of 2 s, not 10
+    assert slow.summary()["throughput"] == pytest.approx(BATCH / 2.0)
+    fast = _throughput_run(fake_time, lambda: 0.1, window_samples=10 * BATCH, window_seconds=5.0)
+    assert [w.samples for w in fast.windows] == [10 * BATCH] * 3  # 1 s a window: samples close it
+    uncapped = _throughput_run(fake_time, lambda: 2.0, window_samples=10 * BATCH, window_seconds=None)
+    assert [w.samples for w in uncapped.windows] == [10 * BATCH] * 3
+
+
+@pytest.mark.parametrize("cap_in_steps", [0.5, 2.5, 6.0])
+def test_closing_windows_by_time_biases_log_throughput_no_more_than_a_ratio_of_as_many_steps(fake_time, cap_in_steps):
+    """Step times with a 10% spread (lognormal, mean 1 s): the windows' geometric mean, which the speed-ups
+    average in logs, lands within 1% of the true rate whether the cap closes a window after one step or six."""
+    rng = random.Random(7)
+    cv = 0.10
+    sigma = math.sqrt(math.log(1 + cv ** 2))
+    logs, steps = [], []
+    for _ in range(1_000):
+        clock = _throughput_run(fake_time, lambda: rng.lognormvariate(-sigma ** 2 / 2, sigma),
+                                window_samples=1_000 * BATCH, window_seconds=cap_in_steps)
+        logs.append(math.log(clock.summary()["throughput"]))
+        steps += [w.samples // BATCH for w in clock.windows]
+    assert abs(statistics.fmean(logs) - math.log(BATCH / 1.0)) < 0.01
+    assert statistics.fmean(steps) == pytest.approx(math.floor(cap_in_steps) + 1, abs=0.5)
