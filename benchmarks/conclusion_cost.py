@@ -25,7 +25,7 @@ from pathlib import Path
 import optuna
 
 from ablate.machine import default_device, describe
-from benchmarks import grid
+from benchmarks import cpu_time, grid
 
 
 def reference_epoch() -> float:
@@ -76,20 +76,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--single-pass", action="store_true", help="every combination once, one seed: no protocol")
     args = parser.parse_args(argv)
     machine = describe(args.device)
-    before = reference_epoch()
-    print(f"reference epoch before: {before:.1f} s", flush=True)
-    done = grid.run(args.study, args.results, args.device, ("--single-pass",) if args.single_pass else ())
-    after = reference_epoch()
+    with cpu_time.Meter() as meter:  # steal and neighbours over the whole measurement, epochs included
+        before = reference_epoch()
+        print(f"reference epoch before: {before:.1f} s", flush=True)
+        done = grid.run(args.study, args.results, args.device, ("--single-pass",) if args.single_pass else ())
+        after = reference_epoch()
     epoch = (before + after) / 2
     name = Path(args.study).stem  # a study file's name, or the study's
     found = breakdown(args.results / name / "optuna.db", f"{name}:grid:{args.device.split(':')[0]}")
     summary = {"study": args.study, "single_pass": args.single_pass, "machine": machine.device_name, "torch": machine.torch, "commit": machine.commit,
                "wall_s": done.wall_s, "reference_epoch_s": [before, after],
-               "reference_epochs": done.wall_s / epoch, **found}
+               "reference_epochs": done.wall_s / epoch, "cpu_time_pct": meter.shares, **found}
     (args.results / "cost.json").write_text(json.dumps(summary, indent=1))
     print(f"{args.study} on {machine.device_name}, torch {machine.torch}, commit {machine.commit}: "
           f"{done.wall_s:,.0f} s = {done.wall_s / epoch:.1f} reference epochs (epoch {before:.1f} s before, "
           f"{after:.1f} s after)")
+    print(f"the machine's CPU time meanwhile: {meter.describe()}")
     print("| trials | n | total s | each (median) s |\n|---|---:|---:|---:|")
     for kind, row in found["trials"].items():
         print(f"| {kind} | {row['n']} | {row['total_s']:.0f} | {row['median_s']:.1f} |")

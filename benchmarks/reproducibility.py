@@ -33,9 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.machine import default_device, describe
+from benchmarks import cpu_time
 
 STUDY = Path(__file__).resolve().parent / "studies" / "repro16.yaml"
 Z = 1.96
+RACED = {"race", "confirm"}  # phases whose rows' standard errors come from their own blocks
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class Comparison:
     median_widths: tuple[float, float] = (math.nan, math.nan)  # each run's median interval width (high/low)
     sets: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each run's recommended set, simplest first
     seeds: tuple[dict | None, dict | None] = (None, None)
+    # The same sum over the combinations that neither run raced: their standard errors come from screening's
+    # model, the raced ones' from their own blocks, so a miscalibration can be told to one or the other.
+    chi2_screened: tuple[float, int] = (math.nan, 0)
 
     @property
     def sets_intersect(self) -> bool:
@@ -92,8 +97,10 @@ def compare(first: dict, second: dict) -> Comparison:
     width = [(r["high"] / r["low"]) if (r := s["recommendation"]) and r["low"] else None for s in (first, second)]
     from scipy.stats import chi2
 
-    zs = [_z(a[c], b[c]) for c in both if a[c]["log_se"] is not None and b[c]["log_se"] is not None]
+    scored = [c for c in both if a[c]["log_se"] is not None and b[c]["log_se"] is not None]
+    zs = [_z(a[c], b[c]) for c in scored]
     total = float(sum(z * z for z in zs))
+    screened = [_z(a[c], b[c]) ** 2 for c in scored if not {a[c].get("phase"), b[c].get("phase")} & RACED]
     medians = tuple(statistics.median(s["high"] / s["low"] for s in run["speedups"] if s["low"]
                                       and s["combination"] != "baseline") for run in (first, second))
     sets = tuple(tuple(run["recommendation"].get("set") or [run["recommendation"]["combination"]])
@@ -101,7 +108,7 @@ def compare(first: dict, second: dict) -> Comparison:
     return Comparison(agreeing, len(both), (first["recommendation"]["combination"], second["recommendation"]["combination"]),
                       (_pick_agrees(first, second), _pick_agrees(second, first)), tuple(width), rho,
                       total, float(chi2.sf(total, len(zs))) if zs else math.nan, medians, sets,
-                      (first.get("seeds"), second.get("seeds")))
+                      (first.get("seeds"), second.get("seeds")), (float(sum(screened)), len(screened)))
 
 
 def _run(args: argparse.Namespace, folders: list[Path]) -> list[float]:
@@ -137,11 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     name = Path(args.study).stem
     folders = [args.results / f"run{run}" for run in (1, 2)]
     walls: list[float] = [math.nan, math.nan]
+    meter = cpu_time.Meter()
     if not args.compare_only:
-        walls = _run(args, folders)
+        with meter:
+            walls = _run(args, folders)
     summaries = [json.loads((f / name / "report" / "grid" / "summary.json").read_text()) for f in folders]
     c = compare(*summaries)
     machine = describe(args.device)
+    from scipy.stats import chi2
+
     lines = [f"Reproducibility of `{name}` on {machine.device_name}, torch {machine.torch}, commit {machine.commit}:",
              f"- wall time: run 1 {walls[0]:.0f} s, run 2 {walls[1]:.0f} s",
              f"- speed-ups agreeing within 1.96 combined standard errors: {c.agreeing} of {c.compared} "
@@ -152,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
              + ", ".join("n/a" if w is None else f"{w:.2f}" for w in c.widths),
              f"- calibration: sum of z^2 = {c.chi2:.1f} against chi^2 with {c.compared} df (mean {c.compared}; "
              f"P(chi^2 >= it) = {c.chi2_p:.3f}); median interval width (high/low) {c.median_widths[0]:.2f} / "
-             f"{c.median_widths[1]:.2f}",
+             f"{c.median_widths[1]:.2f}; P(chi^2 <= it) = {chi2.cdf(c.chi2, c.compared):.3f} (small: intervals "
+             f"too wide); rows neither run raced: sum {c.chi2_screened[0]:.1f} on {c.chi2_screened[1]} df",
+             f"- the machine's CPU time during the runs: {meter.describe()}" if not args.compare_only else "",
              f"- seeds: run 1 {c.seeds[0]}, run 2 {c.seeds[1]}",
              f"- recommended sets (simplest first): run 1 {list(c.sets[0])}, run 2 {list(c.sets[1])}; "
              f"intersect: {c.sets_intersect}"]

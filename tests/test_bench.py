@@ -58,9 +58,10 @@ def test_the_reproducibility_check_compares_runs_by_their_combined_standard_erro
 
     from benchmarks.reproducibility import compare
 
-    def summary(pick: str, entries: dict[str, tuple[float, float]]) -> dict:
+    def summary(pick: str, entries: dict[str, tuple[float, float]], raced: str = "") -> dict:
         rows = [{"combination": c, "speedup": s, "log_se": se, "low": s * math.exp(-2 * se),
-                 "high": s * math.exp(2 * se)} for c, (s, se) in entries.items()]
+                 "high": s * math.exp(2 * se), "phase": "race" if c == raced else "screen"}
+                for c, (s, se) in entries.items()]
         return {"speedups": rows, "recommendation": next(r for r in rows if r["combination"] == pick)}
 
     first = summary("a", {"a": (1.50, 0.05), "b": (1.20, 0.05), "c": (0.90, 0.05)})
@@ -69,5 +70,9 @@ def test_the_reproducibility_check_compares_runs_by_their_combined_standard_erro
     assert (found.agreeing, found.compared) == (2, 3)
     assert found.recommendation_agrees == (True, True)
     assert found.widths[0] == pytest.approx(math.exp(0.2))
+    assert found.chi2 == pytest.approx((math.log(1.5 / 1.45) ** 2 + math.log(0.9 / 1.3) ** 2) / (2 * 0.05 ** 2))
+    assert found.chi2_screened == (pytest.approx(found.chi2), 3)
+    raced = compare(first, summary("a", {"a": (1.45, 0.05), "b": (1.20, 0.05), "c": (1.30, 0.05)}, raced="c"))
+    assert raced.chi2_screened == (pytest.approx(math.log(1.5 / 1.45) ** 2 / (2 * 0.05 ** 2)), 2)  # c left out
     other = summary("b", {"a": (1.10, 0.01), "b": (1.60, 0.01), "c": (0.90, 0.01)})
     assert compare(first, other).recommendation_agrees == (False, False)  # each pick is elsewhere in the other
