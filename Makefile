@@ -23,7 +23,7 @@ ablation: $(STAMP)  ## make ablation STUDY=mnist_cnn [ARGS="--search optuna --tr
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)
 
-bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (about 20 min on 2 CPU cores) [ARGS="--no-grid"]
+bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (2 CPU cores: the grid alone 57-71 min; ARGS=--no-grid 45 min where bf16 is emulated) [ARGS="--no-grid"]
 	$(BIN)/python -m benchmarks $(ARGS)
 
 gpu:  ## on a CUDA machine: GPU tests, every strategy alone, ResNet AMP/channels_last, the GPU bench, within time limits [ARGS="--part 1" or "--dry-run"]; summary and tarball in $$OUT or results/gpu; exit 2 at once without a GPU
