@@ -76,3 +76,19 @@ def test_the_reproducibility_check_compares_runs_by_their_combined_standard_erro
     assert raced.chi2_screened == (pytest.approx(math.log(1.5 / 1.45) ** 2 / (2 * 0.05 ** 2)), 2)  # c left out
     other = summary("b", {"a": (1.10, 0.01), "b": (1.60, 0.01), "c": (0.90, 0.01)})
     assert compare(first, other).recommendation_agrees == (False, False)  # each pick is elsewhere in the other
+
+
+def test_the_window_length_benchmarks_interval_for_the_trial_to_trial_spread_covers_at_its_level():
+    """Log throughputs drawn normal with a known spread: the chi-square interval covers it in 95% of runs."""
+    import math
+    import random
+
+    from benchmarks.window_length import spread
+
+    rng, truth, runs = random.Random(3), 0.08, 2_000
+    covered = 0
+    for _ in range(runs):
+        found = spread([math.exp(rng.gauss(math.log(600), truth)) for _ in range(10)])
+        covered += found.low <= truth <= found.high
+        assert found.low < found.sd < found.high
+    assert 0.93 <= covered / runs <= 0.97
