@@ -48,10 +48,14 @@ def startup_s(m: dict[str, float]) -> float:
     return m["startup_s"]
 
 
+def baseline_spec(study: Study, device: str) -> TrialSpec:
+    """A throughput-only trial of the study's baseline (every dimension's first choice, `off`)."""
+    return TrialSpec(study, tuple(options[0] for _, options in study.space), device, train_for_accuracy=False)
+
+
 def measure(device: str, repeats: int = 5, study_name: str = "mnist_cnn") -> TrialRuns:
     study = studies.load(study_name, device.split(":")[0])
-    baseline = tuple(options[0] for _, options in study.space)  # every dimension off
-    spec = TrialSpec(study, baseline, device, train_for_accuracy=False)
+    spec = baseline_spec(study, device)
     with Interpreters() as prepared:
         first = run_in_fresh_process(spec, interpreters=prepared)
         return TrialRuns(study, first, [run_in_fresh_process(spec, interpreters=prepared) for _ in range(repeats)])

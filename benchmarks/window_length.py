@@ -29,8 +29,9 @@ from scipy import stats
 from ablate import study as studies
 from ablate.interpreters import Interpreters
 from ablate.machine import default_device, describe
-from ablate.trial import TrialSpec, run_in_fresh_process
+from ablate.trial import run_in_fresh_process
 from benchmarks import cpu_time
+from benchmarks.trials import baseline_spec
 
 CONFIDENCE = 0.95
 
@@ -63,10 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=int, nargs=2, default=[1280, 6400], help="window samples, short and long")
     args = parser.parse_args(argv)
     study = studies.load(args.study, args.device.split(":")[0])
-    baseline = tuple(options[0] for _, options in study.space)
-    specs = {n: TrialSpec(dataclasses.replace(study, budget=dataclasses.replace(
-        study.budget, window_samples=n, window_seconds=None)), baseline, args.device, train_for_accuracy=False)
-        for n in args.lengths}
+    specs = {n: baseline_spec(dataclasses.replace(study, budget=dataclasses.replace(
+        study.budget, window_samples=n, window_seconds=None)), args.device) for n in args.lengths}
     found: dict[int, list[dict[str, float]]] = {n: [] for n in args.lengths}
     with cpu_time.Meter() as meter, Interpreters() as prepared:
         run_in_fresh_process(specs[args.lengths[0]], interpreters=prepared)  # the cold first trial, not counted
