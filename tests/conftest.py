@@ -120,11 +120,17 @@ def mnist() -> None:
         pytest.skip(f"MNIST not available: {error}")
 
 
-@pytest.fixture(scope="module")
-def every_group_decides():
-    """For the module: no accuracy group is found slower than the baseline in screening, so every group trains
-    its seeds. tiny.yaml's bf16 is several times slower on a CPU that emulates it, and whether two blocks of one
-    step a window find it so varies with the load; a group left untrained is tested in test_deferred_accuracy."""
+@pytest.fixture(autouse=True, scope="module")
+def every_group_decides(request):
+    """No accuracy group is found slower than the baseline in screening, so every group trains its seeds, unless
+    the module is marked `real_screening` (the modules that test that verdict and the groups it leaves untrained).
+
+    Why for every other module: the test studies' bf16 runs several times slower on a CPU that emulates it, and
+    whether two blocks of one step a window find it so varies with the machine's load; a test of the table, the
+    UI or the report that expects every group's accuracy would pass or fail by that chance (it did in CI)."""
+    if request.node.get_closest_marker("real_screening"):
+        yield
+        return
     from ablate import planner
 
     with pytest.MonkeyPatch.context() as patch:

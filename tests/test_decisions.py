@@ -16,6 +16,8 @@ from ablate import analysis, parity, planner, protocol, racing, verdicts
 from ablate.protocol import RACE, SCREEN, Measurement, Settings
 from ablate.records import Record, combine
 
+pytestmark = pytest.mark.real_screening  # planner.worth_more_seeds's own verdicts are simulated here
+
 BASE = "baseline"
 TREND, WALK, SIGMA_W = -0.002, 0.01, 0.01
 

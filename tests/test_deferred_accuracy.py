@@ -5,11 +5,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from ablate import answer, parity, verdicts
 from ablate import study as studies
 from ablate.design import Settings
 from ablate.planner import Planner, worth_more_seeds
 from ablate.records import BASELINE, Record, combine
+
+pytestmark = pytest.mark.real_screening  # the verdict these tests are about
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 # Combination -> its accuracy group and true speed-up: one group as fast as the baseline, five far slower (bf16

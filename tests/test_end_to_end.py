@@ -17,7 +17,7 @@ SCREENING_BLOCKS = 2  # 3 runnable combinations besides the baseline, in blocks 
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory, mnist, every_group_decides):
+def first_run(tmp_path_factory, mnist):
     results = tmp_path_factory.mktemp("results")
     code = main(["run", str(TINY), "--device", "cpu", "--results", str(results)])
     assert code == 0

@@ -94,8 +94,7 @@ def test_a_cuda_graph_fallback_is_a_compile_failure():
 
 
 @pytest.mark.slow
-def test_a_parity_seed_that_fails_ends_the_parity_race_instead_of_queueing_it_forever(mnist, tmp_path, monkeypatch,
-                                                                                     every_group_decides):
+def test_a_parity_seed_that_fails_ends_the_parity_race_instead_of_queueing_it_forever(mnist, tmp_path, monkeypatch):
     import optuna
 
     from ablate import objective

@@ -66,7 +66,7 @@ def test_a_tracking_failure_mid_study_turns_the_tracker_offline(tmp_path, capsys
 
 
 def test_study_runs_with_mlflow_down_and_sync_pushes_the_runs_later(mnist, tmp_path, monkeypatch, mlflow_down,
-                                                                     capsys, every_group_decides):
+                                                                     capsys):
     study_file = tmp_path / "down.yaml"
     study_file.write_text(SMALL)
     results = tmp_path / "results"
