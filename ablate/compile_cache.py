@@ -7,7 +7,8 @@ Why this cannot bias the answer:
   cache keys on the graph, its inputs' shapes and strides, the configuration and
   the torch version), so the steady-state code is the code the cold measurement
   ran; only the one-off cost differs, and the analysis takes that from the
-  combination's primary measurement, its first (ablate.records), which ran cold.
+  combination's cold measurement (ablate.records.combine), also where a later,
+  warm one (the parity race's training) carries the combination's accuracy.
 - The cache is the combination's own. No combination gets faster for running
   after another, so the random order within blocks stays unbiased.
 - Autotuning modes ("max-autotune...") are left out: they choose kernels by

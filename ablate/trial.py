@@ -228,7 +228,7 @@ def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialS
             metrics["startup_s"] = _marks["first_batch"] - launched  # launch to the first batch, minus nothing
         metrics[TIMELINE] = {"launched": launched, **{k: v for k, v in _marks.items() if k != "first_batch"}}
         if spec.compile_cache:
-            metrics["compile_cache_warm"] = float(cache.warm)
+            metrics["compile_cache_warm"] = float(cache.warm)  # records.WARM (optuna stays out of trials)
             metrics["compile_cache_hits"] = float(compile_cache.hits())
         succeeded = True
         conn.send(("ok", metrics))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from ablate import analysis, verdicts
 from ablate import study as studies
-from ablate.records import BASELINE, Record
+from ablate.records import BASELINE, Record, combine
 
 # Known truth on the log-throughput scale: main effects, one planted interaction, one null technique.
 DIMS = {"workers": ["off", "w"], "amp": ["off", "bf16"], "pin": ["off", "pin"], "graph": ["off", "ts", "compile"]}
@@ -111,7 +112,6 @@ def _measured(number: int, combination: str, rate: float, block: int, phase: str
 
 
 def test_speedup_is_paired_within_blocks_and_its_interval_comes_from_between_blocks():
-    from ablate.records import combine
 
     # The baseline drifts from 1000 to 700 samples/s over four blocks; bf16 is 1.5x its own block's baseline,
     # with a little process noise. Unpaired, the drift would pass for noise or for an effect.
@@ -127,7 +127,6 @@ def test_speedup_is_paired_within_blocks_and_its_interval_comes_from_between_blo
 
 
 def test_one_block_alone_gives_an_estimate_without_an_interval():
-    from ablate.records import combine
 
     found = {s.record.combination: s for s in analysis.speedups(combine(
         [_measured(0, BASELINE, 1000, 0), _measured(1, "bf16", 1500, 0)]))}
@@ -174,6 +173,36 @@ def test_break_even_steps_and_budget_time_of_compilation(tmp_path: Path):
     assert b.budget_s == pytest.approx(10.1 + (6400 - 64) / 2000) and not b.measured
     slower = Record(1, "compile", compiled.levels, "complete", metrics={**compiled.metrics, "throughput": 900.0})
     assert analysis.break_even([eager, slower], study)[0].steps is None  # never pays off
+
+
+def test_a_compiled_combination_trained_from_its_warm_cache_keeps_its_cold_one_off_cost(tmp_path: Path):
+    """The parity race trains a compiled group after screening measured it: its training (the combination's
+    primary, which carries its accuracy) starts from the warm cache, so the one-off cost and the budget time
+    must not be read from it; a fresh start pays the cold measurement's."""
+    path = tmp_path / "graph.yaml"
+    path.write_text(GRAPH_STUDY)
+    study = studies.load(str(path), "cpu")
+    common = {"train_samples": 640.0, "train_steps": 10.0, "prepare_model_s": 0.0, "early_steps_excess_s": 0.0}
+    eager = Record(0, BASELINE, {"amp": "off", "graph": "off"}, "complete",
+                   metrics={**common, "throughput": 1000.0, "first_step_s": 0.1, "one_off_s": 0.1})
+    levels = {"amp": "off", "graph": "compile"}
+    cold = Record(1, "compile", levels, "complete", phase="screen", accuracy_group="compile",
+                  metrics={**common, "throughput": 2000.0, "first_step_s": 10.1, "one_off_s": 10.1,
+                           "compile_cache_warm": 0.0})
+    warm = Record(2, "compile", levels, "complete", phase="parity", seed_index=0, accuracy_trained=True,
+                  accuracy_group="compile",
+                  metrics={**common, "throughput": 1900.0, "first_step_s": 1.1, "one_off_s": 1.1, "train_time_s": 4.2,
+                           "compile_cache_warm": 1.0, "test_accuracy": 97.0, "test_loss": 0.1})
+    combined = combine([eager, cold, warm])
+    compiled = next(r for r in combined if r.combination == "compile")
+    assert compiled.number == 2 and compiled.accuracy == 97.0  # the training carries the accuracy
+    assert compiled.metrics["one_off_s"] == 10.1 and compiled.metrics["first_step_s"] == 10.1  # the cold one-off
+    (b,) = analysis.break_even(combined, study)
+    assert b.extra_s == pytest.approx(10.0)
+    assert not b.measured and b.budget_s == pytest.approx(10.1 + (6400 - 64) / 2000)  # not the warm 4.2 s
+    # Trained cold (the compiled group's first measurement was its training), the training's own figures stand.
+    (only,) = combine([replace(warm, metrics={**warm.metrics, "compile_cache_warm": 0.0})])
+    assert only.metrics["one_off_s"] == 1.1
 
 
 def test_break_even_of_a_language_model_counts_steps_in_sequences_while_throughput_counts_tokens(tmp_path: Path):
@@ -225,7 +254,6 @@ def _blocked(combination: str, levels: dict[str, str], rate: float, block: int, 
 def test_break_even_interval_covers_the_true_break_even_in_95_percent_of_studies(tmp_path: Path):
     """Compilation 1.25x faster per step for 10 s more one-off cost, measured in 4 blocks with 6% process noise:
     the break-even's interval (from the speed-up's) covers the true 781 steps at least as often as promised."""
-    from ablate.records import combine
 
     path = tmp_path / "graph.yaml"
     path.write_text(GRAPH_STUDY)
