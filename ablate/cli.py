@@ -214,7 +214,7 @@ def _run(args: argparse.Namespace) -> int:
     if full and study.budget.target_accuracy is not None:
         print(f"\nto target s: training time until test accuracy first reached {study.budget.target_accuracy:g}% "
               f"(checked every {study.budget.eval_every_samples or study.budget.train_samples:,} samples, evaluation "
-              "excluded, first step excluded); e2e: from model preparation, compilation included")
+              "excluded, first step excluded); e2e: from model preparation, compilation included (cold)")
     print(f"\nresults table: {outcome.csv}\nlibrary messages (MLflow, torch, compiler): {log}")
     if not runner.tracker.offline:  # else the warning at the end says what to do
         print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
