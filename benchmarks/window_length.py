@@ -31,9 +31,8 @@ from ablate.interpreters import Interpreters
 from ablate.machine import default_device, describe
 from ablate.trial import run_in_fresh_process
 from benchmarks import cpu_time
+from benchmarks.repetitions import CONFIDENCE, variance_interval
 from benchmarks.trials import baseline_spec
-
-CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -47,13 +46,11 @@ class Spread:
 
 
 def spread(throughputs: list[float], confidence: float = CONFIDENCE) -> Spread:
-    """Exact for normal log throughputs: (n-1) s^2 / sigma^2 is chi-square with n-1 degrees of freedom."""
+    """Exact for normal log throughputs (`repetitions.variance_interval`)."""
     logs = [math.log(t) for t in throughputs]
-    df = len(logs) - 1
-    s = statistics.stdev(logs)
-    tail = (1 - confidence) / 2
-    return Spread(s, s * math.sqrt(df / stats.chi2.ppf(1 - tail, df)), s * math.sqrt(df / stats.chi2.ppf(tail, df)),
-                  len(logs))
+    s2 = statistics.variance(logs)
+    low, high = variance_interval(s2, len(logs) - 1, confidence)
+    return Spread(math.sqrt(s2), math.sqrt(low), math.sqrt(high), len(logs))
 
 
 def main(argv: list[str] | None = None) -> int:

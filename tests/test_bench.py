@@ -92,3 +92,55 @@ def test_the_window_length_benchmarks_interval_for_the_trial_to_trial_spread_cov
         covered += found.low <= truth <= found.high
         assert found.low < found.sd < found.high
     assert 0.93 <= covered / runs <= 0.97
+
+
+def _two_level(rng, trials: int, windows: int, sd_trial: float, sd_window: float) -> list[list[float]]:
+    """Log throughputs: a trial's own level, normal about 0, and its windows normal about that."""
+    out = []
+    for _ in range(trials):
+        level = rng.gauss(0.0, sd_trial)
+        out.append([level + rng.gauss(0.0, sd_window) for _ in range(windows)])
+    return out
+
+
+def test_the_repetitions_benchmarks_variance_components_are_unbiased_and_their_intervals_cover():
+    """Kalibera and Jones's estimators on a simulated two-level experiment of known components (12 trials of
+    6 windows, the benchmark's default): T1^2 and T2^2 average to the truth, and the chi-square intervals
+    of S1^2 and S2^2 cover what they estimate in 95% of runs."""
+    import random
+
+    from benchmarks.repetitions import components, variance_interval
+
+    rng, sd_trial, sd_window, runs = random.Random(5), 0.09, 0.07, 2_000
+    t1s, t2s, covered1, covered2 = [], [], 0, 0
+    for _ in range(runs):
+        found = components(_two_level(rng, 12, 6, sd_trial, sd_window))
+        t1s.append(found.t1)
+        t2s.append(found.t2)
+        low, high = variance_interval(found.s1, found.df1)
+        covered1 += low <= sd_window ** 2 <= high
+        low, high = variance_interval(found.s2, found.df2)
+        covered2 += low <= sd_trial ** 2 + sd_window ** 2 / 6 <= high  # what the trials' means vary by
+    assert sum(t1s) / runs == pytest.approx(sd_window ** 2, rel=0.02)
+    assert sum(t2s) / runs == pytest.approx(sd_trial ** 2, rel=0.05)  # S2^2 has 11 df: its mean of 2,000 within ~3%
+    assert 0.93 <= covered1 / runs <= 0.97 and 0.93 <= covered2 / runs <= 0.97
+
+
+def test_the_optimal_windows_per_trial_minimise_the_time_for_a_given_precision():
+    """Kalibera and Jones's optimum, sqrt(c2/c1 * T1^2/T2^2) rounded up, is next to the whole number of windows
+    that minimises (T2^2 + T1^2/r)(c2 + r c1), and the relative cost of the study's own count is 1."""
+    import itertools
+    import math
+
+    from benchmarks.repetitions import components, optimal_windows, relative_cost
+
+    for t1, t2, c1, c2 in itertools.product((0.001, 0.005, 0.02), (0.002, 0.01), (0.05, 1.9, 5.0), (0.5, 4.3, 20.0)):
+        best = optimal_windows(t1, t2, c1, c2)
+        exact = math.sqrt(c2 / c1 * t1 / t2)
+        cheapest = min(range(1, 200), key=lambda r: relative_cost(t1, t2, c1, c2, r, 3))
+        assert best == max(1, math.ceil(exact)) and cheapest in (max(1, math.floor(exact)), best)
+        assert relative_cost(t1, t2, c1, c2, 3, 3) == 1.0
+    assert optimal_windows(0.005, 0.0, 1.9, 4.3) is None  # trials vary no more than their windows: no limit
+    assert optimal_windows(0.005, 0.01, 1.9, 4.3) == 2  # sqrt(4.3/1.9 * 0.5) = 1.06, rounded up
+    with pytest.raises(ValueError, match="two or more"):
+        components([[0.0, 0.1], [0.2]])

@@ -1,0 +1,157 @@
+"""How many timed windows should a trial have? Kalibera and Jones's optimal repetitions, measured.
+
+    python -m benchmarks.repetitions [--study mnist_cnn] [--trials 12] [--windows 6]
+
+A dimensioning experiment in the sense of Kalibera and Jones ("Rigorous
+benchmarking in reasonable time", ISMM 2013): the study's baseline is run as
+`--trials` throughput-only trials (fresh interpreters, as a study runs them),
+each with `--windows` timed windows of the study's `window_samples`
+(`window_seconds` off, so every window has the same samples). Two levels of
+repetition, on log throughput:
+
+- level 1, windows within a trial: S1^2, the windows' variance about their
+  trial's mean (pooled, trials x (windows - 1) degrees of freedom). The
+  unbiased estimate of its variance component is T1^2 = S1^2.
+- level 2, trials: S2^2, the variance of the trials' means (trials - 1
+  degrees of freedom), of which the windows contribute T1^2 / r1, so
+  T2^2 = S2^2 - S1^2 / r1.
+
+Costs: c1, a window's seconds; c2, a trial's seconds outside its windows
+(start-up, first step, warm-up, teardown). Kalibera and Jones's optimum for
+the windows per trial is ceil(sqrt(c2 / c1 * T1^2 / T2^2)): the count at which
+a second spent on one more window buys as much precision as a second spent
+on a share of one more trial. The table gives, for each count, the variance
+of one trial's mean (T2^2 + T1^2 / r) times its cost (c2 + r c1), relative to
+the study's own count: below 1, equal precision for less time.
+
+c2 leaves out the study's own bookkeeping between trials (planning, storage,
+MLflow), so it is a lower bound, and the optimum a lower bound with it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from scipy import stats
+
+from ablate import study as studies
+from ablate.interpreters import Interpreters
+from ablate.machine import default_device, describe
+from ablate.trial import run_in_fresh_process
+from benchmarks import cpu_time
+from benchmarks.trials import baseline_spec
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Components:
+    """Variance components of log throughput at two levels, windows (1) within trials (2)."""
+
+    s1: float  # S1^2: windows about their trial's mean, pooled
+    df1: int
+    s2: float  # S2^2: the trials' means
+    df2: int
+    windows: int  # r1, windows per trial
+
+    @property
+    def t1(self) -> float:
+        return self.s1
+
+    @property
+    def t2(self) -> float:
+        """Can come out at or below zero: the trials then vary no more than their windows explain."""
+        return self.s2 - self.s1 / self.windows
+
+
+def components(trials: Sequence[Sequence[float]]) -> Components:
+    """`trials`: each trial's log throughput per window, every trial with the same number of windows."""
+    r = len(trials[0])
+    if r < 2 or len(trials) < 2 or any(len(t) != r for t in trials):
+        raise ValueError("need two or more trials of the same two or more windows")
+    means = [statistics.fmean(t) for t in trials]
+    df1 = len(trials) * (r - 1)
+    s1 = sum((x - m) ** 2 for t, m in zip(trials, means) for x in t) / df1
+    return Components(s1, df1, statistics.variance(means), len(trials) - 1, r)
+
+
+def variance_interval(variance: float, df: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The exact interval of a normal sample variance: df s^2 / sigma^2 is chi-square with df degrees of freedom."""
+    tail = (1 - confidence) / 2
+    return df * variance / stats.chi2.ppf(1 - tail, df), df * variance / stats.chi2.ppf(tail, df)
+
+
+def optimal_windows(t1: float, t2: float, c1: float, c2: float) -> int | None:
+    """Kalibera and Jones's optimal repetitions at the lower level; None where T2^2 is not above zero (more
+    windows per trial always pay then: the estimate sets no limit)."""
+    if t2 <= 0:
+        return None
+    return max(1, math.ceil(math.sqrt(c2 / c1 * t1 / t2)))
+
+
+def relative_cost(t1: float, t2: float, c1: float, c2: float, r: int, against: int) -> float:
+    """Time for equal precision with `r` windows per trial, as a share of that with `against` windows."""
+    def work(n: int) -> float:
+        return (t2 + t1 / n) * (c2 + n * c1)
+    return work(r) / work(against)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.repetitions", description=__doc__.splitlines()[0])
+    parser.add_argument("--study", default="mnist_cnn")
+    parser.add_argument("--device", default=default_device())
+    parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--windows", type=int, default=6, help="timed windows per trial (two or more)")
+    args = parser.parse_args(argv)
+    if args.trials < 2 or args.windows < 2:
+        parser.error("--trials and --windows must each be 2 or more")
+    study = studies.load(args.study, args.device.split(":")[0])
+    budget = dataclasses.replace(study.budget, windows=args.windows, window_seconds=None)
+    spec = baseline_spec(dataclasses.replace(study, budget=budget), args.device)
+    units = study.task.units_per_sample
+    logs, window_s, outside_s = [], [], []
+    with cpu_time.Meter() as meter, Interpreters() as prepared:
+        run_in_fresh_process(spec, interpreters=prepared)  # the cold first trial, not counted
+        for n in range(args.trials):
+            began = time.perf_counter()
+            metrics = run_in_fresh_process(spec, interpreters=prepared)
+            took = time.perf_counter() - began
+            rates = [metrics[f"throughput_window_{i}"] for i in range(args.windows)]
+            batch = study.baseline.batch_size
+            samples = math.ceil(budget.window_samples / batch) * batch
+            seconds = [samples * units / rate for rate in rates]
+            logs.append([math.log(rate) for rate in rates])
+            window_s.append(statistics.fmean(seconds))
+            outside_s.append(took - sum(seconds))
+            print(f"trial {n + 1}/{args.trials}: {metrics['throughput']:.0f} {study.throughput_unit}/s, {took:.1f} s",
+                  flush=True)
+    found = components(logs)
+    c1, c2 = statistics.median(window_s), statistics.median(outside_s)
+    machine = describe(args.device)
+    print(f"\n{args.study} baseline on {machine.device_name}, torch {machine.torch}, commit {machine.commit}; "
+          f"{args.trials} trials of {args.windows} windows of {budget.window_samples:,} samples after "
+          f"{budget.warmup_samples:,} warm-up ones; the machine's CPU time: {meter.describe()}\n")
+    print("| level | S^2 of log throughput [95% CI] | df | variance component | cost s (median) |")
+    print("|---|---|---:|---:|---:|")
+    for name, s, df, t, c in (("windows in a trial", found.s1, found.df1, found.t1, c1),
+                              ("trials", found.s2, found.df2, found.t2, c2)):
+        low, high = variance_interval(s, df)
+        print(f"| {name} | {s:.5f} [{low:.5f}, {high:.5f}] | {df} | {t:.5f} | {c:.2f} |")
+    best = optimal_windows(found.t1, found.t2, c1, c2)
+    own = study.budget.windows
+    print(f"\noptimal windows per trial (Kalibera and Jones): "
+          f"{best if best else 'no limit (T2^2 not above zero)'}; the study uses {own}")
+    if found.t2 > 0:
+        print("\n| windows per trial | time for equal precision, vs the study's count |\n|---:|---:|")
+        for r in range(1, max(own, best or 1, 6) + 1):
+            print(f"| {r} | {relative_cost(found.t1, found.t2, c1, c2, r, own):.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
