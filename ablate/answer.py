@@ -178,9 +178,10 @@ def time_to_target_lines(found: list[TimeToTarget], study: Study) -> list[str]:
     if not found:
         return out + [f"No trial that trained for accuracy recorded its time to {target}.", ""]
     out += [f"Training time until {target} was first reached (first step and evaluation excluded; e2e: from model "
-            "preparation, compilation included, cold as a fresh start pays it: a training that started from its combination's "
-            "warm compile cache counts the cold measurement's one-off cost instead of its own), averaged over the group's training seeds, with a 95% t interval "
-            "from their spread (only where every seed, two or more, reached it).", "",
+            "preparation, compilation included, cold as a fresh start pays it: a training that started from its "
+            "combination's warm compile cache counts the cold measurement's one-off cost instead of its own), "
+            "averaged over the group's training seeds, with a 95% t interval from their spread (only where every "
+            "seed, two or more, reached it).", "",
             "| accuracy group | seeds reached | to target s [95% CI] | e2e s [95% CI] |", "|---|---:|---:|---:|"]
 
     def cell(t: TimeToTarget, e2e: bool) -> str:

@@ -205,7 +205,7 @@ def combine(measurements: list[Record]) -> list[Record]:
     (`ablate.compile_cache`): then they come from its first cold measurement, and its end-to-end time to the
     target adds the difference (`fresh_start_extra_s`). Why: the parity race trains a
     compiled group after screening has measured it, so its trainer (the primary) compiles warm, and a one-off
-    cost read from it was a quarter of what a user pays on a fresh start (3.2 s against 13.6 s, mnist_cnn).
+    cost read from it was a quarter of what a user pays on a fresh start (3.2 s against 13.1 s, mnist_cnn on a 2-core CPU).
     """
     groups: dict[tuple[str, str], list[Record]] = {}
     trained: dict[tuple[str, str | None], Record] = {}  # (device, accuracy group) -> its first seed's training
