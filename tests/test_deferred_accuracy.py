@@ -120,3 +120,22 @@ def test_nothing_is_planned_where_accuracy_cannot_be_measured():
               for r in _screened()]
     assert Planner.trainers(combine(stored)) == {}
     assert _planner().parity(combine(stored)) == []
+
+
+def test_a_study_stored_before_the_deferral_resumes_without_training_a_first_seed_again():
+    """A grid screened by an ablate that trained each group's first seed in screening (the screening block's
+    first combination of the group), resumed by this one: the parity race goes on at the second seed for the
+    groups worth it, and the groups screening found slower keep the seed they have."""
+    stored, first = [], set()
+    for r in _screened():
+        trains = r.block == 0 and r.accuracy_group not in first
+        first.add(r.accuracy_group)
+        stored.append(Record(r.number, r.combination, r.levels, r.state, block=r.block, position=r.position,
+                             phase=r.phase, seed_index=0 if trains else None, accuracy_trained=trains,
+                             accuracy_from=r.number if trains else None, accuracy_group=r.accuracy_group,
+                             metrics={**r.metrics, **({"test_accuracy": 90.0, "test_loss": 0.1} if trains else {})}))
+    planned = _planner().parity(combine(stored))
+    assert {p.seed_index for p in planned} == {1}
+    assert sorted(dict(p.slot.combination)["g"] for p in planned) == [BASELINE, "fast", "slow2", "slow3", "slow4"]
+    combined = {r.combination: r for r in combine(stored)}
+    assert combined["slow0"].accuracy == 90.0  # trained before the upgrade: its accuracy is kept and shown
