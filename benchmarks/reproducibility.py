@@ -49,13 +49,14 @@ class Comparison:
     widths: tuple[float | None, float | None]  # high / low of each run's recommendation
     spearman: float | None
     chi2: float = math.nan  # sum over the compared combinations of z^2 (z: difference / combined SE)
-    chi2_p: float = math.nan  # P(chi^2 with `compared` df >= chi2): small = intervals too narrow to agree
+    chi2_p: float = math.nan  # P(chi^2 with `scored` df >= chi2): small = intervals too narrow to agree
     median_widths: tuple[float, float] = (math.nan, math.nan)  # each run's median interval width (high/low)
     sets: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each run's recommended set, simplest first
     seeds: tuple[dict | None, dict | None] = (None, None)
     # The same sum over the combinations that neither run raced: their standard errors come from screening's
     # model, the raced ones' from their own blocks, so a miscalibration can be told to one or the other.
     chi2_screened: tuple[float, int] = (math.nan, 0)
+    scored: int = 0  # the compared combinations with a standard error in both runs: chi2's degrees of freedom
 
     @property
     def sets_intersect(self) -> bool:
@@ -107,7 +108,7 @@ def compare(first: dict, second: dict) -> Comparison:
     return Comparison(agreeing, len(both), (first["recommendation"]["combination"], second["recommendation"]["combination"]),
                       (_pick_agrees(first, second), _pick_agrees(second, first)), tuple(width), rho,
                       total, float(chi2.sf(total, len(zs))) if zs else math.nan, medians, sets,
-                      (first.get("seeds"), second.get("seeds")), (float(sum(screened)), len(screened)))
+                      (first.get("seeds"), second.get("seeds")), (float(sum(screened)), len(screened)), len(zs))
 
 
 def _run(args: argparse.Namespace, folders: list[Path]) -> list[float]:
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
              f"run 2 {c.recommendations[1]!r} (agrees with run 1: {c.recommendation_agrees[1]})",
              "- recommendation interval width (high/low): "
              + ", ".join("n/a" if w is None else f"{w:.2f}" for w in c.widths),
-             f"- calibration: sum of z^2 = {c.chi2:.1f} against chi^2 with {c.compared} df (mean {c.compared}; "
+             f"- calibration: sum of z^2 = {c.chi2:.1f} against chi^2 with {c.scored} df (mean {c.scored}; "
              f"P(chi^2 >= it) = {c.chi2_p:.3f}); median interval width (high/low) {c.median_widths[0]:.2f} / "
              f"{c.median_widths[1]:.2f}; P(chi^2 <= it) = {1 - c.chi2_p:.3f} (small: intervals "
              f"too wide); rows neither run raced: sum {c.chi2_screened[0]:.1f} on {c.chi2_screened[1]} df",

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from benchmarks.__main__ import main
 from benchmarks.sections import rewrite as _rewrite
@@ -71,7 +72,11 @@ def test_the_reproducibility_check_compares_runs_by_their_combined_standard_erro
     assert found.recommendation_agrees == (True, True)
     assert found.widths[0] == pytest.approx(math.exp(0.2))
     assert found.chi2 == pytest.approx((math.log(1.5 / 1.45) ** 2 + math.log(0.9 / 1.3) ** 2) / (2 * 0.05 ** 2))
-    assert found.chi2_screened == (pytest.approx(found.chi2), 3)
+    assert found.chi2_screened == (pytest.approx(found.chi2), 3) and found.scored == 3
+    second["speedups"][1]["log_se"] = None  # b has no standard error in run 2: compared, not scored
+    unscored = compare(first, second)
+    assert (unscored.compared, unscored.scored) == (3, 2)
+    assert unscored.chi2_p == pytest.approx(stats.chi2.sf(unscored.chi2, 2))
     raced = compare(first, summary("a", {"a": (1.45, 0.05), "b": (1.20, 0.05), "c": (1.30, 0.05)}, raced="c"))
     assert raced.chi2_screened == (pytest.approx(math.log(1.5 / 1.45) ** 2 / (2 * 0.05 ** 2)), 2)  # c left out
     other = summary("b", {"a": (1.10, 0.01), "b": (1.60, 0.01), "c": (0.90, 0.01)})
