@@ -102,8 +102,8 @@ def speedup_of(records: list[Record]) -> dict[str, Speedup]:
 class Effect:
     techniques: tuple[str, ...]  # one for a main effect, two for an interaction
     dims: tuple[str, ...]  # their dimensions
-    interval: Interval  # on the response's scale (log throughput, or accuracy points)
-    p_value: float
+    interval: Interval  # on the response's scale (log throughput, or accuracy points); simultaneous (fit_effects)
+    p_value: float  # Bonferroni-adjusted over the fit's terms, as the interval is
 
     @property
     def term(self) -> str:
@@ -164,6 +164,11 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
     between blocks does not pass for an effect. The residual (three-way and
     higher interactions plus process-to-process noise) is the noise estimate.
     Returns the reason instead when the observations cannot support a fit.
+
+    The intervals are simultaneous over the reported terms (Bonferroni: each at 1 - 0.05 / terms), since the
+    report prints a decision on each ("distinguishable"): with pointwise intervals one null term in twenty
+    would be called distinguishable, and a table of 20 terms would call one in most studies. The familywise
+    rate is simulated in tests/test_analysis.py.
     """
     import statsmodels.api as sm
 
@@ -203,12 +208,13 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
         return "the measured combinations cannot tell some techniques apart (they were always switched together)"
 
     fit = sm.OLS(y, design).fit()
-    ci = fit.conf_int(alpha=1 - CONFIDENCE)
+    ci = fit.conf_int(alpha=(1 - CONFIDENCE) / len(cols))
     effects = []
     for i, col in enumerate(cols, start=1):  # the block columns come after: nuisance, not reported
         keys = (col,) if col in labels else col
-        effects.append(Effect(tuple(labels[k] for k in keys), tuple(k.split("=", 1)[0] for k in keys), Interval(float(fit.params[i]), float(ci[i][0]), float(ci[i][1])),
-                              float(fit.pvalues[i])))
+        effects.append(Effect(tuple(labels[k] for k in keys), tuple(k.split("=", 1)[0] for k in keys),
+                              Interval(float(fit.params[i]), float(ci[i][0]), float(ci[i][1])),
+                              min(1.0, float(fit.pvalues[i]) * len(cols))))
     blocked = f", with the block as a factor ({len(blocks)} blocks)" if len(blocks) > 1 else ""
     if full:
         # Least squares weighs every measurement alike, so a raced combination measured many times pulls the

@@ -306,8 +306,9 @@ def _effects_section(throughput: EffectFit | str, accuracy: EffectFit | str, num
             "A main effect is the throughput factor when the technique is switched on"
             + ("; an interaction (a x b) is the extra factor when both are on, beyond the product of their separate "
                "factors (x1.00 = they add up). " if throughput.pairs() else ". ")
-            + "\"Yes\" means the 95% interval excludes no effect; with this many terms about one in twenty "
-            "null effects crosses that line by chance.", ""]
+            + f"The intervals are 95% simultaneous over the {count(len(throughput.effects), 'term')} (Bonferroni), "
+            "and \"yes\" means the interval excludes no effect: in at most one study in twenty does any term without "
+            "an effect read \"yes\", however many terms the table has.", ""]
     acc = {e.term: e for e in accuracy.effects} if isinstance(accuracy, EffectFit) else {}
     out += ["| technique | throughput (95% CI) | distinguishable | accuracy, points (95% CI) | distinguishable |",
             "|---|---|---|---|---|"]
@@ -327,7 +328,8 @@ def _effects_section(throughput: EffectFit | str, accuracy: EffectFit | str, num
     if isinstance(accuracy, EffectFit):
         out += [f"Accuracy effects: {accuracy.note} Only techniques that may change the numbers "
                 f"({', '.join(numeric_dims)}) enter; the others leave the losses bitwise identical (tested), so "
-                "their effect on accuracy is zero by construction.", ""]
+                "their effect on accuracy is zero by construction. Their intervals are simultaneous over their own "
+                f"{count(len(accuracy.effects), 'term')}.", ""]
     else:
         out += [f"Effects on accuracy not estimated: {accuracy}.", ""]
     return out
