@@ -24,8 +24,11 @@ on a share of one more trial. The table gives, for each count, the variance
 of one trial's mean (T2^2 + T1^2 / r) times its cost (c2 + r c1), relative to
 the study's own count: below 1, equal precision for less time.
 
-c2 leaves out the study's own bookkeeping between trials (planning, storage,
-MLflow), so it is a lower bound, and the optimum a lower bound with it.
+c2 is this loop's: it includes waiting for the next prepared interpreter,
+whose imports were stopped while the trial measured. Inside a study that wait
+overlaps the study's own work between trials, so a trial there can cost less
+outside its windows (4.6 s against 7.1 s in the a76a53e grid,
+benchmarks/RESULTS.md), and the optimum is then smaller.
 """
 from __future__ import annotations
 
@@ -113,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     study = studies.load(args.study, args.device.split(":")[0])
     budget = dataclasses.replace(study.budget, windows=args.windows, window_seconds=None)
     spec = baseline_spec(dataclasses.replace(study, budget=budget), args.device)
-    units = study.task.units_per_sample
+    batch = study.baseline.batch_size
+    window_units = math.ceil(budget.window_samples / batch) * batch * study.task.units_per_sample  # whole steps
     logs, window_s, outside_s = [], [], []
     with cpu_time.Meter() as meter, Interpreters() as prepared:
         run_in_fresh_process(spec, interpreters=prepared)  # the cold first trial, not counted
@@ -122,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             metrics = run_in_fresh_process(spec, interpreters=prepared)
             took = time.perf_counter() - began
             rates = [metrics[f"throughput_window_{i}"] for i in range(args.windows)]
-            batch = study.baseline.batch_size
-            samples = math.ceil(budget.window_samples / batch) * batch
-            seconds = [samples * units / rate for rate in rates]
+            seconds = [window_units / rate for rate in rates]
             logs.append([math.log(rate) for rate in rates])
             window_s.append(statistics.fmean(seconds))
             outside_s.append(took - sum(seconds))
