@@ -17,7 +17,7 @@ Why this cannot bias the answer:
   would understate what a second study would see.
 
 Mechanics: the folder is ``compile-cache/<key>`` in the study's results folder,
-keyed by combination, device and torch version. A cold measurement compiles into
+keyed by search (the Optuna study), combination, device and torch version. A cold measurement compiles into
 a temporary folder beside it, renamed into place only when the trial succeeded
 (atomic; a concurrent worker's rename wins and the other copy is dropped), so a
 killed or failed trial leaves no half-filled cache; the next cold measurement
@@ -45,8 +45,11 @@ def reusable(options: Sequence[Option]) -> bool:
     return not any("autotune" in str(v) for o in options for _, v in o.kwargs)
 
 
-def folder(results_dir: Path, combination: str, device_name: str, torch_version: str) -> Path:
-    key = hashlib.sha256(repr((combination, device_name, torch_version)).encode()).hexdigest()[:16]
+def folder(results_dir: Path, search: str, combination: str, device_name: str, torch_version: str) -> Path:
+    """`search`: the Optuna study the measurement belongs to. Why it is in the key: a study's results folder holds
+    each of its searches (the grid, `--search optuna`), and a search whose compiled combinations all started from
+    another search's cache would have no cold measurement to read their one-off cost from."""
+    key = hashlib.sha256(repr((search, combination, device_name, torch_version)).encode()).hexdigest()[:16]
     return results_dir / FOLDER / key
 
 

@@ -73,9 +73,9 @@ CACHES = ("Each measurement runs in a fresh process. A compiled combination's fi
 MEMORY = {
     "cuda": "Peak MB: the most memory this process's tensors held on the device during the timed windows "
             "(compilation, warm-up and evaluations left out), so activation checkpointing's saving shows in full.",
-    "cpu": "Peak MB: the trial process's peak resident set size, which cannot be reset on a CPU: it covers the whole "
-           "trial (the interpreter, torch, the data, compilation and evaluations), so a saving in activations reads "
-           "smaller there than on a GPU, where only the timed windows' tensors count.",
+    "cpu": "Peak MB: the trial process's peak resident set size during the timed windows (evaluations left out). "
+           "It includes the interpreter, torch and the data, so a saving in activations reads smaller than on a GPU, "
+           "where only tensors count; DataLoader workers' own processes are not in it.",
 }
 NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the log scale: say so
 

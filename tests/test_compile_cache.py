@@ -23,12 +23,15 @@ def test_only_combinations_with_a_one_off_cost_and_no_autotuning_reuse_a_cache()
     assert not compile_cache.reusable((Option("set_to_none"), Option(None)))
 
 
-def test_each_combination_device_and_torch_has_its_own_folder(tmp_path):
-    one = compile_cache.folder(tmp_path, "compile", "cpu", "2.9")
-    assert len({one, compile_cache.folder(tmp_path, "compile + set_to_none", "cpu", "2.9"),
-                compile_cache.folder(tmp_path, "compile", "H100", "2.9"),
-                compile_cache.folder(tmp_path, "compile", "cpu", "2.10")}) == 4
-    assert one == compile_cache.folder(tmp_path, "compile", "cpu", "2.9")
+def test_each_search_combination_device_and_torch_has_its_own_folder(tmp_path):
+    # A search sharing another's folder (the grid, then `--search optuna` in the same results folder) would start
+    # every compiled combination warm: it would have no cold measurement to take the one-off cost from.
+    one = compile_cache.folder(tmp_path, "s:grid:cpu", "compile", "cpu", "2.9")
+    assert len({one, compile_cache.folder(tmp_path, "s:grid:cpu", "compile + set_to_none", "cpu", "2.9"),
+                compile_cache.folder(tmp_path, "s:grid:cpu", "compile", "H100", "2.9"),
+                compile_cache.folder(tmp_path, "s:grid:cpu", "compile", "cpu", "2.10"),
+                compile_cache.folder(tmp_path, "s:optuna:cpu", "compile", "cpu", "2.9")}) == 5
+    assert one == compile_cache.folder(tmp_path, "s:grid:cpu", "compile", "cpu", "2.9")
 
 
 def test_a_cold_cache_is_kept_only_after_a_successful_trial(tmp_path, monkeypatch):

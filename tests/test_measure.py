@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 import statistics
+import subprocess
+import sys
 from typing import Callable
 
 import pytest
@@ -113,6 +116,31 @@ def test_peak_memory_covers_the_timed_windows_without_warm_up_or_evaluations(fak
         clock.count(BATCH)
     assert any(e.samples > 8 for e in clock.evaluations)  # some evaluations ran while the windows were open
     assert clock.summary()["peak_memory_mb"] == 10.0
+
+
+_LINUX_PEAK = pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's /proc/self/clear_refs")
+_CHILD_PEAK = "import torch; from ablate.measure import peak_memory_mb; print(peak_memory_mb(torch.device('cpu')))"
+
+
+@_LINUX_PEAK
+def test_a_cpu_peak_is_reset_to_what_the_process_holds_now():
+    cpu = torch.device("cpu")
+    ballast = bytearray(b"\x01") * (256 * 2**20)  # written, so resident
+    held = measure.peak_memory_mb(cpu)
+    del ballast
+    measure.reset_peak_memory(cpu)
+    assert measure.peak_memory_mb(cpu) < held - 200
+
+
+@_LINUX_PEAK
+def test_a_cpu_peak_is_the_trial_process_s_own_not_that_of_the_process_that_started_it():
+    # getrusage's ru_maxrss in a new interpreter starts from its parent's high-water mark: every trial of a study
+    # read the study process's peak.
+    ballast = bytearray(b"\x01") * (2 * 2**30)
+    child = subprocess.run([sys.executable, "-c", _CHILD_PEAK], stdout=subprocess.PIPE, text=True, check=True,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert float(child.stdout) < len(ballast) / 2**20
+    del ballast
 
 
 class _OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
