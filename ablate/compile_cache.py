@@ -17,11 +17,11 @@ Why this cannot bias the answer:
   would understate what a second study would see.
 
 Mechanics: the folder is ``compile-cache/<key>`` in the study's results folder,
-keyed by search (the Optuna study), combination, device and torch version. A cold measurement compiles into
-a temporary folder beside it, renamed into place only when the trial succeeded
-(atomic; a concurrent worker's rename wins and the other copy is dropped), so a
-killed or failed trial leaves no half-filled cache; the next cold measurement
-removes a dead process's temporary folder.
+keyed by search (the Optuna study), combination, device and torch version. A
+cold measurement compiles into a temporary folder beside it, renamed into place
+only when the trial succeeded (atomic; a concurrent worker's rename wins and the
+other copy is dropped), so a killed or failed trial leaves no half-filled cache;
+the next cold measurement removes a dead process's temporary folder.
 """
 from __future__ import annotations
 

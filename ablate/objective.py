@@ -95,8 +95,9 @@ class Objective:
         seed = seeds.training(self.seeds, queued.seed_index)
         records.set_training(trial, group, seed)
         study = dataclasses.replace(self.study, budget=dataclasses.replace(self.study.budget, seed=seed))
-        own = compile_cache.folder(self.results_dir / self.study.name, self.optuna.study_name, combination,
-                                   self.machine.device_name, self.machine.torch) if compile_cache.reusable(options) else None
+        own = (compile_cache.folder(self.results_dir / self.study.name, self.optuna.study_name, combination,
+                                    self.machine.device_name, self.machine.torch)
+               if compile_cache.reusable(options) else None)
         spec = TrialSpec(study, options, self.machine.device, train_for_accuracy=train,
                          compile_cache=str(own) if own else None)
         try:

@@ -118,7 +118,7 @@ def test_peak_memory_covers_the_timed_windows_without_warm_up_or_evaluations(fak
     assert clock.summary()["peak_memory_mb"] == 10.0
 
 
-_LINUX_PEAK = pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's /proc/self/clear_refs")
+_LINUX_PEAK = pytest.mark.skipif(not os.path.exists(measure._CLEAR_REFS), reason="needs Linux's /proc/self/clear_refs")
 _CHILD_PEAK = "import torch; from ablate.measure import peak_memory_mb; print(peak_memory_mb(torch.device('cpu')))"
 
 
