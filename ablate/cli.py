@@ -13,18 +13,18 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ablate import study as studies
-from ablate.data import DataUnavailable
-from ablate.lock import Busy, study_lock
-from ablate.machine import default_device, resolve
-from ablate.registry import unknown
-from ablate.terminal import width, wrapped
+from ablate.config import study as studies
+from ablate.render.terminal import width, wrapped
+from ablate.store.lock import Busy, study_lock
+from ablate.trial.machine import default_device, resolve
+from ablate.workload.data import DataUnavailable
+from ablate.workload.registry import unknown
 
 if TYPE_CHECKING:
     import optuna
     import torch
 
-    from ablate.tracking import Tracker
+    from ablate.tracking.tracker import Tracker
 
 RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
 
@@ -156,12 +156,12 @@ def _run(args: argparse.Namespace) -> int:
                                  f"of {study.name}: drop --trials, or add --search optuna")
     _writable(args.results, "results folder", "--results")
 
-    from ablate import data
-    from ablate.machine import describe
-    from ablate.results import COMPACT_WIDTH, render, render_compact
-    from ablate.interrupts import Interrupted
-    from ablate.runner import Runner
-    from ablate.storage import check, default_storage, shared, sqlite_path
+    from ablate.render.results import COMPACT_WIDTH, render, render_compact
+    from ablate.run.interrupts import Interrupted
+    from ablate.run.runner import Runner
+    from ablate.store.storage import check, default_storage, shared, sqlite_path
+    from ablate.trial.machine import describe
+    from ablate.workload import data
 
     storage = args.storage or default_storage(study, args.results)
     check(storage)
@@ -181,10 +181,10 @@ def _run(args: argparse.Namespace) -> int:
     machine = describe(str(device))
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
-    from ablate.noise import LOG_NAME, to_log_file, trial_log_set
+    from ablate.trial.library_log import LOG_NAME, to_log_file, trial_log_set
 
     with lock, trial_log_set():  # the lock refuses at once while another run holds the study
-        from ablate.protocol import SINGLE_PASS
+        from ablate.config.design import SINGLE_PASS
 
         log = to_log_file(args.results / study.name / LOG_NAME)
 
@@ -230,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
 def _workers(args: argparse.Namespace, device: torch.device, storage: str) -> int:
     """Run `ablate worker` N times at once on this machine (worker i on cuda:i) and wait for all; their
     worst exit status, 0 when all finished. The caller's runner then finds every combination done."""
-    from ablate.interrupts import sigterm_as_keyboard_interrupt
+    from ablate.run.interrupts import sigterm_as_keyboard_interrupt
 
     if device.type == "cpu":
         print(f"ablate: warning: {args.workers} workers share this machine's CPU cores, so each one's throughput "
@@ -287,7 +287,7 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
     """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates nothing)."""
     import optuna
 
-    from ablate.storage import check, default_storage, optuna_study_name, sqlite_path
+    from ablate.store.storage import check, default_storage, optuna_study_name, sqlite_path
 
     device = _device(args.device)
     study = studies.load(args.study, device.type)
@@ -307,10 +307,12 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ablate import records, report, results
-    from ablate.machine import describe
-    from ablate.parent_run import write_reports
-    from ablate.tracking import Tracker
+    from ablate.render import results
+    from ablate.stats import comparison
+    from ablate.store import records
+    from ablate.tracking.parent_run import write_reports
+    from ablate.tracking.tracker import Tracker
+    from ablate.trial.machine import describe
 
     device, study, found, storage = _stored(args)
     stored = records.load(found)
@@ -320,7 +322,7 @@ def _report(args: argparse.Namespace) -> int:
     tracker = Tracker(study, describe(str(device)), args.results)
     # The table too: a study stopped before its end (Ctrl-C, a time limit) wrote none.
     attrs = records.from_study(found)
-    compared = report.compare(study, stored, attrs)
+    compared = comparison.compare_stored(study, stored, attrs)
     _, table = results.save(compared, study, args.results, args.search, device.type)
     print(f"results table: {table}")
     for built in write_reports(study, compared, args.search, args.results, tracker, attrs):
@@ -331,11 +333,13 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from ablate import records, report, results
-    from ablate.machine import describe
-    from ablate.parent_run import write_reports
-    from ablate.sync import push_missing
-    from ablate.tracking import Tracker
+    from ablate.render import results
+    from ablate.stats import comparison
+    from ablate.store import records
+    from ablate.tracking.parent_run import write_reports
+    from ablate.tracking.sync import push_missing
+    from ablate.tracking.tracker import Tracker
+    from ablate.trial.machine import describe
 
     device, study, found, _ = _stored(args)
     with study_lock(args.results / study.name, study.name):  # a running study logs its own trials
@@ -345,7 +349,7 @@ def _sync(args: argparse.Namespace) -> int:
         stored = records.load(found)
         if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run
             attrs = records.from_study(found)
-            write_reports(study, report.compare(study, stored, attrs), args.search, args.results, tracker, attrs)
+            write_reports(study, comparison.compare_stored(study, stored, attrs), args.search, args.results, tracker, attrs)
     print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
           f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0
@@ -385,6 +389,6 @@ def _ui_command(results: Path) -> str:
 
 
 def _ui(args: argparse.Namespace) -> int:
-    from ablate.ui import serve
+    from ablate.tracking.ui import serve
 
     return serve(args.results, args.port)

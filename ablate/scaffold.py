@@ -12,7 +12,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from ablate import hub_models
+from ablate.workload import library_models
 
 __all__ = ["study_text", "default_path", "write"]
 
@@ -99,14 +99,14 @@ def _input_size(model: str) -> tuple[int, int]:
 
 def study_text(model: str, path: Path) -> str:
     """The commented study file for `model`; raises `ModelUnavailable` when the model cannot be had here."""
-    prefix = model.split(":", 1)[0] if hub_models.is_library(model) else ""
+    prefix = model.split(":", 1)[0] if library_models.is_library(model) else ""
     if prefix:
-        hub_models.factory(model)  # the name checked first: extra installed, architecture known
+        library_models.factory(model)  # the name checked first: extra installed, architecture known
     if prefix == "hf":
         options = {}
         for key, value in _HF_SIZE.items():  # only keys this architecture's configuration has
             try:
-                hub_models.check_options(model, {key: value})
+                library_models.check_options(model, {key: value})
                 options[key] = value
             except ValueError:
                 continue
@@ -130,7 +130,7 @@ def write(model: str, path: Path | None = None) -> Path:
     Raises FileExistsError for an existing file and the study loader's `StudyError` for one that does not
     load (then nothing is written).
     """
-    from ablate.study import load
+    from ablate.config.study import load
 
     path = path or default_path(model)
     if path.exists():

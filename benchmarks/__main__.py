@@ -15,9 +15,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
-
-from ablate.machine import default_device, describe, resolve
+from ablate.trial.machine import default_device, describe, resolve
 from benchmarks import cpu_time, grid, overhead, trials
 from benchmarks.sections import RESULTS, rewrite
 
@@ -94,8 +92,8 @@ def _startup(runs: trials.TrialRuns) -> list[str]:
             f"{_summary(runs.startup('data_load_s'))}.",
             f"- The first trial of a run (its interpreter started cold): {trials.startup_s(runs.first):.2f} s.",
             "- Each trial is a new interpreter (spawn), for a fresh address-space layout per measurement (see "
-            "`ablate/trial.py`); its `import torch` runs ahead, and only outside every measured stretch: imports "
-            "are stopped while a trial measures (`ablate/interpreters.py`), and what the unmeasured time cannot "
+            "`ablate/trial/process.py`); its `import torch` runs ahead, and only outside every measured stretch: imports "
+            "are stopped while a trial measures (`ablate/trial/interpreters.py`), and what the unmeasured time cannot "
             "hide is waited for at the next launch. DataLoader workers start with the platform default (fork), as in a user's own "
             "script.", ""]
 

@@ -1,9 +1,9 @@
-"""Which graph modes train bitwise as eager does on this machine: `ablate.bitwise`'s check, run by hand.
+"""Which graph modes train bitwise as eager does on this machine: `ablate.run.bitwise`'s check, run by hand.
 
     python -m benchmarks.bitwise [--study mnist_cnn] [--device cpu]
 
 For TorchScript and for torch.compile, trains the study's model for
-`ablate.bitwise.STEPS` steps of the study's own loop, data and seed beside
+`ablate.run.bitwise.STEPS` steps of the study's own loop, data and seed beside
 eager (and eager beside itself, a control), and prints whether every weight,
 buffer and loss equals eager's, and the largest weight difference. A study
 runs this check itself for TorchScript, which may be bitwise equal; compile is
@@ -16,11 +16,11 @@ import argparse
 
 import torch
 
-from ablate import bitwise
-from ablate import study as studies
-from ablate.choices import Option
-from ablate.machine import describe
-from ablate.trial import TrialSpec
+from ablate.config import study as studies
+from ablate.config.choices import Option
+from ablate.run import bitwise
+from ablate.trial.machine import describe
+from ablate.trial.process import TrialSpec
 
 
 def main() -> None:

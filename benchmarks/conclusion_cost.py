@@ -24,7 +24,7 @@ from pathlib import Path
 
 import optuna
 
-from ablate.machine import default_device, describe
+from ablate.trial.machine import default_device, describe
 from benchmarks import cpu_time, grid
 
 

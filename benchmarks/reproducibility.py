@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.machine import default_device, describe
+from ablate.trial.machine import default_device, describe
 from benchmarks import cpu_time
 
 STUDY = Path(__file__).resolve().parent / "studies" / "repro16.yaml"

@@ -1,8 +1,8 @@
 """Trial start-up and measurement noise, from repeated throughput trials of the mnist_cnn baseline.
 
-Each trial is a real one (`ablate.trial.run_in_fresh_process`, the study's
+Each trial is a real one (`ablate.trial.process.run_in_fresh_process`, the study's
 own budget for this device, throughput only), its interpreter taken from the
-prepared ones (`ablate.interpreters`), as a study does. Start-up is from the
+prepared ones (`ablate.trial.interpreters`), as a study does. Start-up is from the
 parent's launch of the trial (its call for an interpreter) to the loop asking
 for its first batch, minus nothing; of it, the wait for an interpreter to
 finish importing, the stopping of the imports still running before the
@@ -18,10 +18,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ablate import study as studies
-from ablate.study import Study
-from ablate.interpreters import Interpreters
-from ablate.trial import TrialSpec, run_in_fresh_process
+from ablate.config import study as studies
+from ablate.config.study import Study
+from ablate.trial.interpreters import Interpreters
+from ablate.trial.process import TrialSpec, run_in_fresh_process
 
 
 @dataclass(frozen=True)

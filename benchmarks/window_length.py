@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from ablate import study as studies
-from ablate.interpreters import Interpreters
-from ablate.machine import default_device, describe
-from ablate.trial import run_in_fresh_process
+from ablate.config import study as studies
+from ablate.trial.interpreters import Interpreters
+from ablate.trial.machine import default_device, describe
+from ablate.trial.process import run_in_fresh_process
 from benchmarks import cpu_time
 from benchmarks.repetitions import CONFIDENCE, variance_interval
 from benchmarks.trials import baseline_spec

@@ -40,7 +40,7 @@ class Strategy:
         may_be_bitwise_equal: whether a strategy that may change the numbers may still,
             on a given machine and model, compute bitwise what the stack without it
             computes (a graph capture that fuses nothing, a memory layout): a study checks
-            it there before training its accuracy apart (`ablate.bitwise`).
+            it there before training its accuracy apart (`ablate.run.bitwise`).
         owns: the owned hooks it implements (``"backward"``, ``"step"``, ``"zero_grad"``,
             ``"make_loader"``).
         conflicts_with: names of strategies it cannot be composed with.
@@ -96,7 +96,7 @@ class Strategy:
         """None when the technique can do its job on `device`, else the reason why not."""
         return None
 
-    def check_with(self, others: tuple["Strategy", ...], device: torch.device | str) -> str | None:
+    def check_with(self, others: tuple[Strategy, ...], device: torch.device | str) -> str | None:
         """Like `check`, for what the technique needs from the rest of its stack (`others`); None when it has it."""
         return None
 

@@ -83,7 +83,7 @@ def _no_user_mlflow_settings():
     For the whole session, servers started by fixtures and subprocesses included; a test that needs one
     sets it itself.
     """
-    import ablate.tracking  # noqa: F401 - sets ablate's own MLFLOW_ default at import: cleared here too, whichever test imports it first
+    import ablate.tracking.tracker  # noqa: F401 - sets ablate's own MLFLOW_ default at import: cleared here too, whichever test imports it first
 
     with pytest.MonkeyPatch.context() as patch:
         for name in [n for n in os.environ if n.startswith("MLFLOW_")]:
@@ -102,7 +102,7 @@ def _no_terminal_width_of_the_users():
 @pytest.fixture(autouse=True, scope="session")
 def _data_cache_of_its_own(tmp_path_factory):
     """Decoded datasets cached in a folder of the session's (trial subprocesses inherit it), not the data root's."""
-    from ablate.datacache import CACHE_ENV
+    from ablate.workload.datacache import CACHE_ENV
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("data-cache")))
@@ -112,7 +112,7 @@ def _data_cache_of_its_own(tmp_path_factory):
 @pytest.fixture(scope="session")
 def mnist() -> None:
     """Skips the test, saying why, where MNIST is neither on disk nor downloadable."""
-    from ablate import data
+    from ablate.workload import data
 
     try:
         data.load("mnist")
@@ -131,7 +131,7 @@ def every_group_decides(request):
     if request.node.get_closest_marker("real_screening"):
         yield
         return
-    from ablate import planner
+    from ablate.stats import planner
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planner, "slower_than_baseline", lambda *args, **kwargs: False)

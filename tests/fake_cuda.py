@@ -32,7 +32,7 @@ class FakeCUDA:
             self.current = index
             self.set_to.append(index)
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> "FakeCUDA":
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeCUDA:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: self.count)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: self.current)

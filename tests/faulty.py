@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ablate.data import Splits, load
-from ablate.models import MnistCNN
+from ablate.workload.data import Splits, load
+from ablate.workload.models import MnistCNN
 
 
 class Raises(MnistCNN):

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ablate import analysis, verdicts
-from ablate import study as studies
-from ablate.records import BASELINE, Record, combine
+from ablate.config import study as studies
+from ablate.stats import analysis, verdicts
+from ablate.store.records import BASELINE, Record, combine
 
 # Known truth on the log-throughput scale: main effects, one planted interaction, one null technique.
 DIMS = {"workers": ["off", "w"], "amp": ["off", "bf16"], "pin": ["off", "pin"], "graph": ["off", "ts", "compile"]}
@@ -253,7 +253,7 @@ def test_compose_line_of_a_preset_uses_preset_and_its_flags_come_from_the_instan
     record = Record(1, "O1", {"precision": "O1"}, "complete")
     imports, line = analysis.compose_line(record, study)
     assert imports == "from strategies import compose, preset" and line == "stack = compose(preset('O1'))"
-    from ablate.planner import accuracy_group
+    from ablate.stats.planner import accuracy_group
 
     assert accuracy_group(tuple(study.options("precision").values())) == "O1"  # autocast changes the numbers
 

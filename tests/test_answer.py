@@ -1,9 +1,9 @@
-"""The report's answer in words (`ablate.answer`): what the recommendation section says of the race's leader."""
+"""The report's answer in words (`ablate.render.answer`): what the recommendation section says of the race's leader."""
 from __future__ import annotations
 
-from ablate import answer
-from ablate.records import BASELINE, Record
-from ablate.verdicts import Recommendation
+from ablate.render import answer
+from ablate.stats.verdicts import Recommendation
+from ablate.store.records import BASELINE, Record
 
 
 def _lines(leader: str) -> str:

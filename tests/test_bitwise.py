@@ -1,4 +1,4 @@
-"""`ablate.bitwise`: which accuracy groups train bitwise as their core here, and a study that trains them once."""
+"""`ablate.run.bitwise`: which accuracy groups train bitwise as their core here, and a study that trains them once."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,13 +6,14 @@ from pathlib import Path
 import optuna
 import pytest
 
-from ablate import bitwise, records
-from ablate import study as studies
-from ablate.choices import Option
 from ablate.cli import main
-from ablate.design import Settings
-from ablate.planner import Planner, accuracy_group
-from ablate.trial import TrialSpec
+from ablate.config import study as studies
+from ablate.config.choices import Option
+from ablate.config.design import ProtocolSettings
+from ablate.run import bitwise
+from ablate.stats.planner import Planner, accuracy_group
+from ablate.store import records
+from ablate.trial.process import TrialSpec
 from strategies import AMP, SetToNone
 
 STUDY = Path(__file__).resolve().parent / "studies" / "tiny_bitwise.yaml"
@@ -21,7 +22,7 @@ TORCHSCRIPT = Option("torchscript")
 
 
 def _planner() -> Planner:
-    return Planner(studies.load(str(STUDY), "cpu"), Settings(), 0, "cpu", "test cpu")
+    return Planner(studies.load(str(STUDY), "cpu"), ProtocolSettings(), 0, "cpu", "test cpu")
 
 
 def test_each_group_with_a_strategy_that_may_be_bitwise_equal_is_checked_against_its_core():

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import itertools
 
-from ablate import results
-from ablate.comparison import compare
-from ablate.records import BASELINE, Record, combine
+from ablate.render import results
+from ablate.stats.comparison import compare
+from ablate.store.records import BASELINE, Record, combine
 
 DIMS = {  # mnist_cnn_gpu-like labels: the longest the built-in studies make
     "data": ["off", "num_workers(n=4)", "device_resident_data"],

@@ -1,13 +1,14 @@
-"""One comparison per combination (ablate.comparison): a row's throughput is the baseline's times its speed-up."""
+"""One comparison per combination (ablate.stats.comparison): a row's throughput is the baseline's times its speed-up."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from ablate import results, view
-from ablate.comparison import compare
-from ablate.records import BASELINE, Record, combine
+from ablate.render import results
+from ablate.stats.comparison import compare
+from ablate.store.records import BASELINE, Record, combine
+from ablate.tracking import view
 
 
 def _measured(number: int, combination: str, block: int, windows: list[float]) -> Record:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate import compile_cache
-from ablate import study as studies
-from ablate.choices import Option
-from ablate.trial import TrialSpec, run_in_fresh_process
+from ablate.config import study as studies
+from ablate.config.choices import Option
+from ablate.trial import compile_cache
+from ablate.trial.process import TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 

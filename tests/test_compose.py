@@ -4,13 +4,22 @@ from __future__ import annotations
 import pytest
 import torch
 import yaml
-
-import strategies
 from torch.nn import functional as F
 
+import strategies
 from strategies import (
-    AMP, BatchSize, Compile, ConflictError, HalfPrecision, NumWorkers, PinMemory, SetToNone, Stack, Strategy,
-    TorchScript, compose,
+    AMP,
+    BatchSize,
+    Compile,
+    ConflictError,
+    HalfPrecision,
+    NumWorkers,
+    PinMemory,
+    SetToNone,
+    Stack,
+    Strategy,
+    TorchScript,
+    compose,
 )
 
 

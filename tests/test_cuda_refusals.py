@@ -5,11 +5,11 @@ import copy
 
 import pytest
 import torch
-from torch.nn import functional as F
-
 from conftest import make_dataset, make_model
 from fake_cuda import FakeCUDA, GraphPool
-from strategies import AttentionBackend, AMP, Compile, CUDAGraphs, HalfPrecision, SetToNone, compose
+from torch.nn import functional as F
+
+from strategies import AMP, AttentionBackend, Compile, CUDAGraphs, HalfPrecision, SetToNone, compose
 
 
 def test_the_fake_refuses_an_index_less_device_as_torch_does(monkeypatch):
@@ -24,7 +24,7 @@ def test_the_fake_refuses_an_index_less_device_as_torch_does(monkeypatch):
 
 def test_a_bare_cuda_device_becomes_the_current_one_in_the_record_and_its_tags(monkeypatch):
     from ablate.cli import _device
-    from ablate.machine import describe
+    from ablate.trial.machine import describe
 
     FakeCUDA(current=1).install(monkeypatch)
     assert _device("cuda") == torch.device("cuda:1")
@@ -35,7 +35,7 @@ def test_a_bare_cuda_device_becomes_the_current_one_in_the_record_and_its_tags(m
 
 def test_a_cuda_device_this_machine_lacks_is_refused_in_one_line(monkeypatch):
     from ablate.cli import _runnable
-    from ablate.study import StudyError
+    from ablate.config.study import StudyError
 
     FakeCUDA(count=2).install(monkeypatch)
     with pytest.raises(StudyError, match=r"--device cuda:2: this machine has 2 CUDA device\(s\), cuda:0 to cuda:1"):
@@ -48,18 +48,19 @@ class _Stop(Exception):
 
 def test_a_trial_on_a_bare_cuda_device_sets_the_current_device(monkeypatch):
     # `ablate run --device cuda` (what `make gpu` passes) reached torch.cuda.set_device(torch.device("cuda")).
-    from ablate import trial
     from test_trial_process import _spec
+
+    from ablate.trial import process
 
     fake = FakeCUDA(current=1).install(monkeypatch)
 
     def loading_data(text):
         raise _Stop(text)  # past set_device: the trial goes on to load data, which needs no GPU to be reached
 
-    monkeypatch.setattr(trial, "phase", loading_data)
+    monkeypatch.setattr(process, "phase", loading_data)
     spec = _spec()
     with pytest.raises(_Stop, match="loading data"):
-        trial.run(trial.TrialSpec(spec.study, spec.options, "cuda", train_for_accuracy=False))
+        process.run(process.TrialSpec(spec.study, spec.options, "cuda", train_for_accuracy=False))
     assert fake.set_to == [1]
 
 

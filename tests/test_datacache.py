@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from ablate import datacache
+from ablate.workload import datacache
 
 
 def _build(calls: list) -> callable:
@@ -68,7 +68,7 @@ def test_a_killed_writers_temporary_file_is_removed_and_a_live_ones_kept(tmp_pat
 def test_mnist_through_the_cache_is_torchvisions_mnist(mnist):
     from torchvision import datasets
 
-    from ablate import data
+    from ablate.workload import data
 
     cached = data.load("mnist")
     plain = datasets.MNIST(data.data_root(), train=False, download=False)

@@ -1,7 +1,7 @@
 """The decisions ablate prints, proven by simulation: parity verdicts, the recommendation, elimination, noise.
 
 Each test runs a few hundred simulated studies through the same functions the runner and the report call
-(`ablate.parity`, `ablate.racing.race`, `ablate.verdicts.recommendation`, `ablate.protocol.estimates`) and checks
+(`ablate.stats.parity`, `ablate.stats.racing.race`, `ablate.stats.verdicts.recommendation`, `ablate.stats.protocol.estimates`) and checks
 an error rate or a coverage. The host: every measurement is a fresh process, log throughput = truth + drift
 (a trend and a random walk) + a process offset N(0, sigma of its combination) + small window noise.
 """
@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from ablate import analysis, parity, planner, protocol, racing, verdicts
-from ablate.protocol import RACE, SCREEN, Measurement, Settings
-from ablate.records import Record, combine
+from ablate.stats import analysis, parity, planner, protocol, racing, verdicts
+from ablate.stats.protocol import RACE, SCREEN, Measurement, ProtocolSettings
+from ablate.store.records import Record, combine
 
 pytestmark = pytest.mark.real_screening  # planner.worth_more_seeds's own verdicts are simulated here
 
@@ -38,7 +38,7 @@ class Host:
         return Measurement(c, slot.block, slot.phase, float(np.mean(y + self.rng.normal(0.0, SIGMA_W, 3))))
 
 
-def run_study(truth: dict[str, float], sigma: dict[str, float], settings: Settings, seed: int):
+def run_study(truth: dict[str, float], sigma: dict[str, float], settings: ProtocolSettings, seed: int):
     """Screening, the race and its confirmation blocks, as the runner plans them: (measurements, final Race)."""
     host = Host(truth, sigma, seed)
     ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, settings, seed)]
@@ -77,7 +77,7 @@ def _parity_study(rng: np.random.Generator, change: float, sd: float = 0.15, tol
     truth = {BASE: 99.0, "g": 99.0 + change, **others}
     worth = None if one_seed is None else {BASE: parity.MIN_SEEDS, **dict.fromkeys(others, ONE_SEED[one_seed])}
     accs: dict[str, dict[int, float]] = {g: {0: t + rng.normal(0, sd)} for g, t in truth.items()}
-    while step := parity.next_seed(accs, BASE, tolerance, 10_000, Settings().seeds, worth):
+    while step := parity.next_seed(accs, BASE, tolerance, 10_000, ProtocolSettings().seeds, worth):
         index, groups = step
         for g in groups:
             accs[g][index] = truth[g] + rng.normal(0, sd)
@@ -117,8 +117,8 @@ def _worth_study(seed: int) -> tuple[dict[str, int], dict[str, str]]:
             c = BASE if group == BASE and i == 0 else f"{group} #{i}"
             truth[c], groups[c] = (math.log(0.25) if c == "compile #3" else t), group
     host = Host(truth, {c: 0.08 for c in truth}, seed)
-    ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, Settings(), seed)]
-    return planner.worth_more_seeds(as_records(ms, groups), Settings().seeds), groups
+    ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, ProtocolSettings(), seed)]
+    return planner.worth_more_seeds(as_records(ms, groups), ProtocolSettings().seeds), groups
 
 
 def test_only_groups_the_baseline_beats_in_screening_are_left_out_and_the_spread_comes_from_the_others():
@@ -144,8 +144,8 @@ def test_a_group_as_fast_as_the_baseline_is_left_untrained_in_at_most_5_percent_
     studies, left_out = 300, 0
     for seed in range(studies):
         host = Host(truth, {c: 0.08 for c in truth}, seed)
-        ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, Settings(), seed)]
-        left_out += bool(set(truth) - planner.worth_more_seeds(as_records(ms, groups), Settings().seeds).keys())
+        ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, ProtocolSettings(), seed)]
+        left_out += bool(set(truth) - planner.worth_more_seeds(as_records(ms, groups), ProtocolSettings().seeds).keys())
     assert left_out / studies <= 0.05, left_out
 
 
@@ -169,7 +169,7 @@ def test_the_recommendation_is_the_race_leader_unbiased_and_covered(scenario):
     for seed in range(n):
         truth = TIE4 if scenario == "four-way tie" else _grid_truth(rng)
         sigma = {c: 0.08 if scenario == "four-way tie" else 0.10 for c in truth}
-        ms, standing = run_study(truth, sigma, Settings(), seed)
+        ms, standing = run_study(truth, sigma, ProtocolSettings(), seed)
         records = as_records(ms)
         picked = (found := verdicts.recommendation(records, 1.0)) and found.leader
         same += picked is not None and picked.combination == standing.leader
@@ -191,7 +191,7 @@ def _two(ratio: float, seed: int) -> bool:
     """Two contenders `ratio` apart (and two slower combinations): whether the race told them apart."""
     truth = {BASE: 0.0, "a": math.log(1.5), "b": math.log(1.5 / ratio), "c": math.log(1.0), "d": math.log(0.9)}
     sigma = {c: SIGMA_RACE for c in truth}
-    _, standing = run_study(truth, sigma, Settings(race_blocks=6, contenders=2), seed)
+    _, standing = run_study(truth, sigma, ProtocolSettings(race_blocks=6, contenders=2), seed)
     return not {"a", "b"} <= {standing.leader, *standing.contenders}
 
 
@@ -205,7 +205,7 @@ def _tie(ways: int, seed: int) -> bool:
     any of them was declared apart from the leader (never raced, or dropped out)."""
     tied = {f"t{i}": math.log(1.3) for i in range(ways)}
     truth = {BASE: 0.0, **tied, "c": math.log(1.0), "d": math.log(0.9)}
-    _, standing = run_study(truth, {c: SIGMA_RACE for c in truth}, Settings(race_blocks=6, contenders=ways), seed)
+    _, standing = run_study(truth, {c: SIGMA_RACE for c in truth}, ProtocolSettings(race_blocks=6, contenders=ways), seed)
     return not set(tied) <= {standing.leader, *standing.contenders}
 
 
@@ -234,7 +234,7 @@ def test_noisy_and_quiet_screened_combinations_are_both_covered_near_95_percent(
     truth, sigma = _hetero_truth()
     hits = {True: [0, 0], False: [0, 0]}
     for seed in range(100):
-        ms, _ = run_study(truth, sigma, Settings(), seed)
+        ms, _ = run_study(truth, sigma, ProtocolSettings(), seed)
         for c, e in protocol.estimates(ms, BASE).items():
             if c == BASE or e.phase != SCREEN or e.interval() is None:
                 continue
@@ -251,7 +251,7 @@ def test_the_studentized_range_quantile_matches_statsmodels_and_is_the_t_test_fo
     from scipy import stats
     from statsmodels.stats.libqsturng import qsturng
 
-    from ablate.contrasts import range_quantile
+    from ablate.stats.contrasts import range_quantile
 
     for k, df in ((2, 5), (3, 4), (6, 10), (7, 200)):
         assert range_quantile(0.05, k, df) == pytest.approx(qsturng(0.95, k, df), rel=2e-3)

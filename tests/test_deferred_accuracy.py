@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ablate import answer, parity, verdicts
-from ablate import study as studies
-from ablate.design import Settings
-from ablate.planner import Planner, worth_more_seeds
-from ablate.records import BASELINE, Record, combine
+from ablate.config import study as studies
+from ablate.config.design import ProtocolSettings
+from ablate.render import answer
+from ablate.stats import parity, verdicts
+from ablate.stats.planner import Planner, worth_more_seeds
+from ablate.store.records import BASELINE, Record, combine
 
 pytestmark = pytest.mark.real_screening  # the verdict these tests are about
 
@@ -45,7 +46,7 @@ def _trained(number: int, group: str, seed_index: int, accuracy: float) -> Recor
 
 
 def _planner(seeds: int = 2) -> Planner:
-    return Planner(studies.load(str(TINY), "cpu"), Settings(seeds=seeds), 0, "cpu", "test cpu", defer_accuracy=True)
+    return Planner(studies.load(str(TINY), "cpu"), ProtocolSettings(seeds=seeds), 0, "cpu", "test cpu", defer_accuracy=True)
 
 
 def test_after_screening_the_groups_that_can_decide_and_enough_others_train_their_first_seed():

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ablate.interrupts import DeferredInterrupts
+from ablate.run.interrupts import DeferredInterrupts
 
 
 def _signal_self(signum: int) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LOAD = ("import sys, time; from ablate import data; data.DOWNLOAD_TIMEOUT_S = 1; began = time.monotonic(); "
+LOAD = ("import sys, time; from ablate.workload import data; data.DOWNLOAD_TIMEOUT_S = 1; began = time.monotonic(); "
         "splits = data.load('cifar10'); print(round(time.monotonic() - began, 1)); print(splits.throughput_only)")
 
 

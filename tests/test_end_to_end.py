@@ -8,7 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablate.cli import main
-from ablate.records import load
+from ablate.store.records import load
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 COMBINATIONS = 8  # 2 workers x 2 pinning x 2 AMP
@@ -129,7 +129,7 @@ def test_second_run_runs_nothing_new(first_run, capsys):
 
 
 def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_the_report_and_mlflow(first_run):
-    """One comparison per combination (ablate.comparison), rendered by every surface: the CSV, summary.json, the
+    """One comparison per combination (ablate.stats.comparison), rendered by every surface: the CSV, summary.json, the
     report's table and the MLflow rows agree row by row, and a row's throughput is the baseline's times its speed-up."""
     import csv
     import json
@@ -234,7 +234,7 @@ def test_time_to_accuracy_is_in_mlflow_and_in_the_table(first_run):
 
 
 def test_no_interpreter_imported_while_a_trial_measured(first_run):
-    from ablate.interpreters import overlaps
+    from ablate.trial.interpreters import overlaps
 
     timelines = [t.user_attrs["timeline"] for t in _optuna(first_run).get_trials() if "timeline" in t.user_attrs]
     assert len(timelines) >= RUN_ON_CPU + 2 * SCREENING_BLOCKS - 1  # every complete measurement has one

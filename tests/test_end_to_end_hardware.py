@@ -8,8 +8,8 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ablate import data
 from ablate.cli import main
+from ablate.workload import data
 
 STUDY = Path(__file__).resolve().parent / "studies" / "tiny_hardware.yaml"
 REASONS = {  # the first member of the stack that cannot run names itself and why

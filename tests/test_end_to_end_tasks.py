@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ablate import data
 from ablate.cli import main
+from ablate.workload import data
 
 STUDIES = Path(__file__).resolve().parent / "studies"
 KJV = data.data_root() / "kjv" / "kjv.txt"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate import failures
-from ablate import study as studies
-from ablate.choices import Option
-from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
+from ablate.config import study as studies
+from ablate.config.choices import Option
+from ablate.trial import failures
+from ablate.trial.process import TrialFailed, TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 
@@ -97,8 +97,8 @@ def test_a_cuda_graph_fallback_is_a_compile_failure():
 def test_a_parity_seed_that_fails_ends_the_parity_race_instead_of_queueing_it_forever(mnist, tmp_path, monkeypatch):
     import optuna
 
-    from ablate import objective
     from ablate.cli import main
+    from ablate.run import objective
 
     seeds: list[int] = []
     real = objective.run_in_fresh_process

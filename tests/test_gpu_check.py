@@ -51,7 +51,7 @@ def test_the_two_commands_fit_a_lease_and_the_dry_run_says_so():
 
 def test_every_strategy_is_in_a_default_step():
     # The catalogue (MNIST CNN) and the transformer catalogue together name every registered strategy.
-    from ablate.study import load
+    from ablate.config.study import load
     from strategies import REGISTRY
 
     named = {o.name for f in ("catalogue", "transformers") for d in dict(load(str(STEPS[f].study), "cuda").space).values()
@@ -156,7 +156,7 @@ def test_merge_refuses_what_is_not_a_make_gpu_tarball_in_one_line(tmp_path):
 
 
 def test_without_git_the_commit_comes_from_the_environment(tmp_path, monkeypatch):
-    from ablate.machine import COMMIT_ENV, commit
+    from ablate.trial.machine import COMMIT_ENV, commit
 
     monkeypatch.delenv(COMMIT_ENV, raising=False)
     assert commit(tmp_path) == "unknown"

@@ -5,13 +5,22 @@ import math
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
-
 from conftest import make_model
 from reference_loop import stack_losses
+from torch.utils.data import DataLoader
+
 from strategies import (
-    TF32, CUDAGraphs, ChannelsLast, CudnnBenchmark, DeviceResidentData, FusedOptimizer, HalfPrecision, compose,
-    fp32_precision, preset, set_fp32_precision,
+    TF32,
+    ChannelsLast,
+    CUDAGraphs,
+    CudnnBenchmark,
+    DeviceResidentData,
+    FusedOptimizer,
+    HalfPrecision,
+    compose,
+    fp32_precision,
+    preset,
+    set_fp32_precision,
 )
 
 pytestmark = pytest.mark.gpu
@@ -191,9 +200,9 @@ def test_o2_channels_last_and_fused_adam_step_together(dataset):
 
 
 def test_peak_memory_leaves_out_an_evaluation_inside_the_windows():
-    from ablate import measure
-    from ablate.study import Budget
-    from ablate.tasks import Quality
+    from ablate.config.study import Budget
+    from ablate.trial import measure
+    from ablate.workload.tasks import Quality
 
     held = []
 

@@ -10,8 +10,18 @@ import pytest
 import torch
 
 from strategies import (
-    AMP, TF32, AttentionBackend, CUDAGraphs, Compile, CompiledOptimizer, CudnnBenchmark, DeviceResidentData, Float8,
-    FusedOptimizer, HalfPrecision, REGISTRY,
+    AMP,
+    REGISTRY,
+    TF32,
+    AttentionBackend,
+    Compile,
+    CompiledOptimizer,
+    CUDAGraphs,
+    CudnnBenchmark,
+    DeviceResidentData,
+    Float8,
+    FusedOptimizer,
+    HalfPrecision,
 )
 
 

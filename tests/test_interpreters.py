@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate import study as studies
-from ablate import interpreters
-from ablate.interpreters import Died, Interpreter, Interpreters, overlaps
-from ablate.trial import TIMELINE, TrialSpec, run_in_fresh_process
+from ablate.config import study as studies
+from ablate.trial import interpreters
+from ablate.trial.interpreters import Died, Interpreter, Interpreters, overlaps
+from ablate.trial.process import TIMELINE, TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 
@@ -35,14 +35,14 @@ def busy_preload() -> None:
 
 
 def asks_to_measure(spec: TrialSpec) -> dict:
-    from ablate import trial
+    from ablate.trial import process
 
     asked = time.perf_counter()
-    waited = trial._measuring()
+    waited = process._measuring()
     went = time.perf_counter()
     time.sleep(1.0)  # the measured stretch
     ended = time.perf_counter()
-    trial._quiet()
+    process._quiet()
     return {"asked": asked, "went": went, "ended": ended, "waited": waited}
 
 
@@ -124,7 +124,7 @@ def test_prepared_interpreters_exit_when_the_study_process_is_killed(stopped):
     script = (
         "import sys, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
-        "from ablate.interpreters import Interpreters\n"
+        "from ablate.trial.interpreters import Interpreters\n"
         "from test_interpreters import slow_preload\n"
         "pool = Interpreters(preload=slow_preload)\n"
         "pool.refill()\n"

@@ -76,7 +76,7 @@ def test_new_writes_a_study_that_loads_and_refuses_to_overwrite_it(tmp_path, mon
     assert done.returncode == 0 and "wrote llama.yaml" in done.stdout, done.stderr
     text = (tmp_path / "llama.yaml").read_text()
     assert "model: hf:llama" in text and "# " in text
-    from ablate import study
+    from ablate.config import study
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     loaded = study.load(str(tmp_path / "llama.yaml"), "cpu")

@@ -1,4 +1,4 @@
-"""Library models by name (`ablate.hub_models`): Hugging Face transformers, timm and torchvision, built from tiny
+"""Library models by name (`ablate.workload.library_models`): Hugging Face transformers, timm and torchvision, built from tiny
 configurations with nothing downloaded, trained one step under every strategy that applies on a CPU, refused
 with a reason where one does not; their repeated blocks found; the causal-LM task and FLOPs per token."""
 from __future__ import annotations
@@ -13,14 +13,31 @@ pytest.importorskip("transformers", reason="the hf extra: pip install -e '.[hf]'
 pytest.importorskip("timm", reason="the timm extra: pip install -e '.[timm]'")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the hub
 
-from ablate.hub_models import decoder_flops_per_token  # noqa: E402
-from ablate.models import MODELS  # noqa: E402
-from ablate.registry import lookup  # noqa: E402
-from ablate.tasks import CausalLM, Classification  # noqa: E402
+from ablate.workload.library_models import decoder_flops_per_token  # noqa: E402
+from ablate.workload.models import MODELS  # noqa: E402
+from ablate.workload.registry import lookup  # noqa: E402
+from ablate.workload.tasks import CausalLM, Classification  # noqa: E402
 from strategies import (  # noqa: E402
-    AMP, REGISTRY, ActivationCheckpointing, AttentionBackend, BatchSize, Compile, CompiledOptimizer, CUDAGraphs,
-    ChannelsLast, CudnnBenchmark, DeviceResidentData, Float8, FusedOptimizer, HalfPrecision, NumWorkers,
-    PinMemory, SetToNone, TF32, TorchScript, compose,
+    AMP,
+    REGISTRY,
+    TF32,
+    ActivationCheckpointing,
+    AttentionBackend,
+    BatchSize,
+    ChannelsLast,
+    Compile,
+    CompiledOptimizer,
+    CUDAGraphs,
+    CudnnBenchmark,
+    DeviceResidentData,
+    Float8,
+    FusedOptimizer,
+    HalfPrecision,
+    NumWorkers,
+    PinMemory,
+    SetToNone,
+    TorchScript,
+    compose,
 )
 from strategies.blocks import repeated_blocks  # noqa: E402
 
@@ -157,7 +174,8 @@ def test_a_local_folder_with_a_tokenizer_tokenizes_the_text(tmp_path, monkeypatc
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import AutoConfig, PreTrainedTokenizerFast
 
-    from ablate import data, study
+    from ablate.config import study
+    from ablate.workload import data
 
     words = "in the beginning god created heaven and earth".split()
     tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["[UNK]", *words])}, unk_token="[UNK]"))
@@ -180,7 +198,7 @@ def test_a_local_folder_with_a_tokenizer_tokenizes_the_text(tmp_path, monkeypatc
 
 
 def test_without_a_tokenizer_a_vocabulary_below_256_is_refused(tmp_path, monkeypatch):
-    from ablate import study
+    from ablate.config import study
 
     (tmp_path / "s.yaml").write_text("model: hf:llama\nmodel_options: {vocab_size: 100}\ndataset: kjv\n"
                                      "task: {causal_lm: {seq_len: 8}}\nspace: {amp: [off]}\n")

@@ -9,7 +9,9 @@ import pytest
 
 pytest.importorskip("transformers", reason="the hf extra: pip install -e '.[hf]'")
 
-from ablate import data, study, trial  # noqa: E402
+from ablate.config import study
+from ablate.trial import process  # noqa: E402
+from ablate.workload import data
 
 STUDIES_DOC = Path(__file__).resolve().parent.parent / "docs" / "studies.md"
 KJV = data.data_root() / "kjv" / "kjv.txt"
@@ -35,5 +37,5 @@ def test_the_hf_study_example_loads_and_a_trial_trains(tmp_path, monkeypatch):
     loaded = study.load(str(path), "cpu")
     assert loaded.size == 8 and loaded.throughput_unit == "tokens" and "bytes" in loaded.data_note
     checkpointed = tuple(options[-1] for _, options in loaded.space)  # bf16, regional compile, checkpointing
-    metrics = trial.run(trial.TrialSpec(loaded, checkpointed[:1] + checkpointed[2:], "cpu", True))
+    metrics = process.run(process.TrialSpec(loaded, checkpointed[:1] + checkpointed[2:], "cpu", True))
     assert metrics["throughput"] > 0 and 0 <= metrics["test_accuracy"] <= 100 and metrics["test_loss"] > 0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ablate.cli import main
-from ablate.lock import LOCK_FILE, Busy, study_lock
+from ablate.store.lock import LOCK_FILE, Busy, study_lock
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 
@@ -53,7 +53,7 @@ def test_a_second_run_of_the_same_study_refuses_and_a_killed_run_leaves_no_lock(
 def _hold(folder: Path) -> subprocess.Popen:
     """A process that holds the study lock on `folder` until killed."""
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from ablate.lock import study_lock\n"
+                               "from ablate.store.lock import study_lock\n"
                                "with study_lock(Path(sys.argv[1]), 'tiny'):\n    print('held', flush=True); time.sleep(120)",
                                str(folder)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"

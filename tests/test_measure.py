@@ -12,16 +12,16 @@ from typing import Callable
 import pytest
 import torch
 
-from ablate import measure
-from ablate.measure import StepClock
-from ablate.study import Budget
-from ablate.tasks import Quality
+from ablate.config.study import Budget
+from ablate.trial import measure
+from ablate.trial.measure import StepClock
+from ablate.workload.tasks import Quality
 
 STEP_S, EVAL_S, BATCH = 1.0, 100.0, 8
 
 
 class FakeTime:
-    """Stands in for the `time` module inside ablate.measure: time moves only when told."""
+    """Stands in for the `time` module inside ablate.trial.measure: time moves only when told."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -119,7 +119,7 @@ def test_peak_memory_covers_the_timed_windows_without_warm_up_or_evaluations(fak
 
 
 _LINUX_PEAK = pytest.mark.skipif(not os.path.exists(measure._CLEAR_REFS), reason="needs Linux's /proc/self/clear_refs")
-_CHILD_PEAK = "import torch; from ablate.measure import peak_memory_mb; print(peak_memory_mb(torch.device('cpu')))"
+_CHILD_PEAK = "import torch; from ablate.trial.measure import peak_memory_mb; print(peak_memory_mb(torch.device('cpu')))"
 
 
 @_LINUX_PEAK

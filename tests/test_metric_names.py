@@ -5,7 +5,7 @@ from pathlib import Path
 
 import optuna
 
-from ablate.storage import METRIC_NAMES, create_study
+from ablate.store.storage import METRIC_NAMES, create_study
 
 
 def _create(storage: str, name: str) -> tuple[optuna.Study, bool]:
@@ -36,7 +36,7 @@ def test_naming_says_nothing_to_the_user(tmp_path: Path, recwarn):
 
 
 def test_a_language_model_study_names_its_throughput_in_tokens(tmp_path: Path):
-    from ablate.storage import metric_names
+    from ablate.store.storage import metric_names
 
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     create_study(storage, None, metric_names("tokens"), study_name="gpt", sampler=optuna.samplers.RandomSampler(0),

@@ -8,12 +8,12 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ablate import records
 from ablate.cli import main
-from ablate.machine import describe
-from ablate.study import load
-from ablate.records import RUNS_ATTR
-from ablate.tracking import Tracker
+from ablate.config.study import load
+from ablate.store import records
+from ablate.store.records import RUNS_ATTR
+from ablate.tracking.tracker import Tracker
+from ablate.trial.machine import describe
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 # tiny.yaml without the workers dimension: two combinations run on a CPU, two are skipped (pinning).

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-
-from ablate import view
-from ablate.cli import main
 from servers import free_port, serving
+
+from ablate.cli import main
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 LABELS = {"baseline", "num_workers(n=1)", "amp(dtype=bf16)", "num_workers(n=1) + amp(dtype=bf16)", "pin_memory",
@@ -91,7 +90,7 @@ def test_a_real_mlflow_ui_on_the_store_answers_the_url_with_one_row_per_combinat
             assert INTERVAL.match(tags["speed-up"]), tags["speed-up"]  # rounded: the display
             assert tags["speed-up"].startswith(f"x{m['speedup']:.2f}")
             assert tags["accuracy change"] == f"{m['accuracy_change']:+.2f} pts"
-            # The verdict with its interval; which verdict depends on the run's drawn training seeds (ablate.seeds).
+            # The verdict with its interval; which verdict depends on the run's drawn training seeds (ablate.store.seeds).
             assert re.fullmatch(r"(ok|below|uncertain) \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\] \(\d+ seeds?\)", tags["parity"])
             for column in state["selectedColumns"]:
                 kind, key = column.split(".", 1)

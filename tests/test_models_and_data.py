@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from ablate import data
-from ablate.models import MODELS
+from ablate.workload import data
+from ablate.workload.models import MODELS
 
 
 def test_resnet18_cifar_keeps_full_resolution_in_the_first_stage():

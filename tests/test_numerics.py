@@ -6,13 +6,25 @@ import math
 
 import pytest
 import torch
-from torch import nn
-
 from conftest import make_model
 from reference_loop import reference_losses, stack_losses
+from torch import nn
+
 from strategies import (
-    AMP, BatchSize, ChannelsLast, Compile, DeviceResidentData, FusedOptimizer, HalfPrecision, NumWorkers, PinMemory,
-    SetToNone, Strategy, TorchScript, compose, preset,
+    AMP,
+    BatchSize,
+    ChannelsLast,
+    Compile,
+    DeviceResidentData,
+    FusedOptimizer,
+    HalfPrecision,
+    NumWorkers,
+    PinMemory,
+    SetToNone,
+    Strategy,
+    TorchScript,
+    compose,
+    preset,
 )
 
 STEPS = 5

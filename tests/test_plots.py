@@ -6,11 +6,11 @@ import math
 import matplotlib.pyplot as plt
 import pytest
 
-from ablate import plots, report
-from ablate.analysis import Effect, EffectFit, Interval
-from ablate.comparison import Comparison, DeviceComparisons
-from ablate.parity import Parity
-from ablate.records import Record
+from ablate.render import plots, report
+from ablate.stats.analysis import Effect, EffectFit, Interval
+from ablate.stats.comparison import Comparison, DeviceComparisons
+from ablate.stats.parity import Parity
+from ablate.store.records import Record
 from ablate.words import count
 
 

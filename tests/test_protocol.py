@@ -1,4 +1,4 @@
-"""The measurement protocol (`ablate.protocol`) against a simulated throughput source: no training.
+"""The measurement protocol (`ablate.stats.protocol`) against a simulated throughput source: no training.
 
 `SimulatedHost` "measures" planned slots in the order they are planned, with the noise a shared machine has:
 
@@ -25,8 +25,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate import protocol, racing
-from ablate.protocol import FULL, RACE, SCREEN, Measurement, Settings
+from ablate.config.design import SINGLE_PASS, ProtocolSettings
+from ablate.stats import protocol, racing
+from ablate.stats.protocol import FULL, RACE, SCREEN, Measurement
 
 BASELINE = 0
 SIGMA_P = 0.08  # between-process noise (log scale)
@@ -67,7 +68,7 @@ class SimulatedHost:
         return Measurement(slot.combination, slot.block, slot.phase, float(windows.mean()))
 
 
-def simulate_study(truth, settings: Settings, seed: int, history: list | None = None, **noise):
+def simulate_study(truth, settings: ProtocolSettings, seed: int, history: list | None = None, **noise):
     """Screening, then race blocks until the race stops. Returns (estimates, the final Race, measurements).
     Every combination is eligible (accuracy within tolerance). `history` collects every Race on the way."""
     host = SimulatedHost(truth, seed, **noise)
@@ -96,7 +97,7 @@ def coverage(lucky: float = 0.0) -> dict[str, tuple[int, int]]:
     """Over N_STUDIES default studies of TRUTH16: category -> (intervals covering the truth, intervals)."""
     counts = {k: [0, 0] for k in ("all", "screened", "raced", "leader")}
     for seed in range(N_STUDIES):
-        est, standing, _ = simulate_study(TRUTH16, Settings(), seed, lucky=lucky)
+        est, standing, _ = simulate_study(TRUTH16, ProtocolSettings(), seed, lucky=lucky)
         assert standing.leader is not None
         assert est[standing.leader].phase == protocol.CONFIRM  # the recommendation rests on blocks selection never saw
         for c, e in est.items():
@@ -119,7 +120,7 @@ def rate(counts: tuple[int, int], at_least: int = 100) -> float:
 # 1. The paired, blocked estimate recovers the planted speed-ups.
 
 def test_full_blocks_recover_the_planted_speedups_under_drift_and_a_lucky_baseline():
-    est, standing, n = simulate_study(TRUTH16, Settings(full_blocks=20), seed=7, lucky=LUCKY)
+    est, standing, n = simulate_study(TRUTH16, ProtocolSettings(full_blocks=20), seed=7, lucky=LUCKY)
     assert n == 16 * 20 and standing.next_block is None  # a full design does not race
     expected_se = SIGMA_P * math.sqrt(2) / math.sqrt(20)  # a pair's between-process noise, over 20 blocks
     assert est[BASELINE].log == 0.0
@@ -173,7 +174,7 @@ def test_single_pass_welch_intervals_do_not_cover():
     hits = []
     for seed in range(100):
         host = SimulatedHost(TRUTH16, seed)
-        plan = protocol.screening_plan(range(16), BASELINE, protocol.SINGLE_PASS, seed)
+        plan = protocol.screening_plan(range(16), BASELINE, SINGLE_PASS, seed)
         assert {s.block for s in plan} == {0}
         measurements = [host.measure(s) for s in plan]
         base = host.windows[(BASELINE, 0, SCREEN)]
@@ -196,17 +197,17 @@ TIED = [0.0, 0.2, 0.2, 0.0, -0.1, 0.05, -0.05, 0.1, -0.2]  # 1 and 2 tie at x1.2
 
 @pytest.mark.parametrize("seed", range(8))
 def test_racing_stops_early_on_a_clear_winner(seed):
-    est, standing, n = simulate_study(CLEAR, Settings(), seed, sigma_p=0.03)
-    # The first look spends a small share of the race's alpha (ablate.contrasts): a clear winner wins by the second.
+    est, standing, n = simulate_study(CLEAR, ProtocolSettings(), seed, sigma_p=0.03)
+    # The first look spends a small share of the race's alpha (ablate.stats.contrasts): a clear winner wins by the second.
     assert standing.race_blocks <= protocol.MIN_RACE_BLOCKS + 1, standing
     assert (standing.leader, standing.contenders, standing.next_block) == (1, (), None), standing
     assert "told apart from every other" in standing.why, standing.why
-    assert (est[1].phase, est[1].blocks) == (protocol.CONFIRM, Settings().confirm_blocks)
+    assert (est[1].phase, est[1].blocks) == (protocol.CONFIRM, ProtocolSettings().confirm_blocks)
     assert abs(est[1].log - CLEAR[1]) < 0.1, est[1]
 
 
 def test_racing_keeps_going_on_a_tie():
-    settings = Settings(race_blocks=6)
+    settings = ProtocolSettings(race_blocks=6)
     est, standing, _ = simulate_study(TIED, settings, seed=0)
     assert standing.race_blocks == 6 and standing.next_block is None, standing
     assert "stopped at its maximum of 6 blocks" in standing.why, standing.why
@@ -223,7 +224,7 @@ def test_racing_keeps_going_on_a_tie():
 def test_race_blocks_only_shrink_and_respect_the_settings():
     """A contender told apart never returns, at most `contenders` are raced, never the baseline, never past
     race_blocks; then the confirmation blocks (the leader first)."""
-    settings = Settings(contenders=4, race_blocks=5)
+    settings = ProtocolSettings(contenders=4, race_blocks=5)
     for seed in range(10):
         history: list[racing.Race] = []
         simulate_study(TRUTH16, settings, seed, history=history)
@@ -236,7 +237,7 @@ def test_race_blocks_only_shrink_and_respect_the_settings():
         assert len([r for r in history if r.phase == protocol.CONFIRM and r.next_block]) == settings.confirm_blocks
         assert all(BASELINE not in b and len(b) <= 4 for b in blocks)
         assert all(r.next_block[0] == r.leader for r in history if r.next_block)
-    _, standing, n = simulate_study(TRUTH16, Settings(race_blocks=0), seed=0)
+    _, standing, n = simulate_study(TRUTH16, ProtocolSettings(race_blocks=0), seed=0)
     assert (n, standing.race_blocks, standing.next_block) == (19, 0, None)  # 16 + a second baseline per block
     assert standing.why == "no racing in this protocol"
 
@@ -246,7 +247,7 @@ def test_race_blocks_only_shrink_and_respect_the_settings():
 def test_screening_plan_blocks():
     runnable = list(range(12))
     unrunnable = ["skipped-a", "skipped-b"]
-    settings = Settings(block_size=4)
+    settings = ProtocolSettings(block_size=4)
     plan = protocol.screening_plan(runnable, BASELINE, settings, seed=3, unrunnable=unrunnable)
     non_base = [s.combination for s in plan if s.combination != BASELINE]
     assert sorted(non_base, key=str) == sorted([*range(1, 12), *unrunnable], key=str)  # each exactly once
@@ -270,7 +271,7 @@ def test_screening_plan_blocks():
 
 
 def test_full_blocks_plan_every_combination_in_every_block_in_its_own_order():
-    plan = protocol.screening_plan(range(6), BASELINE, Settings(full_blocks=5), seed=1, unrunnable=["x"])
+    plan = protocol.screening_plan(range(6), BASELINE, ProtocolSettings(full_blocks=5), seed=1, unrunnable=["x"])
     orders = []
     for b in range(5):
         slots = sorted((s for s in plan if s.block == b), key=lambda s: s.position)
@@ -283,7 +284,7 @@ def test_full_blocks_plan_every_combination_in_every_block_in_its_own_order():
     assert {s.block for s in plan} == set(range(5))
     assert len(set(orders)) == 5  # each block its own random order ...
     assert len({o.index(BASELINE) for o in orders}) > 1  # ... and the baseline not always at the same place
-    again = protocol.screening_plan(range(6), BASELINE, Settings(full_blocks=5), seed=2, unrunnable=["x"])
+    again = protocol.screening_plan(range(6), BASELINE, ProtocolSettings(full_blocks=5), seed=2, unrunnable=["x"])
     assert again != plan
 
 
@@ -358,26 +359,27 @@ def test_a_raced_estimate_comes_from_its_race_blocks_only_with_pooled_paired_noi
 
 def _some_measurements():
     host = SimulatedHost(TRUTH16, seed=5)
-    plan = protocol.screening_plan(range(16), BASELINE, Settings(), 5)
+    plan = protocol.screening_plan(range(16), BASELINE, ProtocolSettings(), 5)
     ms = [host.measure(s) for s in plan]
-    standing = racing.race(ms, BASELINE, set(range(16)), Settings())
+    standing = racing.race(ms, BASELINE, set(range(16)), ProtocolSettings())
     ms += [host.measure(s) for s in protocol.race_plan(standing.next_block, BASELINE, 2, 5)]
     return ms
 
 
 def test_race_is_deterministic():
     ms = _some_measurements()
-    first = racing.race(ms, BASELINE, set(range(16)), Settings())
+    first = racing.race(ms, BASELINE, set(range(16)), ProtocolSettings())
     assert first.next_block is not None
-    assert racing.race(ms, BASELINE, set(range(16)), Settings()) == first
-    assert racing.race(list(reversed(ms)), BASELINE, set(range(16)), Settings()).next_block == first.next_block
+    assert racing.race(ms, BASELINE, set(range(16)), ProtocolSettings()) == first
+    assert racing.race(list(reversed(ms)), BASELINE, set(range(16)), ProtocolSettings()).next_block == first.next_block
 
 
 _WORKER = """
 import json, sys
-from ablate import protocol, racing
+from ablate.stats import protocol, racing
+from ablate.config.design import ProtocolSettings
 ms = [protocol.Measurement(*row) for row in json.load(sys.stdin)]
-standing = racing.race(ms, "base", {m.combination for m in ms}, protocol.Settings())
+standing = racing.race(ms, "base", {m.combination for m in ms}, ProtocolSettings())
 plan = protocol.race_plan(standing.next_block, "base", 2, 5)
 print(json.dumps([standing.leader, list(standing.next_block), [s.combination for s in plan]]))
 """

@@ -8,9 +8,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from ablate import records
-from ablate.design import Settings
-from ablate.records import State
+from ablate.config.design import ProtocolSettings
+from ablate.store import records
+from ablate.store.records import State
 
 
 def _trial(**attrs) -> optuna.trial.FrozenTrial:
@@ -112,12 +112,12 @@ def test_a_trial_tpe_picked_is_placed_and_a_mark_keeps_its_reason():
 def test_the_study_record_reads_back_what_its_writers_stored():
     study = optuna.create_study()
     records.set_file_hash(study, "abc")
-    records.set_protocol(study, Settings())
+    records.set_protocol(study, ProtocolSettings())
     records.set_seeds(study, {"protocol": 1, "training": 2})
     records.set_parent_run(study, "parent")
     records.set_runs(study, {3: "run-3"})
     stored = records.from_study(study)
-    assert (stored.file_hash, stored.protocol, stored.seeds) == ("abc", dataclasses.asdict(Settings()),
+    assert (stored.file_hash, stored.protocol, stored.seeds) == ("abc", dataclasses.asdict(ProtocolSettings()),
                                                                  {"protocol": 1, "training": 2})
     assert (stored.parent_run_id, stored.runs, stored.race) == ("parent", {3: "run-3"}, None)
     assert study.user_attrs["mlflow_runs"] == {"3": "run-3"}  # the stored format: trial numbers as strings

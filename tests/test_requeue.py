@@ -4,8 +4,8 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
-from ablate import records
-from ablate.storage import requeue
+from ablate.store import records
+from ablate.store.storage import requeue
 
 SPACE = {"x": ["a", "b", "c"]}
 

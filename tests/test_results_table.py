@@ -5,9 +5,9 @@ import csv
 
 import pytest
 
-from ablate import results
-from ablate.comparison import compare
-from ablate.records import BASELINE, UNKNOWN_MACHINE, Record
+from ablate.render import results
+from ablate.stats.comparison import compare
+from ablate.store.records import BASELINE, UNKNOWN_MACHINE, Record
 
 
 def _record(number: int, combination: str, rate: float, device: str, host: str) -> Record:
@@ -39,11 +39,11 @@ def test_one_device_keeps_the_table_as_it_was():
 def test_accuracy_is_borrowed_only_from_a_trial_on_the_same_device(tmp_path):
     import optuna
 
-    from ablate import study as studies
-    from ablate.machine import describe
-    from ablate.objective import accuracy_donor
-    from ablate.runner import Runner
-    from ablate.storage import default_storage
+    from ablate.config import study as studies
+    from ablate.run.objective import accuracy_donor
+    from ablate.run.runner import Runner
+    from ablate.store.storage import default_storage
+    from ablate.trial.machine import describe
 
     study = studies.load("tests/studies/tiny.yaml", "cpu")
     machine = describe("cpu")

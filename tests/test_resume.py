@@ -69,11 +69,11 @@ def test_sigkill_mid_study_then_resume(tmp_path, mnist):
 
 def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
     # A stop that lands after MLflow created a trial's run and before the trial stored the run's id.
-    from ablate import records
-    from ablate.machine import describe
-    from ablate.recovery import Recovery
-    from ablate.study import load
-    from ablate.tracking import Tracker
+    from ablate.config.study import load
+    from ablate.run.recovery import Recovery
+    from ablate.store import records
+    from ablate.tracking.tracker import Tracker
+    from ablate.trial.machine import describe
 
     tracker = Tracker(load(str(TINY), "cpu"), describe("cpu"), tmp_path)
     parent = tracker.start_parent("grid")
@@ -94,13 +94,13 @@ def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
 
 def test_a_stopped_measurement_is_queued_again_though_a_later_duplicate_shares_its_slot(tmp_path):
     # Two workers that both plan a block queue the same measurement twice; the later trial yields to the earlier as
-    # a duplicate (ablate.claim). A stop then ends the earlier one: the duplicate holds nothing, so the measurement
+    # a duplicate (ablate.store.claim). A stop then ends the earlier one: the duplicate holds nothing, so the measurement
     # must be queued again, or the resumed study never measures it.
-    from ablate import records
-    from ablate.machine import describe
-    from ablate.recovery import Recovery
-    from ablate.study import load
-    from ablate.tracking import Tracker
+    from ablate.config.study import load
+    from ablate.run.recovery import Recovery
+    from ablate.store import records
+    from ablate.tracking.tracker import Tracker
+    from ablate.trial.machine import describe
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     for _ in range(2):

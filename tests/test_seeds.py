@@ -1,7 +1,7 @@
 """A run's seeds: drawn per run unless the study pins them, and kept by a resume."""
 from __future__ import annotations
 
-from ablate import seeds
+from ablate.store import seeds
 
 
 def test_two_runs_draw_different_seeds_and_a_resume_keeps_its_own():

@@ -16,12 +16,20 @@ import torch
 import yaml
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 from torch.utils.data import DataLoader, TensorDataset
 
-from torch.utils.checkpoint import checkpoint
-
-from strategies import REGISTRY, ConflictError, NumWorkers, PinMemory, Stack, Strategy, compose, fp32_precision, \
-    set_fp32_precision
+from strategies import (
+    REGISTRY,
+    ConflictError,
+    NumWorkers,
+    PinMemory,
+    Stack,
+    Strategy,
+    compose,
+    fp32_precision,
+    set_fp32_precision,
+)
 
 PASSTHROUGH = {"batch_size": 8, "shuffle": True, "drop_last": False, "collate_fn": None}
 

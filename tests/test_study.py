@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.study import StudyError, available, load
+from ablate.config.study import StudyError, available, load
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 
@@ -60,7 +60,7 @@ def test_a_choice_answers_what_it_changes_as_its_built_stack_does():
     """`Option.changes_numerics` and `one_off_cost` come from the classes; they must agree with the instances,
     for every choice of every study on both devices and every preset (a strategy that decided per instance
     would break this)."""
-    from ablate.choices import Option
+    from ablate.config.choices import Option
     from strategies import PRESETS, compose
 
     presets = [Option(name, preset=True) for name, bundle in PRESETS.items() if bundle()]

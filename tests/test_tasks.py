@@ -11,11 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from ablate import data, mfu, study, tasks
-from ablate.measure import StepClock
-from ablate.models import ByteGPT
-from ablate.study import Budget, StudyError
-from ablate.train import evaluate, train
+from ablate.config import study
+from ablate.config.study import Budget, StudyError
+from ablate.trial import mfu
+from ablate.trial.measure import StepClock
+from ablate.trial.train import evaluate, train
+from ablate.workload import data, tasks
+from ablate.workload.models import ByteGPT
 from strategies import compose
 
 KJV = data.data_root() / "kjv" / "kjv.txt"
@@ -189,9 +191,9 @@ def test_the_kjv_corpus_loads_from_the_data_root():
 
 
 def test_the_report_of_a_language_model_on_a_known_gpu_gives_mfu_with_its_peak_and_memory_saved(tmp_path):
-    from ablate import report
-    from ablate.comparison import compare
-    from ablate.records import BASELINE, Record, combine
+    from ablate.render import report
+    from ablate.stats.comparison import compare
+    from ablate.store.records import BASELINE, Record, combine
 
     path = tmp_path / "s.yaml"
     path.write_text("model: byte_gpt\ndataset: kjv\ntask: next_token\nspace: {amp: [off, {amp: {dtype: bf16}}]}\n")

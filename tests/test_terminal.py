@@ -9,7 +9,7 @@ import re
 import pytest
 from tqdm.utils import disp_len
 
-from ablate import terminal
+from ablate.render import terminal
 
 DOING = "block 3: num_workers(n=2) + batch_size(n=128) + set_to_none + amp(dtype=bf16) + compile · timed window 2 of 3"
 

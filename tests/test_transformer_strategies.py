@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_transformer import make_text, make_transformer, next_byte_loss, transformer_losses
 from torch.nn import functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from strategies import (
-    AMP, ActivationCheckpointing, AttentionBackend, BatchSize, Compile, CompiledOptimizer, Float8, compose,
+    AMP,
+    ActivationCheckpointing,
+    AttentionBackend,
+    BatchSize,
+    Compile,
+    CompiledOptimizer,
+    Float8,
+    compose,
 )
-from tiny_transformer import make_text, make_transformer, next_byte_loss, transformer_losses
 
 FLOAT_TOLERANCE = 1e-4
 

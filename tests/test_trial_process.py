@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ablate import study as studies
-from ablate.trial import TrialFailed, TrialSpec, run_in_fresh_process
+from ablate.config import study as studies
+from ablate.trial.process import TrialFailed, TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
 
@@ -43,7 +43,7 @@ class _DeviceSet(Exception):
 
 def test_a_trial_on_a_cuda_device_makes_it_the_current_device(monkeypatch):
     # Without it, anything that asks for "the" device (pinning threads, capability queries) works on cuda:0.
-    from ablate import trial
+    from ablate.trial import process
 
     def set_device(device):
         raise _DeviceSet(str(device))
@@ -51,23 +51,23 @@ def test_a_trial_on_a_cuda_device_makes_it_the_current_device(monkeypatch):
     monkeypatch.setattr("torch.cuda.set_device", set_device)
     spec = _spec()
     with pytest.raises(_DeviceSet, match="cuda:1"):
-        trial.run(TrialSpec(spec.study, spec.options, "cuda:1", train_for_accuracy=False))
+        process.run(TrialSpec(spec.study, spec.options, "cuda:1", train_for_accuracy=False))
 
 
 def _says_what_it_does(spec):
-    from ablate import trial
+    from ablate.trial import process
 
-    trial.phase("loading data")
-    trial.phase("timed window 1 of 3")
+    process.phase("loading data")
+    process.phase("timed window 1 of 3")
     return {"throughput": 1.0}
 
 
 def _says_then_dies(spec):
     import os
 
-    from ablate import trial
+    from ablate.trial import process
 
-    trial.phase("warm-up")
+    process.phase("warm-up")
     os._exit(3)
 
 

@@ -20,7 +20,6 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
-
 from servers import mlflow_server, postgres  # noqa: F401 - fixtures
 
 TINY = Path(__file__).resolve().parent / "studies" / "tiny.yaml"
@@ -149,7 +148,7 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes(mnist, postgres,
     assert "run the same command again" in err
     trials = _trials(postgres)
     assert not [t for t in trials if t.state == TrialState.RUNNING]  # every worker stopped its trial
-    # "running": stopped before its trial process started; recovery treats it as interrupted (ablate.recovery).
+    # "running": stopped before its trial process started; recovery treats it as interrupted (ablate.run.recovery).
     interrupted = [t for t in trials if t.user_attrs.get("state") in ("interrupted", "running")]
     assert interrupted and all(t.state == TrialState.FAIL for t in interrupted)
     # Each one's MLflow run KILLED, also one whose id the stop kept its trial from storing (Tracker.kill_stopped).
@@ -170,9 +169,9 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes(mnist, postgres,
 def test_a_trial_a_worker_left_without_parameters_is_failed_after_the_grace_period(mnist, postgres, tmp_path):
     # A worker killed inside Optuna's ask() leaves a RUNNING trial with no parameters and no heartbeat,
     # which Optuna's own stale check never finds.
-    from ablate import study as studies
-    from ablate.machine import describe
-    from ablate.runner import Runner
+    from ablate.config import study as studies
+    from ablate.run.runner import Runner
+    from ablate.trial.machine import describe
 
     runner = Runner(studies.load(str(TINY), "cpu"), describe("cpu"), "grid", postgres, tmp_path, heartbeat_s=1)
     combination = {dim: list(options)[-1] for dim, options in runner.options.items()}

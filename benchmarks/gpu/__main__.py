@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.gpu.bundle import SECTION, catalogue_problems, merge, pack, study_lines
-from benchmarks.gpu.steps import COMMAND_LIMIT_S, PARTS, ROOT, STEPS, Step, limits
+from benchmarks.gpu.steps import PARTS, ROOT, STEPS, Step, limits
 
 NO_GPU = 2
 REPORT_RESERVE_S = 30  # of a study step's limit: to rebuild its report when it was stopped at the limit
@@ -187,7 +187,7 @@ def _stop(process: subprocess.Popen) -> None:
 def _machine() -> str:
     import torch
 
-    from ablate.machine import commit
+    from ablate.trial.machine import commit
 
     smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True)
@@ -227,7 +227,7 @@ def _merge(argv: list[str]) -> int:
 
 def _pack() -> int:
     """Here, before lending: the wheels and data (device-wheels.sh), the commit, and the size of what travels."""
-    from ablate.machine import commit
+    from ablate.trial.machine import commit
 
     script = ROOT.parent / "shared" / "tools" / "device-wheels.sh"
     if not script.exists():

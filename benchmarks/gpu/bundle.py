@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.sections import RESULTS, rewrite, section_pattern
+
 SECTION = "section.md"  # in the tarball: the part's RESULTS.md section
 BENCH = "bench/RESULTS.md"  # in the tarball: the file the bench step rewrote, holding its cuda section
 # Stores, checkpoints and MLflow's copies of the reports: large, and the CSVs, reports and JSON say it all.

@@ -1,0 +1,14 @@
+"""The study file and the choices of a combination: YAML parsed into validated, frozen objects."""
+from ablate._lazy import exports
+
+__all__ = ["Budget", "Option", "ProtocolSettings", "Study", "StudyError", "available", "compose_options", "load"]
+__getattr__, __dir__ = exports(__name__, {
+    "Study": "study",
+    "Budget": "study",
+    "load": "study",
+    "available": "study",
+    "StudyError": "validate",
+    "Option": "choices",
+    "compose_options": "choices",
+    "ProtocolSettings": "design",
+})

@@ -1,0 +1,134 @@
+"""A search dimension's choices: off, a strategy with its settings, or a preset.
+
+What a choice changes (the numbers, a one-off cost, the strategies it
+brings) is answered from the strategy classes, without building one with
+the choice's settings (a preset's classes come from its bundle), and
+`compose_options` is the one place a combination's choices become a stack.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ablate.config.validate import StudyError, choice, mapping, reject_unknown
+from ablate.workload.registry import unknown
+from strategies import PRESETS, REGISTRY, Stack, Strategy, compose, preset
+
+OFF = "off"
+PRESET = "preset"  # {preset: O2} in a dimension's choices: a named bundle from strategies.PRESETS
+
+
+@dataclass(frozen=True)
+class Option:
+    """One choice of a search dimension: a strategy with its settings, a preset (a bundle of strategies), or off."""
+
+    name: str | None  # registry name, or preset name when `preset`; None means off
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    preset: bool = False  # `name` is one of strategies.PRESETS; `build` returns its Stack
+
+    @property
+    def label(self) -> str:
+        if self.name is None:
+            return OFF
+        return self.name + (f"({', '.join(f'{k}={v}' for k, v in self.kwargs)})" if self.kwargs else "")
+
+    @property
+    def code(self) -> str:
+        """The Python expression that builds it, for a `compose(...)` line (a preset's Stack composes too)."""
+        if self.name is None:
+            return ""
+        if self.preset:
+            return f"preset({self.name!r})"
+        return f"{REGISTRY[self.name].__name__}({', '.join(f'{k}={v!r}' for k, v in self.kwargs)})"
+
+    @property
+    def kinds(self) -> tuple[type[Strategy], ...]:
+        """The strategy classes it brings (a preset: those it bundles; off: none)."""
+        if self.name is None:
+            return ()
+        return tuple(type(s) for s in PRESETS[self.name]()) if self.preset else (REGISTRY[self.name],)
+
+    @property
+    def changes_numerics(self) -> bool:
+        return any(k.changes_numerics for k in self.kinds)
+
+    @property
+    def may_be_bitwise_equal(self) -> bool:
+        """It changes the numbers only through strategies that may still compute bitwise as without them
+        (`ablate.run.bitwise` checks which do on the machine at hand)."""
+        changing = [k for k in self.kinds if k.changes_numerics]
+        return bool(changing) and all(k.may_be_bitwise_equal for k in changing)
+
+    @property
+    def one_off_cost(self) -> bool:
+        return any(k.one_off_cost for k in self.kinds)
+
+    def build(self) -> Strategy | None:
+        if self.name is None:
+            return None
+        return preset(self.name) if self.preset else REGISTRY[self.name](**dict(self.kwargs))
+
+
+def compose_options(options: Sequence[Option]) -> Stack:
+    """The stack of a combination's choices (off ones bring nothing); `ConflictError` when they do not compose."""
+    return compose(*(s for s in (o.build() for o in options) if s is not None))
+
+
+def parse(choices: Any, where: str) -> tuple[Option, ...]:
+    """A dimension's choices from the study file: a non-empty list, no choice twice, `off` among them."""
+    if not isinstance(choices, list) or not choices:
+        raise StudyError(f"{where}: a dimension is a non-empty list of choices (off, a strategy name, "
+                         f"{{name: {{option: value}}}} or {{preset: NAME}})")
+    options = tuple(_option(c, where) for c in choices)
+    labels = [o.label for o in options]
+    if len(set(labels)) != len(labels):
+        raise StudyError(f"{where}: a choice is listed twice ({', '.join(labels)})")
+    if all(o.name is not None for o in options):  # speed-ups are against the baseline: every dimension off
+        raise StudyError(f"{where}: no `off` among the choices ({', '.join(labels)}); every dimension needs one, "
+                         "since the baseline is every dimension off: add `off` as its first choice")
+    return options
+
+
+def one_dimension_each(space: tuple[tuple[str, tuple[Option, ...]], ...], where: str) -> None:
+    """A strategy belongs to one dimension: in two, a combination would apply it twice (or a preset's copy of it
+    twice), which no stack composes. Presets count by the strategies they bundle, so the rule is one rule."""
+    home: dict[str, tuple[str, Option]] = {}  # strategy -> (dimension, the choice that brings it)
+    for dim, options in space:
+        for option in options:
+            for kind in option.kinds:
+                first, brought_by = home.setdefault(kind.name, (dim, option))
+                if first != dim:
+                    raise StudyError(f"{where}: strategy {kind.name!r} is in two dimensions, {first}"
+                                     f"{_via(brought_by)} and {dim}{_via(option)}; list its choices in one dimension")
+
+
+def _via(option: Option) -> str:
+    return f" (in preset {option.name})" if option.preset else ""
+
+
+def _option(given: Any, where: str) -> Option:
+    if given in (None, False, OFF):  # YAML reads a bare `off` as False
+        return Option(None)
+    if isinstance(given, str):
+        name, kwargs = given, {}
+    elif isinstance(given, dict) and len(given) == 1:
+        name, kwargs = next(iter(given.items()))
+        if name == PRESET:
+            if not isinstance(kwargs, str) or kwargs not in PRESETS:
+                raise StudyError(f"{where}: {unknown('preset', [kwargs], PRESETS)}")
+            # O0 bundles nothing: it is the baseline, and labelled so.
+            return Option(kwargs, preset=True) if PRESETS[kwargs]() else Option(None)
+        kwargs = mapping(kwargs or {}, f"{where}.{name}")
+    else:
+        raise StudyError(f"{where}: a choice is off, a strategy name, {{name: {{option: value}}}} "
+                         f"or {{preset: NAME}}; got {given!r}")
+    choice(name, REGISTRY, where, "strategy")
+    accepted = [p for p in inspect.signature(REGISTRY[name]).parameters]
+    reject_unknown(kwargs, set(accepted), f"{where}.{name}", noun="option")
+    option = Option(name, tuple(sorted(kwargs.items())))
+    try:
+        option.build()  # the strategy's own checks of its settings, as one line
+    except (TypeError, ValueError) as error:
+        raise StudyError(f"{where}: {error}") from None
+    return option

@@ -1,0 +1,385 @@
+"""Study files: YAML loaded with `yaml.safe_load` into frozen, validated objects.
+
+A study names a model, a dataset, a baseline loop, a search space and a
+measurement budget; ``devices:`` overrides the space and budget per device
+type so one file is affordable on a laptop and exact on a GPU. Every problem
+is a `StudyError` whose message is one line naming the valid choices.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, get_args, get_type_hints
+
+import yaml
+
+from ablate.config import choices
+from ablate.config.choices import Option
+from ablate.config.design import ProtocolSettings
+from ablate.config.validate import StudyError, choice, mapping, reject_unknown
+from ablate.workload import tasks
+from ablate.workload.registry import lookup, unknown
+from ablate.workload.tasks import Task
+
+STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"  # shipped in the package: a non-editable install lists them
+
+
+@dataclass(frozen=True)
+class Budget:
+    train_samples: int = 60_000  # trained before test accuracy is measured
+    warmup_samples: int = 1_280  # untimed, after the first (compiling) step
+    window_samples: int = 1_280  # samples per timed window
+    # A window also closes at the first step boundary this long after it opened, so that a combination many times
+    # slower than the rest (bf16 on a CPU that emulates it) costs seconds, not minutes; null: samples only.
+    window_seconds: float | None = 5.0
+    windows: int = 3
+    test_batch_size: int = 1_000
+    train_subset: int | None = None  # first N training images only (tests)
+    test_subset: int | None = None
+    seed: int = 0
+    target_accuracy: float | None = None  # percent; time-to-accuracy is recorded when set
+    target_loss: float | None = None  # held-out mean loss; time-to-target for a task without accuracy (or by choice)
+    eval_every_samples: int | None = None  # test-set evaluations while training for accuracy (untimed)
+    trial_timeout_s: float | None = None  # a trial still running after this is killed and recorded as failed
+    loader_timeout_s: float = 120.0  # a DataLoader worker that delivers no batch for this long fails the trial
+
+    def describe_windows(self) -> str:
+        """The timed windows in words, for reports."""
+        cap = "" if self.window_seconds is None else f" (or of the steps that end once {self.window_seconds:g} s " \
+            "have passed, if sooner)"
+        return f"{self.windows} timed windows of {self.window_samples:,}{cap} after {self.warmup_samples:,} warm-up ones"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    batch_size: int = 64
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    max_grad_norm: float | None = None
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    path: Path
+    description: str
+    model: str
+    dataset: str
+    baseline: Baseline
+    space: tuple[tuple[str, tuple[Option, ...]], ...]  # dimension -> options
+    budget: Budget
+    accuracy_tolerance: float
+    file_hash: str
+    protocol: ProtocolSettings = ProtocolSettings()
+    task_name: str = "classification"
+    task_options: tuple[tuple[str, Any], ...] = ()
+    model_options: tuple[tuple[str, Any], ...] = ()
+    dataset_options: tuple[tuple[str, Any], ...] = ()
+    tokenizer: str | None = None  # an hf: model's own tokenizer (folder or hub id) for text; None: bytes as ids
+    data_note: str | None = None  # how text reaches an hf: model (tokens or bytes), said when a run starts
+    seed_pinned: bool = False  # the study file sets budget.seed: every run uses it (else each run draws its own)
+
+    @property
+    def task(self) -> Task:
+        return tasks.build(self.task_name, dict(self.task_options))
+
+    @property
+    def throughput_unit(self) -> str:
+        """What throughput counts: "samples" (per second), or "tokens" for a language model."""
+        return self.task.unit
+
+    @property
+    def dataset_kwargs(self) -> dict[str, Any]:
+        """What `ablate.workload.data.load` passes to the dataset: its options, and a text dataset's window, the seq_len."""
+        from ablate.workload.data import TEXT_DATASETS
+
+        if self.dataset not in TEXT_DATASETS:
+            return dict(self.dataset_options)
+        tokenizer = {"tokenizer": self.tokenizer} if self.tokenizer else {}
+        return {**dict(self.dataset_options), "seq_len": self.task.units_per_sample, **tokenizer}
+
+    @property
+    def dimensions(self) -> dict[str, tuple[Option, ...]]:
+        return dict(self.space)
+
+    def options(self, dim: str) -> dict[str, Option]:
+        """A dimension's options by label."""
+        return {o.label: o for o in self.dimensions.get(dim, ())}
+
+    def combination(self, labels: Mapping[str, str]) -> tuple[Option, ...]:
+        """The options a combination's labels (dimension -> choice label) name, in the study's dimension order.
+        Raises KeyError for a dimension or a label the study does not have."""
+        return tuple(self.options(dim)[labels[dim]] for dim, _ in self.space)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for _, options in self.space:
+            n *= len(options)
+        return n
+
+
+OPTIMIZERS = ("adam", "sgd")
+ZERO_ALLOWED = {"seed", "race_blocks"}  # 0 races no block: screening only
+TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices",
+            "protocol", "task", "model_options", "dataset_options"}
+DEVICE_KEYS = {"space", "budget", "protocol", "model_options"}
+DEVICE_TYPES = ("cpu", "cuda")
+
+
+def find(name_or_path: str) -> Path:
+    """The study file for a name in studies/ or a path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.parent != Path("."):
+        if path.is_dir():
+            raise StudyError(f"{path} is a folder; give a study file (.yaml) or one of: {', '.join(available())}")
+        if not path.is_file():
+            raise StudyError(f"study file {path} does not exist")
+        return path
+    candidate = STUDIES_DIR / f"{name_or_path}.yaml"
+    if not candidate.is_file():
+        raise StudyError(unknown("study", [name_or_path], available(), tail=", or give a path to a study file"))
+    return candidate
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in STUDIES_DIR.glob("*.yaml"))
+
+
+def load(name_or_path: str, device_type: str) -> Study:
+    """Load and validate a study for a device type ("cpu" or "cuda")."""
+    path = find(name_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise StudyError(f"{path}: not a text file (byte {error.start} is not UTF-8); a study file is YAML") from None
+    except OSError as error:
+        raise StudyError(f"{path} cannot be read ({error.strerror})") from None
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader: no tag runs code
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where else ""
+        raise StudyError(f"{path}: not valid YAML{at}: {getattr(error, 'problem', None) or error}") from None
+    if not isinstance(raw, dict):
+        raise StudyError(f"{path}: a study is a mapping of keys ({', '.join(sorted(TOP_KEYS))})")
+    reject_unknown(raw, TOP_KEYS, f"{path}")
+    for key in ("model", "dataset", "space"):
+        if key not in raw:
+            raise StudyError(f"{path}: missing required key {key!r}")
+
+    from ablate.workload.data import DATASETS
+    from ablate.workload.models import MODELS
+
+    for key, registry in (("model", MODELS), ("dataset", DATASETS)):
+        try:
+            lookup(registry, raw[key], key)
+        except LookupError as error:
+            raise StudyError(f"{path}: {error}") from None
+    devices = mapping(raw.get("devices", {}), f"{path}: devices")
+    reject_unknown(devices, set(DEVICE_TYPES), f"{path}: devices")
+    override = mapping(devices.get(device_type, {}) or {}, f"{path}: devices.{device_type}")
+    reject_unknown(override, DEVICE_KEYS, f"{path}: devices.{device_type}")
+
+    space = dict(mapping(raw["space"], f"{path}: space"))
+    if not space:
+        raise StudyError(f"{path}: space has no dimension; give at least one, e.g. pin_memory: [off, pin_memory]")
+    extra = mapping(override.get("space", {}), f"{path}: devices.{device_type}.space")
+    reject_unknown(extra, set(space), f"{path}: devices.{device_type}.space")
+    space.update(extra)
+    budget = {**mapping(raw.get("budget", {}), f"{path}: budget"),
+              **mapping(override.get("budget", {}), f"{path}: devices.{device_type}.budget")}
+    protocol = {**mapping(raw.get("protocol", {}) or {}, f"{path}: protocol"),
+                **mapping(override.get("protocol", {}) or {}, f"{path}: devices.{device_type}.protocol")}
+    tolerance = raw.get("accuracy_tolerance", 0.5)
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
+        raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
+    baseline = _dataclass(Baseline, raw.get("baseline", {}), f"{path}: baseline")
+    choice(baseline.optimizer, OPTIMIZERS, f"{path}: baseline", "optimizer")
+    dimensions = tuple((dim, choices.parse(opts, f"{path}: space.{dim}")) for dim, opts in space.items())
+    choices.one_dimension_each(dimensions, f"{path}: space")
+    name = str(raw.get("name", path.stem))
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):  # it names a folder under --results
+        raise StudyError(f"{path}: name {name!r} must be letters, digits, '_', '.' or '-' (it names the study's "
+                         "folder under --results), not starting with '.' or '-'")
+    task_name, task_options = _task(raw.get("task", "classification"), raw["dataset"], f"{path}: task", raw["model"])
+    model_options = {**mapping(raw.get("model_options", {}) or {}, f"{path}: model_options"),
+                     **mapping(override.get("model_options", {}) or {}, f"{path}: devices.{device_type}.model_options")}
+    _model_options(raw["model"], model_options, f"{path}: model_options")
+    tokenizer, data_note = _text_encoding(raw["model"], raw["dataset"], model_options, f"{path}: model_options")
+    dataset_options = _dataset_options(raw["dataset"], raw.get("dataset_options", {}), f"{path}: dataset_options")
+    built_budget = _dataclass(Budget, budget, f"{path}: budget")
+    _targets(built_budget, tasks.build(task_name, dict(task_options)), f"{path}: budget")
+    return Study(
+        name=name,
+        path=path,
+        description=str(raw.get("description", "")).strip(),
+        model=raw["model"],
+        dataset=raw["dataset"],
+        baseline=baseline,
+        space=dimensions,
+        budget=built_budget,
+        accuracy_tolerance=float(tolerance),
+        file_hash=hashlib.sha256(text.encode()).hexdigest()[:12],
+        protocol=_dataclass(ProtocolSettings, protocol, f"{path}: protocol"),
+        task_name=task_name,
+        task_options=task_options,
+        model_options=tuple(sorted(model_options.items())),
+        dataset_options=tuple(sorted(dataset_options.items())),
+        tokenizer=tokenizer,
+        data_note=data_note,
+        seed_pinned="seed" in budget,
+    )
+
+
+def _task(value: Any, dataset: str, where: str, model: str = "") -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """`task: NAME`, `task: {next_token: {seq_len: 256}}` or `task: package.module:loss_function`."""
+    from ablate.workload.data import TEXT_DATASETS
+
+    if isinstance(value, dict) and len(value) == 1:
+        name, options = next(iter(value.items()))
+        options = mapping(options or {}, f"{where}.{name}")
+    elif isinstance(value, str):
+        name, options = value, {}
+    else:
+        raise StudyError(f"{where}: a task is a name ({', '.join(tasks.TASKS)}), {{name: {{option: value}}}} "
+                         f"or package.module:loss_function; got {value!r}")
+    if name in tasks.TASKS:
+        accepted = set(inspect.signature(tasks.TASKS[name]).parameters)
+        reject_unknown(options, accepted, f"{where}.{name}", noun="option")
+    try:
+        tasks.build(name, options)
+    except (LookupError, ValueError, TypeError) as error:
+        raise StudyError(f"{where}: {error}") from None
+    if (dataset in TEXT_DATASETS) != (name in tasks.TEXT_TASKS) and name in tasks.TASKS:
+        kind = ("text, for next_token or causal_lm" if dataset in TEXT_DATASETS
+                else f"not text; {name} needs kjv or text")
+        raise StudyError(f"{where}: task {name!r} does not fit dataset {dataset!r} ({kind})")
+    if str(model).startswith("hf:") and name != "causal_lm":  # its output is the library's, loss included
+        raise StudyError(f"{where}: model {model!r} is a Hugging Face causal LM: it trains with task "
+                         "{causal_lm: {seq_len: N}} on a text dataset (kjv or text)")
+    return name, tuple(sorted(options.items()))
+
+
+DATASET_OPTIONS = {"text": {"path"}, "imagefolder": {"path", "image_size"},
+                   "synthetic": {"image_size", "channels", "num_classes", "samples"}}
+
+
+def _dataset_options(dataset: str, value: Any, where: str) -> dict[str, Any]:
+    """`dataset: text` and `imagefolder` take the `path` of their data; imagefolder and synthetic an image size."""
+    options = mapping(value or {}, where)
+    if dataset in DATASET_OPTIONS:
+        reject_unknown(options, DATASET_OPTIONS[dataset], where, noun="option")
+        if "path" in DATASET_OPTIONS[dataset] and not isinstance(options.get("path"), str):
+            raise StudyError(f"{where}.path: dataset {dataset} needs the path of its "
+                             f"{'text file' if dataset == 'text' else 'folder'} (absolute, or relative to the data root)")
+        for key in DATASET_OPTIONS[dataset] - {"path"}:
+            if key in options and (not isinstance(options[key], int) or isinstance(options[key], bool)
+                                   or options[key] < 1):
+                raise StudyError(f"{where}.{key}: expected a whole number >= 1, got {options[key]!r}")
+    elif options:
+        raise StudyError(f"{where}: dataset {dataset!r} takes no options (text, imagefolder and synthetic do)")
+    return options
+
+
+def _model_options(model: str, options: dict[str, Any], where: str) -> None:
+    """Options the model's constructor accepts; a language model's context is the task's seq_len, set there."""
+    import torch
+
+    from ablate.workload import library_models
+    from ablate.workload.models import MODELS
+
+    factory = lookup(MODELS, model, "model")
+    if "seq_len" in options:
+        raise StudyError(f"{where}.seq_len: set it once, as task: {{next_token: {{seq_len: N}}}}; the model gets it")
+    if not library_models.is_library(model):  # a library's constructor takes **options: checked below
+        reject_unknown(options, set(inspect.signature(factory).parameters) - {"seq_len"}, where, noun="option")
+    try:
+        if library_models.is_library(model):
+            library_models.check_options(model, options)
+        if options or library_models.is_library(model):
+            with torch.device("meta"):  # checks the combination of options without allocating the weights
+                factory(**options)
+    except (TypeError, ValueError, LookupError) as error:
+        raise StudyError(f"{where}: {error}") from None
+
+
+def _text_encoding(model: str, dataset: str, options: dict[str, Any], where: str) -> tuple[str | None, str | None]:
+    """An hf: model's text: (its tokenizer, or None for bytes as token ids; the sentence saying which)."""
+    from ablate.workload import library_models
+    from ablate.workload.data import TEXT_DATASETS
+
+    if not str(model).startswith("hf:") or dataset not in TEXT_DATASETS:
+        return None, None
+    try:
+        return library_models.text_encoding(model, options)
+    except (ValueError, LookupError) as error:
+        raise StudyError(f"{where}: {error}") from None
+
+
+def model_kwargs(study: Study) -> dict[str, Any]:
+    """The model constructor's arguments: the study's model_options, and the task's seq_len where it takes one."""
+    from ablate.workload.models import MODELS
+
+    kwargs = dict(study.model_options)
+    if "seq_len" in inspect.signature(lookup(MODELS, study.model, "model")).parameters:
+        kwargs["seq_len"] = study.task.units_per_sample
+    return kwargs
+
+
+def _targets(budget: Budget, task: Task, where: str) -> None:
+    if budget.target_accuracy is not None and budget.target_loss is not None:
+        raise StudyError(f"{where}: set one of target_accuracy and target_loss, not both")
+    if budget.target_accuracy is not None and not task.has_accuracy:
+        raise StudyError(f"{where}.target_accuracy: task {task.name!r} has no accuracy (a loss function); "
+                         "set target_loss, the held-out mean loss to reach")
+
+
+def _dataclass(cls: type, values: Any, where: str) -> Any:
+    """`cls` built from a mapping, with each value checked against the field's type."""
+    values = mapping(values, where)
+    hints = get_type_hints(cls)
+    reject_unknown(values, set(hints), where)
+    for key, value in values.items():
+        allowed = get_args(hints[key]) or (hints[key],)
+        if not _is_instance(value, allowed):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+            raise StudyError(f"{where}.{key}: expected {names}, got {value!r}")
+        if isinstance(value, (int, float)) and key not in ZERO_ALLOWED and value <= 0:
+            raise StudyError(f"{where}.{key}: must be > 0, got {value!r}")
+        if isinstance(value, (int, float)) and value < 0:
+            raise StudyError(f"{where}.{key}: must be >= 0, got {value!r}")
+        if key == "target_accuracy" and value > 100:
+            raise StudyError(f"{where}.{key}: a test accuracy in percent, at most 100, got {value!r}")
+    return cls(**values)
+
+
+def _is_instance(value: Any, allowed: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):  # YAML booleans are never numbers here
+        return bool in allowed
+    if isinstance(value, int) and float in allowed:
+        return True
+    return isinstance(value, allowed)
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (YAML forbids it; PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}  # key -> its line
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` keys may be overridden: that is its use
+                continue
+            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    where = f"both on line {line}" if seen[key] == line else f"at lines {seen[key]} and {line}"
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice in one mapping, "
+                                                            f"{where}; keep one", key_node.start_mark)
+                seen[key] = line
+            except TypeError:  # an unhashable key: the safe loader's own error says so
+                continue
+        return super().construct_mapping(node, deep=deep)

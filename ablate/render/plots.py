@@ -1,0 +1,147 @@
+"""The report's figures (matplotlib, PNG): each readable on its own, with a title and axis labels that say what is shown."""
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on build machines or servers
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+
+from ablate.stats.analysis import EffectFit  # noqa: E402
+from ablate.stats.comparison import DeviceComparisons  # noqa: E402
+
+FACTOR_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7, 10, 20, 50)
+GOOD, FLAGGED, NOISE, PICK = "tab:blue", "tab:red", "tab:gray", "tab:green"
+
+
+def speedup_chart(path: Path, compared: DeviceComparisons, picked: int | None, title: str) -> Path:
+    rows = [c for c in compared.rows if c.interval][::-1]  # fastest at the top
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.27 * len(rows)))
+    for y, c in enumerate(rows):
+        f = c.interval
+        color = PICK if c.record.number == picked else FLAGGED if c.parity_failed else GOOD
+        ax.errorbar(f.estimate, y, xerr=[[f.estimate - f.low], [f.high - f.estimate]], fmt="o", color=color,
+                    ecolor=color, capsize=3, markersize=4)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [c.combination for c in rows], fontsize=7)
+    _factor_axis(ax)
+    ax.set_xlabel("speed-up over the baseline (throughput ratio, log scale), 95% CI from the blocks (between-process noise)")
+    ax.set_title(f"{title}\ngreen: recommended; red: accuracy below the baseline by more than the tolerance", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def effects_chart(path: Path, throughput: EffectFit | str, accuracy: EffectFit | str, title: str) -> Path:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 1.8 + 0.3 * max(_rows(throughput), _rows(accuracy))))
+    _forest(left, throughput, log=True, xlabel="throughput factor when switched on (log scale), 95% CI")
+    _forest(right, accuracy, log=False, xlabel="test accuracy change, percentage points, 95% CI")
+    left.set_title("effect on throughput", fontsize=10)
+    right.set_title("effect on accuracy", fontsize=10)
+    fits = [f for f in (throughput, accuracy) if isinstance(f, EffectFit)]
+    shown = ("main effects (circles) and two-way interactions (a x b, squares)"
+             if any(f.pairs() for f in fits) else "main effects of each technique")
+    fig.suptitle(f"{title}\n{shown}; grey: not distinguishable from noise", fontsize=10)
+    return _save(fig, path)
+
+
+def _rows(fit: EffectFit | str) -> int:
+    return len(fit.effects) if isinstance(fit, EffectFit) else 1
+
+
+def _forest(ax: plt.Axes, fit: EffectFit | str, log: bool, xlabel: str) -> None:
+    if isinstance(fit, str):
+        ax.text(0.5, 0.5, "not estimated:\n" + textwrap.fill(fit, 60), ha="center", va="center", fontsize=9)
+        ax.set_axis_off()
+        return
+    effects = fit.effects[::-1]
+    for y, e in enumerate(effects):
+        i = e.interval.exp() if log else e.interval
+        color = GOOD if e.interval.distinguishable else NOISE
+        ax.errorbar(i.estimate, y, xerr=[[i.estimate - i.low], [i.high - i.estimate]], fmt="s" if e.interaction else "o",
+                    color=color, ecolor=color, capsize=3, markersize=4)
+    ax.axvline(1.0 if log else 0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(effects)), [e.term for e in effects], fontsize=7)
+    if log:
+        _factor_axis(ax)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def pareto_chart(path: Path, compared: DeviceComparisons, picked: int | None, title: str,
+                 unit: str = "samples") -> Path:
+    done = [c for c in compared.rows if c.record.complete and c.record.accuracy is not None and c.throughput]
+    fig, ax = plt.subplots(figsize=(10, 6.5))
+    if not done:
+        ax.text(0.5, 0.5, "accuracy was not measured: no throughput-accuracy trade-off to show",
+                ha="center", va="center", fontsize=11)
+        ax.set_axis_off()
+        ax.set_title(title, fontsize=10)
+        return _save(fig, path)
+    tolerance, front, base = compared.tolerance, compared.front, compared.baseline
+    ok = [c for c in done if not c.parity_failed]
+    bad = [c for c in done if c.parity_failed]
+    ax.scatter([c.throughput for c in ok], [c.record.accuracy for c in ok], color=GOOD, s=18, label="combination")
+    if bad:
+        ax.scatter([c.throughput for c in bad], [c.record.accuracy for c in bad], color=FLAGGED, marker="x", s=30,
+                   label=f"below baseline by more than {tolerance:g} points")
+    if front:
+        line = sorted(front, key=lambda c: c.throughput)
+        ax.plot([c.throughput for c in line], [c.record.accuracy for c in line], color="black", linewidth=1,
+                label="Pareto front (no other combination is both faster and more accurate)")
+        middle = sum(ax.get_xlim()) / 2
+        for c in front:  # labels point inwards so they stay inside the axes
+            right = c.throughput > middle
+            ax.annotate(c.combination, (c.throughput, c.record.accuracy), fontsize=7, xytext=(-6 if right else 6, 6),
+                        textcoords="offset points", ha="right" if right else "left")
+    if base is not None and base.record.accuracy is not None:
+        ax.scatter([base.throughput], [base.record.accuracy], color="black", marker="D", s=40, label="baseline",
+                   zorder=3)
+        ax.axhline(base.record.accuracy - tolerance, color=FLAGGED, linestyle="--", linewidth=0.8,
+                   label=f"accuracy tolerance ({tolerance:g} points)")
+    chosen = next((c for c in done if c.record.number == picked), None)
+    if chosen:
+        ax.scatter([chosen.throughput], [chosen.record.accuracy], color=PICK, marker="*", s=200, label="recommended",
+                   zorder=4)
+    ax.set_xlabel(f"training throughput, {unit}/s (the baseline's times the speed-up)")
+    ax.set_ylabel("test accuracy, %")
+    ax.set_title(f"{title}\nthroughput against accuracy", fontsize=10)
+    ax.grid(alpha=0.3)
+    # Below the axes, never over a point (the below-tolerance ones sit in the lower corners).
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    return _save(fig, path)
+
+
+def _factor_axis(ax: plt.Axes) -> None:
+    """A log axis labelled x0.8, x1, x1.25 rather than in powers of ten, its ticks spaced so labels never touch."""
+    ax.set_xscale("log")
+    low, high = ax.get_xlim()
+    ax.xaxis.set_major_locator(FixedLocator(_spaced([f for f in FACTOR_TICKS if low <= f <= high], low, high)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"x{v:g}"))
+    ax.tick_params(axis="x", labelsize=7)
+
+
+def _spaced(ticks: list[float], low: float, high: float, most: int = 10) -> list[float]:
+    """`ticks`, thinned outwards from x1 so that neighbours are at least 1/`most` of the (log) axis apart."""
+    gap = math.log(high / low) / most
+    if high / low > 10:  # over a decade, the 1-2-5 ticks read best
+        ticks = [t for t in ticks if f"{t:g}".strip("0.") in ("1", "2", "5")]
+    kept = [1.0] if low <= 1.0 <= high else []
+    for side in (sorted(t for t in ticks if t > 1.0), sorted((t for t in ticks if t < 1.0), reverse=True)):
+        last = 1.0 if kept else None
+        for t in side:
+            if last is None or abs(math.log(t / last)) >= gap:
+                kept.append(t)
+                last = t
+    return sorted(kept)
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # long combination labels must not be cut off
+    plt.close(fig)
+    return path

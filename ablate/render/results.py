@@ -1,0 +1,189 @@
+"""The results table: one row per combination, its speed-up the protocol's one estimate (ablate.stats.protocol)."""
+from __future__ import annotations
+
+import csv
+import re
+import textwrap
+from collections import Counter
+from pathlib import Path
+from typing import Any, Mapping
+
+from tabulate import tabulate
+
+from ablate.stats.comparison import DeviceComparisons
+from ablate.words import factor, interval, points
+
+COLUMNS = ["combination", "state", "samples/s", "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc", "acc from",
+           "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
+RATE = "samples/s"  # the throughput column's key; its header names the study's unit (`columns`)
+NOT_REACHED = "not reached"
+COMPACT_WIDTH = 100  # the default table fits a 100-column terminal; the full one is behind --full-table
+# Long strategy names, shortened in the compact table only (the CSV, report and MLflow keep the full labels).
+SHORT = {"activation_checkpointing": "act_ckpt", "attention_backend": "attn", "compiled_optimizer": "compiled_opt",
+         "device_resident_data": "device_data", "fused_optimizer": "fused_opt", "half_precision": "half",
+         "cudnn_benchmark": "cudnn_bench", "channels_last": "ch_last", "num_workers": "workers",
+         "pin_memory": "pin", "batch_size": "batch", "set_to_none": "to_none", "torchscript": "script"}
+
+
+def columns(unit: str = "samples") -> list[str]:
+    """The table's columns, the throughput one named in the study's unit (tokens/s for a language model)."""
+    return [f"{unit}/s" if c == RATE else c for c in COLUMNS]
+
+
+def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
+    """One row per combination, rendered from its comparison (`ablate.stats.comparison`): speed-ups, accuracy changes
+    and parity verdicts against the baseline of the same device, never another's."""
+    table = []
+    for device in sorted(compared, key=lambda d: d.device):
+        for c in device.rows:
+            r, s, p, m = c.record, c.interval, c.parity, c.record.metrics
+            table.append({
+                "trial": r.number,
+                "combination": r.combination,
+                "state": r.state,
+                "samples/s": c.throughput,  # the baseline's times the speed-up (`ablate.stats.comparison`)
+                "speed-up": c.factor,
+                "ci low": s.low if s else None,
+                "ci high": s.high if s else None,
+                "blocks": c.blocks,
+                "noise": c.noise,
+                "measurements": len([x for x in r.measurements if x.complete]) or None,
+                "test acc %": r.accuracy,
+                "Δ acc": c.accuracy_change,
+                "parity": p.verdict if p else None,
+                "parity low": p.low if p else None,
+                "parity high": p.high if p else None,
+                "seeds": p.seeds if p else None,
+                "acc from": r.accuracy_from,
+                # Time to the study's target accuracy: measured in the trials that trained accuracy.
+                "to target s": _to_target(m, "time_to_target_s"),
+                "to target e2e s": _to_target(m, "time_to_target_e2e_s"),
+                "peak MB": c.peak_memory_mb,
+                "first step s": m.get("first_step_s"),
+                "data wait %": 100 * m["data_wait_fraction"] if "data_wait_fraction" in m else None,
+                "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else ""),
+                "device": c.device,
+                "host": r.machine.get("host", "unknown"),
+            })
+    return table
+
+
+def csv_path(results_dir: Path, study_name: str, search: str, device_type: str) -> Path:
+    return results_dir / study_name / f"{search}-{device_type}.csv"
+
+
+def _to_target(metrics: Mapping[str, float], key: str) -> float | str | None:
+    if "target_reached" not in metrics:
+        return None
+    return metrics[key] if metrics["target_reached"] else NOT_REACHED
+
+
+def render(table: list[dict[str, Any]], unit: str = "samples") -> str:
+    """Every column (--full-table): wide, for a wide terminal or a file."""
+    def cell(key: str, value: Any) -> Any:
+        if value is None:
+            return ""
+        if key == "speed-up":
+            return f"x{value:.2f}"
+        if key == "Δ acc":
+            return f"{value:+.2f}"
+        if key == "acc from":
+            return f"#{value}"
+        if isinstance(value, float):
+            return f"{value:.1f}" if key != "test acc %" else f"{value:.2f}"
+        return value
+    # Trials from several devices (workers on different machines): each row says which, and compares within it.
+    columns = (["device"] if len({r["device"] for r in table}) > 1 else []) + COLUMNS
+    shown = [c for c in columns if c not in ("ci low", "ci high")]
+    shown.insert(shown.index("speed-up") + 1, "95% CI")
+
+    def value(row: dict[str, Any], key: str) -> Any:
+        if key == "95% CI":
+            return "" if row["ci low"] is None else interval(row["ci low"], row["ci high"])
+        return cell(key, row[key])
+    headers = [f"{unit}/s" if k == RATE else k for k in shown]
+    return tabulate([[value(r, k) for k in shown] for r in table], headers=headers, disable_numparse=True)
+
+
+def short_label(combination: str) -> str:
+    """`amp(dtype=bf16) + compile(regional=True)` -> `amp(bf16) + compile(regional)`: option names dropped where
+    the value says enough, a true flag by its name, long strategy names shortened (SHORT)."""
+    def option(match: re.Match) -> str:
+        key, value = match.group(1), match.group(2)
+        return key if value == "True" else f"no {key}" if value == "False" else value.strip("'")
+
+    parts = []
+    for part in combination.split(" + "):
+        name, _, args = part.partition("(")
+        args = re.sub(r"(\w+)=('[^']*'|[^,)]+)", option, args)
+        parts.append(SHORT.get(name, name) + (f"({args}" if args else ""))
+    return " + ".join(parts)
+
+
+def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = COMPACT_WIDTH) -> str:
+    """The answer in `width` columns: rank, combination, speed-up with its interval, accuracy change with the
+    parity flag, state; skipped combinations folded into one line per reason below it."""
+    shown = [r for r in table if r["state"] != "skipped"]
+    labels = [short_label(r["combination"]) for r in shown]
+    if len(set(labels)) < len(labels):  # shortening must never make two combinations read the same
+        labels = [r["combination"] for r in shown]
+    several = len({r["device"] for r in table}) > 1
+
+    def speedup(r: dict[str, Any]) -> str:
+        if r["speed-up"] is None:
+            return ""
+        return factor(r["speed-up"], r["ci low"], r["ci high"])
+
+    def accuracy(r: dict[str, Any]) -> str:
+        if r["Δ acc"] is None:
+            return ""
+        if r.get("parity") is None:  # no shared seed with the baseline's group: a difference, but no verdict
+            return f"{r['Δ acc']:+.2f} no verdict"
+        return f"{points(r['Δ acc'], r['parity low'], r['parity high'])} {r['parity']}"
+
+    body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r), accuracy(r),
+             r["state"] + (f" ({r['device'][:12]})" if several else "")]
+            for i, (r, label) in enumerate(zip(shown, labels), start=1)]
+    headers = ["#", "combination", "speed-up [95% CI]", "Δ acc [95% CI] parity", "state"]
+    text = _fitted(body, headers, width)
+    if max(map(len, text.splitlines())) > width and all(r["state"] == "complete" for r in shown):
+        text = _fitted([row[:-1] for row in body], headers[:-1], width)  # a narrow terminal: no column of "complete"
+    notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
+             f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it."]
+    for state in ("skipped", "failed"):
+        reasons = Counter(r["reason"] for r in table if r["state"] == state)
+        for reason, n in reasons.most_common():
+            notes.append(f"{n} {'combination' if n == 1 else 'combinations'} {state}: {reason}")
+    wrapped = [textwrap.fill(n, width, subsequent_indent="  ") for n in notes]
+    return text + "\n\n" + "\n".join(wrapped)
+
+
+def _fitted(body: list[list[str]], headers: list[str], width: int) -> str:
+    """The table with its combination column narrowed (it wraps) until the whole table fits `width`, or 20 wide."""
+    room = width
+    while True:
+        text = tabulate(body, headers=headers, disable_numparse=True,
+                        maxcolwidths=[room if i == 1 else None for i in range(len(headers))])
+        over = max(map(len, text.splitlines())) - width
+        if over <= 0 or room <= 20:
+            return text
+        room -= over
+
+
+def save(compared: list[DeviceComparisons], study: Any, results_dir: Path, search: str, device_type: str
+         ) -> tuple[list[dict[str, Any]], Path]:
+    """The study's results table (`rows`), written to its CSV: for `ablate run` at its end and `ablate report`
+    alike, so a rebuilt table is the same table."""
+    table = rows(compared)
+    path = csv_path(results_dir, study.name, search, device_type)
+    write_csv(table, path, study.throughput_unit)
+    return table, path
+
+
+def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "parity", "parity low",
+                                               "parity high", "seeds", "device", "host"])
+        writer.writeheader()
+        writer.writerows({f"{unit}/s" if k == RATE else k: v for k, v in row.items()} for row in table)

@@ -1,0 +1,246 @@
+"""Running a study: the measurement protocol (ablate.stats.protocol) over fresh trial processes, stored in Optuna.
+
+Every measurement is one Optuna trial, queued with its slot (combination,
+block, place in the block's random order): what to measure next comes from
+`ablate.stats.planner`, asked once every queued measurement has a result; the
+runner queues it, runs each measurement in a fresh process and records it. The
+Optuna storage hands each queued trial to exactly one worker, so a kill, a
+resume or several workers neither lose a measurement nor run one twice.
+A grid search screens every combination; `--search optuna` screens the
+combinations Optuna's TPE sampler picks (`--trials N` of them), with a
+baseline at a random place in every block; both then race.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+from tqdm import tqdm
+
+from ablate.config.design import ProtocolSettings
+from ablate.config.study import Study, StudyError
+from ablate.render import report, results, terminal
+from ablate.run import bitwise
+from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
+from ablate.run.objective import Objective, ProgressLines
+from ablate.run.recovery import Recovery
+from ablate.stats import comparison
+from ablate.stats.planner import Planned, Planner, accuracy_group, combination_label
+from ablate.store import claim, records, seeds
+from ablate.store.records import State
+from ablate.store.storage import create_study, metric_names, optuna_study_name, shared, sqlite_path
+from ablate.tracking.parent_run import ParentRun, write_reports
+from ablate.tracking.tracker import Tracker
+from ablate.trial.interpreters import Interpreters
+from ablate.trial.machine import Machine
+from ablate.trial.process import TrialFailed
+
+SEARCHES = ("grid", "optuna")
+# Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
+for experimental in (".*fail_stale_trials is experimental", ".*heartbeat_interval.* is an experimental feature"):
+    warnings.filterwarnings("ignore", message=experimental, category=optuna.exceptions.ExperimentalWarning)
+
+# How often a worker's running trial says it is alive (Optuna's heartbeat); stale after 3 missed beats.
+HEARTBEAT_S = int(os.environ.get("ABLATE_HEARTBEAT_S", "10"))
+
+
+@dataclass
+class Outcome:
+    table: list[dict[str, Any]]
+    csv: Path
+    ran: int
+    tracking_uri: str
+    parent_run_id: str | None
+    reports: list[report.Report]
+
+
+class Runner:
+    def __init__(self, study: Study, machine: Machine, search: str, storage: str, results_dir: Path,
+                 n_trials: int | None = None, heartbeat_s: int = HEARTBEAT_S,
+                 design: ProtocolSettings | None = None) -> None:
+        self.study, self.machine, self.search, self.n_trials = study, machine, search, n_trials
+        self.design = design or study.protocol
+        self.results_dir = results_dir
+        self.options = {dim: study.options(dim) for dim, _ in study.space}
+        sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.options.items()}, seed=study.budget.seed)
+                   if search == "grid" else optuna.samplers.TPESampler(seed=study.budget.seed))
+        if database := sqlite_path(storage):
+            database.parent.mkdir(parents=True, exist_ok=True)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)  # our progress lines say it better, failures included
+        self.tracker = Tracker(study, machine, results_dir)
+        # On a shared database a dead worker's trial is found by Optuna's heartbeat (stale after the grace
+        # period) and queued again; SQLite is one process's, recovered by Recovery.interrupted.
+        self.heartbeat, grace_s = shared(storage), 3 * heartbeat_s
+        self.recovery: Recovery | None = None
+        heartbeat = dict(heartbeat_interval=heartbeat_s, grace_period=grace_s,
+                         heartbeat_stale_trial_callback=lambda s, t: self.recovery.dead(s, t)) if self.heartbeat else None
+        self.optuna, self.created = create_study(
+            storage, heartbeat, metric_names(study.throughput_unit), sampler=sampler,
+            study_name=optuna_study_name(study, search, machine.device_type),
+            directions=["maximize", "maximize"])  # throughput, accuracy
+        stored = records.from_study(self.optuna)
+        if stored.file_hash and stored.file_hash != study.file_hash:
+            raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored.file_hash} "
+                             f"-> {study.file_hash}); move {results_dir / study.name} away or pass --storage to start "
+                             "afresh")
+        # A study stored before a setting existed followed its default: compare with the defaults filled in.
+        if (planned := stored.protocol) and \
+                {**dataclasses.asdict(ProtocolSettings()), **planned} != dataclasses.asdict(self.design):
+            raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
+                             f"run with the same protocol, or pass --results or --storage to start afresh")
+        records.set_file_hash(self.optuna, study.file_hash)
+        records.set_protocol(self.optuna, self.design)
+        self.seeds = seeds.resolve(stored.seeds, study.budget.seed if study.seed_pinned else None)
+        records.set_seeds(self.optuna, self.seeds)
+        if search != "grid":  # TPE's picks follow the run's protocol seed too
+            self.optuna.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
+        self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
+        # A raced grid trains accuracy only where it can decide the answer (Planner.parity); TPE needs one per pick.
+        defer = search == "grid" and self.design.racing and study.task.has_accuracy
+        self.planner = Planner(study, self.design, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
+                               n_trials, defer_accuracy=defer)
+        self.parent = ParentRun(study, self.optuna, self.tracker, search, wait=self.heartbeat and not self.created)
+        self.progress: tqdm | None = None
+        self.interpreters = Interpreters()  # trial interpreters started ahead (ablate.trial.interpreters)
+        self.objective = Objective(study, machine, search, self.optuna, self.planner, self.tracker, self.parent,
+                                   self.seeds, results_dir, self.interpreters, self.recovery.stale, self._show)
+        self.lines = ProgressLines(study.throughput_unit)
+        self.signals = DeferredInterrupts()
+        self.ran = 0
+
+    # -- the protocol ---------------------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        self.recovery.interrupted()
+        if self._next_step() != "done":
+            self.parent.open()
+            done, planned = self._to_measure()
+            with terminal.progress(planned, done) as bar, \
+                    sigterm_as_keyboard_interrupt(), self.interpreters:  # the unused ones stop at the end
+                self.progress = bar
+                try:
+                    self._check_bitwise()
+                    self._work()
+                except KeyboardInterrupt:
+                    self.recovery.interrupted()  # the trial that was running: KILLED, queued for the next run
+                    self.parent.stop()
+                    raise Interrupted(f"interrupted after {self._measured()} of {self._planned()} planned "
+                                      "measurements; the running trial was marked KILLED; run the same command "
+                                      "again to resume") from None
+        return self._finish(self.ran)
+
+    def _check_bitwise(self) -> None:
+        """Which accuracy groups train bitwise as a simpler one on this device (`ablate.run.bitwise`): checked before
+        the first measurement and stored, so a resume and every worker group alike."""
+        name = self.machine.device_name
+        answers = records.from_study(self.optuna).bitwise.get(name)
+        if answers is None:
+            # A study that began without the check (an older version) keeps its groups as they trained.
+            began = any(records.has_result(t) for t in self.optuna.get_trials(deepcopy=False))
+            todo = {} if began else bitwise.candidates(self.planner.runnable_combinations(), accuracy_group)
+            checks = bitwise.check(todo, self.study, self.machine.device, self.interpreters, self._show)
+            answers = {c.group: (c.trains_as, c.why) for c in checks}
+            records.set_bitwise(self.optuna, name, answers)
+            for c in checks if self.progress else ():
+                self.progress.write(terminal.wrapped(f"accuracy group {c.group}: {c.why}"))
+        self.planner.trains_as = {group: trains_as for group, (trains_as, _) in answers.items()}
+
+    def _work(self) -> None:
+        """Measurements, one at a time, until the protocol has planned its last and every one has a result:
+        from this worker and any other sharing the storage. While only others' trials run, wait: one may die
+        and its trial be queued again, or its result decide the next race block."""
+        while (step := self._next_step()) != "done":
+            if step == "wait":
+                time.sleep(claim.POLL_S * 10)
+                continue
+            with self.signals.held():
+                self.optuna.optimize(self.signals.deliver_in(self.objective), n_trials=1,
+                                     catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
+            if self.progress:
+                self.progress.total = max(self._to_measure()[1], self.progress.n)
+                self.progress.refresh()
+
+    def _next_step(self) -> str:
+        """"run" (a queued measurement, or one for TPE to pick), "wait" (others' trials run) or "done"."""
+        self.recovery.stale()
+        trials = self.optuna.get_trials(deepcopy=False)
+        if self.search == "grid" and not any(records.from_trial(t).has_slot for t in trials):
+            return self._queue(self.planner.screening())
+        if self.search == "optuna" and (baseline := self.planner.tpe_baseline(trials)):
+            return self._queue([baseline])
+        if any(t.state == TrialState.WAITING for t in trials):
+            return "run"
+        if self.search == "optuna" and self.planner.tpe_screened(trials) < (self.n_trials or 0):
+            return "run"
+        if any(t.state == TrialState.RUNNING for t in trials):
+            return "wait"
+        stored = self._stored()
+        if planned := self.planner.parity(stored):
+            return self._queue(planned)
+        standing, planned = self.planner.race(stored)
+        if standing is not None:
+            records.set_race(self.optuna, standing)
+        return self._queue(planned) if planned else "done"
+
+    def _stored(self) -> list[records.Record]:
+        return [r for r in records.load(self.optuna) if r.device == self.machine.device_name]
+
+    def _queue(self, planned: list[Planned]) -> str:
+        for p in planned:
+            records.queue(self.optuna, dict(p.slot.combination), p.slot.block, p.slot.position, p.slot.phase,
+                          combination_label(self.planner.options_of(p.slot.combination)), p.seed_index)
+        return "run"
+
+    def _planned(self) -> int:
+        trials = self.optuna.get_trials(deepcopy=False)
+        owned = sum(1 for t in trials if claim.owns(t))
+        return max(owned, self.n_trials or 0) if self.search == "optuna" else owned
+
+    def _measured(self) -> int:
+        return len(records.load_measurements(self.optuna))
+
+    def _to_measure(self) -> tuple[int, int]:
+        """(measurements with a result, measurements planned), neither counting combinations skipped here."""
+        done = planned = 0
+        for t in self.optuna.get_trials(deepcopy=False):
+            if not claim.owns(t) or records.from_trial(t).state == State.SKIPPED:
+                continue
+            params = claim.params(t)
+            if t.state == TrialState.WAITING and set(params) >= set(self.options) and \
+                    not self.planner.runnable(tuple(sorted((d, params[d]) for d in self.options))):
+                continue  # will be skipped at once
+            planned += 1
+            done += records.has_result(t) and t.state in records.FINISHED
+        if self.search == "optuna":
+            planned = max(planned, self.n_trials or 0)
+        return done, planned
+
+    def _show(self, doing: str) -> None:
+        if self.progress:
+            terminal.show(self.progress, doing)
+
+    def _after(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        r = records.from_trial(trial)
+        if r.state == State.DUPLICATE:  # another worker's trial: not this worker's progress
+            return
+        self.ran += 1
+        if self.progress and (line := self.lines.line(r)):
+            self.progress.write(terminal.wrapped(line))
+        if self.progress and r.state != State.SKIPPED:
+            self.progress.update(1)
+
+    def _finish(self, ran: int) -> Outcome:
+        stored = records.load(self.optuna)
+        compared = comparison.compare(stored, self.study.accuracy_tolerance, self.design)  # once: all render it
+        table, csv = results.save(compared, self.study, self.results_dir, self.search, self.machine.device_type)
+        reports = write_reports(self.study, compared, self.search, self.results_dir, self.tracker,
+                                records.from_study(self.optuna))
+        self.parent.finish(stored, compared, csv)
+        return Outcome(table, csv, ran, self.tracker.uri, self.parent.id, reports)

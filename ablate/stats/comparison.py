@@ -1,0 +1,157 @@
+"""Every combination against its device's baseline, computed once: what the table, the CSV, the report, the plots,
+summary.json and MLflow all render, so no two of them can disagree.
+
+`compare` runs the speed-up estimator (`ablate.stats.protocol.estimates`) and the parity verdicts (`ablate.stats.parity`) once
+per device, and the race's recommendation on top of them (`ablate.stats.verdicts`).
+
+A row's throughput has one definition, consistent with its speed-up by construction: **the baseline's throughput
+times the combination's speed-up**. A measurement's throughput is the geometric mean of its timed windows
+(`ablate.trial.measure`); the baseline's is the geometric mean over its protocol measurements (`records.combine`), and a
+combination's speed-up is the paired estimate over the blocks it shares with the baseline. So throughput / the
+baseline's throughput = the speed-up, exactly, in every surface. A combination the estimator could not pair with
+a baseline (none ran in its blocks) shows its own measurements' geometric mean and no speed-up.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import optuna
+
+from ablate.config.design import ProtocolSettings
+from ablate.config.study import Study
+from ablate.stats import parity as parity_
+from ablate.stats import verdicts
+from ablate.stats.analysis import Interval, Speedup, speedups
+from ablate.store.records import BASELINE, Record, StudyRecord, baseline, by_device
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One combination against the baseline of its device."""
+
+    record: Record
+    speedup: Speedup | None  # the paired estimate, its interval, blocks and noise; None: no baseline shared a block
+    throughput: float | None  # in the study's unit per second: the baseline's times the speed-up
+    parity: parity_.Parity | None  # its accuracy group's verdict; None without a measured accuracy
+    accuracy_change: float | None  # points: the parity verdict's mean paired change, else the plain difference
+
+    @property
+    def combination(self) -> str:
+        return self.record.combination
+
+    @property
+    def device(self) -> str:
+        return self.record.device
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.record.combination == BASELINE
+
+    @property
+    def factor(self) -> float | None:
+        return self.speedup.point if self.speedup else None
+
+    @property
+    def interval(self) -> Interval | None:
+        """The speed-up's 95% interval (None: no noise estimate to build one from)."""
+        return self.speedup.factor if self.speedup else None
+
+    @property
+    def blocks(self) -> int | None:
+        return self.speedup.estimate.blocks if self.speedup and not self.is_baseline else None
+
+    @property
+    def noise(self) -> str | None:
+        return self.speedup.estimate.noise if self.speedup else None
+
+    @property
+    def parity_failed(self) -> bool:
+        return self.parity is not None and self.parity.below
+
+    @property
+    def peak_memory_mb(self) -> float | None:
+        return self.record.metrics.get("peak_memory_mb")
+
+
+@dataclass(frozen=True)
+class DeviceComparisons:
+    """One device's comparisons, in the table's order (fastest first), and the recommendation drawn from them."""
+
+    device: str
+    records: list[Record]
+    rows: tuple[Comparison, ...]
+    recommendation: verdicts.Recommendation | None
+    tolerance: float
+    groups: dict[str, parity_.Parity]  # accuracy group -> its parity verdict
+
+    def __getitem__(self, combination: str) -> Comparison:
+        return next(c for c in self.rows if c.combination == combination)
+
+    def get(self, combination: str) -> Comparison | None:
+        return next((c for c in self.rows if c.combination == combination), None)
+
+    @property
+    def speedups(self) -> list[Speedup]:
+        """Every estimated speed-up, fastest first."""
+        return [c.speedup for c in self.rows if c.speedup]
+
+    @property
+    def found(self) -> dict[str, Speedup]:
+        return {c.combination: c.speedup for c in self.rows if c.speedup}
+
+    @property
+    def baseline(self) -> Comparison | None:
+        return next((c for c in self.rows if c.is_baseline and c.record.complete), None)
+
+    @cached_property  # the report's text and its plot both ask; each answer builds a scratch Optuna study
+    def front(self) -> list[Comparison]:
+        """Combinations no other beats on both throughput and accuracy (Optuna's own Pareto front), fastest first."""
+        done = [c for c in self.rows if c.record.complete and c.record.accuracy is not None and c.throughput]
+        if not done:
+            return []
+        scratch = optuna.create_study(directions=["maximize", "maximize"])
+        scratch.add_trials([optuna.trial.create_trial(values=[c.throughput, c.record.accuracy]) for c in done])
+        front = {t.number for t in scratch.best_trials}  # add_trials numbers them in order
+        return sorted((done[n] for n in front), key=lambda c: -c.throughput)
+
+    @property
+    def flagged(self) -> list[Record]:
+        """Combinations whose accuracy is `below` the baseline's: never raced or recommended."""
+        return [c.record for c in self.rows if c.parity_failed]
+
+
+def followed(study: Study, stored: StudyRecord) -> ProtocolSettings:
+    """The protocol the stored measurements followed (a run may override the study file's)."""
+    return ProtocolSettings(**stored.protocol) if stored.protocol else study.protocol
+
+
+def compare_stored(study: Study, stored: list[Record], attrs: StudyRecord) -> list[DeviceComparisons]:
+    """A stored study's comparisons, under the protocol its measurements followed."""
+    return compare(stored, study.accuracy_tolerance, followed(study, attrs))
+
+
+def compare(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None
+            ) -> list[DeviceComparisons]:
+    """Every combination of every device against that device's baseline (devices are never compared)."""
+    return [_one_device(device, group, tolerance, settings) for device, group in by_device(records).items()]
+
+
+def _one_device(device: str, records: list[Record], tolerance: float,
+                settings: ProtocolSettings | None) -> DeviceComparisons:
+    found = {s.record.combination: s for s in speedups(records)}
+    groups = verdicts.parity_by_group(records, tolerance)
+    verdict = verdicts.parity_of(records, tolerance, groups)
+    base = baseline(records)
+    base_rate = base.throughput if base else None
+    base_acc = base.accuracy if base else None
+    rows = []
+    for r in records:
+        s, p = found.get(r.combination), verdict.get(r.combination)
+        rate = base_rate * s.point if s and base_rate else r.throughput
+        change = p.change if p else (r.accuracy - base_acc if r.accuracy is not None and base_acc is not None
+                                     else None)
+        rows.append(Comparison(r, s, rate, p, change))
+    rows.sort(key=lambda c: (c.factor is None, -(c.factor or 0), -(c.throughput or 0)))
+    rec = verdicts.recommendation(records, tolerance, settings, found, verdict)
+    return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups)

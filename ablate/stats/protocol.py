@@ -1,0 +1,274 @@
+"""The measurement protocol: randomized blocks, racing, and the one speed-up estimator.
+
+Why: a throughput measured in one process moves by tens of percent from one
+process to the next on a shared machine (drift, neighbours, clocks), far more
+than the timed windows inside one process vary. So the unit of repetition is
+the process, and every speed-up is a ratio against a baseline measured close
+in time (Kalibera & Jones, ISMM 2013: repeat at the level where the variance
+is; Abedi & Brecht, ICPE 2017: randomized interleaving).
+
+- **Blocks.** Screening measures every combination once, in blocks of
+  `block_size` combinations plus the baseline twice, each block in its own
+  random order (seeded: `seed` and the block number). A combination's
+  speed-up is the mean over its blocks of (its log throughput - the mean of
+  the same block's baselines), so drift between blocks cancels, and a lucky
+  or unlucky baseline process moves a block by half as much.
+- **Racing** (F-Race, irace): after screening, only the contenders - the leader
+  among the combinations within the accuracy tolerance, and those whose
+  interval still reaches the leader's - are measured again, in race blocks of
+  their own with their own baseline, until the leader is distinguishable
+  from every other (after at least `MIN_RACE_BLOCKS`) or `race_blocks` is
+  reached. Contenders only drop out.
+- **One estimator.** A raced combination's speed-up comes from its race
+  blocks only: choosing it from the screening data does not inflate it
+  (winner's curse). Any other from its screening block(s).
+- **Intervals from between-process noise** (`process_noise`): the spread of
+  the paired differences of every combination measured in several blocks
+  (the raced ones), and the spread of the two baselines within each
+  screening block, pooled, give the variance of one process's log
+  throughput, with degrees of freedom from the number of blocks. Neither
+  source contains drift between blocks. A combination's standard error
+  follows from it and the blocks it ran in; its interval is a t interval.
+  Its `noise` says which sources there were: "paired" (raced combinations
+  among them) or "baseline" (the baselines' spread within blocks only);
+  with neither (one baseline, no repeats) there is no interval ("none").
+  Noise differs between combinations, so one measured in several blocks
+  takes the wider of its own spread and the pooled one ("own" when its own).
+
+Pure functions over plain data: the runner feeds them stored measurements,
+and the tests feed them simulated ones.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable, Sequence
+
+from scipy import stats
+
+from ablate.config.design import ProtocolSettings
+from ablate.stats import variance
+
+CONFIDENCE = 0.95
+MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (its interval comes from them)
+MIN_POOLED_DF = 2  # fewer pooled degrees of freedom: fall back on the baseline's spread
+SCREEN, RACE, FULL = "screen", "race", "full"
+CONFIRM = "confirm"  # after the race: the leader's estimate, from blocks its selection never saw
+PARITY = "parity"  # a training run for accuracy parity at one of the run's seeds (ablate.stats.parity): no speed-up from it
+
+Key = Hashable  # a combination, as the caller names it
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One planned measurement: a combination in a block, at a position in its random order."""
+
+    combination: Key
+    block: int
+    position: int
+    phase: str
+
+
+@dataclass(frozen=True)
+class Measurement:
+    combination: Key
+    block: int
+    phase: str
+    log_throughput: float  # mean log throughput of the process's timed windows
+
+
+def _ordered(block: int, members: Sequence[Key], phase: str, seed: int) -> list[Slot]:
+    order = list(members)
+    random.Random(f"{seed}:{block}").shuffle(order)  # str seeds hash deterministically across processes
+    return [Slot(c, block, i, phase) for i, c in enumerate(order)]
+
+
+def screening_plan(runnable: Sequence[Key], baseline: Key, settings: ProtocolSettings, seed: int,
+                   unrunnable: Sequence[Key] = ()) -> list[Slot]:
+    """The screening blocks (or every full block). `unrunnable` combinations (skipped on this machine) take no
+    time, so they join block 0 without counting towards its size."""
+    others = [c for c in runnable if c != baseline]
+    if settings.full_blocks:
+        return [s for b in range(settings.full_blocks) for s in
+                _ordered(b, [baseline, *others, *(unrunnable if b == 0 else ())], FULL, seed)]
+    random.Random(f"{seed}:assign").shuffle(others)
+    size = settings.block_size
+    chunks = [others[i:i + size] for i in range(0, len(others), size)] or [[]]
+    # Two baselines per screening block: a lucky or unlucky baseline process moves every screened
+    # combination of its block, by half as much with two; and their difference measures a process's noise.
+    return [s for b, chunk in enumerate(chunks) for s in
+            _ordered(b, [*[baseline] * settings.screen_baselines, *chunk, *(unrunnable if b == 0 else ())], SCREEN, seed)]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A combination's speed-up over the baseline on the log scale, with what its interval rests on."""
+
+    log: float
+    se: float | None  # standard error of `log`; None when nothing estimates the noise
+    df: int
+    blocks: int  # blocks its estimate comes from
+    phase: str  # SCREEN, RACE or FULL: which blocks
+    noise: str  # "own" (its own blocks' spread), "paired" (pooled, raced combinations among the sources),
+    # "baseline" (the baselines' spread within blocks only) or "none"
+
+    def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+        if self.se is None:
+            return None
+        if self.se == 0:
+            return self.log, self.log
+        half = stats.t.ppf(0.5 + confidence / 2, self.df) * self.se
+        return self.log - half, self.log + half
+
+    @property
+    def factor(self) -> float:
+        return math.exp(self.log)
+
+
+BASELINE_ESTIMATE = Estimate(0.0, 0.0, 0, 0, SCREEN, "paired")  # x1.00 by definition
+
+
+def _by_block(measurements: Iterable[Measurement]) -> dict[Key, dict[int, tuple[str, list[float]]]]:
+    """combination -> block -> (phase, its log throughputs in that block); parity runs left out."""
+    acc: dict[Key, dict[int, tuple[str, list[float]]]] = {}
+    for m in measurements:
+        if m.phase != PARITY:
+            acc.setdefault(m.combination, {}).setdefault(m.block, (m.phase, []))[1].append(m.log_throughput)
+    return acc
+
+
+def _pairs(ys: dict[Key, dict[int, tuple[str, list[float]]]], c: Key, baseline: Key,
+           phase: str | None = None) -> tuple[str, list[tuple[float, int]]]:
+    """The phase an estimate of `c` uses (confirmation, else race, else any; or `phase`), and per block its
+    difference from the mean of the block's baselines with the number of those baselines."""
+    base = ys.get(baseline, {})
+    mine = {b: v for b, v in ys.get(c, {}).items() if b in base}
+    if phase is None:
+        phase = next((p for p in (CONFIRM, RACE) if any(v[0] == p for v in mine.values())),
+                     next((p for p, _ in mine.values()), SCREEN))
+    use = {b: v for b, v in mine.items() if v[0] == phase}
+    return phase, [(statistics.fmean(y) - statistics.fmean(base[b][1]), len(base[b][1]))
+                   for b, (_, y) in sorted(use.items())]
+
+
+def _var(xs: Sequence[float]) -> float:
+    """The sample variance in floats (statistics.variance computes in exact fractions: 10x slower, and the race
+    recomputes every estimate at each of its steps)."""
+    mean = sum(xs) / len(xs)
+    return sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def _own_noise(pairs: list[tuple[float, int]]) -> float:
+    """One combination's own process variance, from its paired differences across blocks (needs two)."""
+    ds = [d for d, _ in pairs]
+    scale = statistics.fmean(1 + 1 / n for _, n in pairs)  # var(d) = sigma^2 (1 + 1/baselines)
+    return _var(ds) / scale
+
+
+def default_techniques(baseline: Key) -> Callable[[Key], frozenset]:
+    """A combination's techniques from its label ("a + b"); the baseline and non-text keys have none."""
+    return lambda c: frozenset() if c == baseline or not isinstance(c, str) else frozenset(c.split(" + "))
+
+
+def noise_sources(measurements: Iterable[Measurement], baseline: Key,
+                  techniques: Callable[[Key], frozenset] | None = None) -> list[variance.Source]:
+    """Every variance of one process's log throughput the measurements hold, none touched by drift between
+    blocks: the baselines' spread within a block, and each combination's paired differences across the blocks
+    of one phase (each pair with n baselines varies by sigma^2 (1 + 1/n))."""
+    techniques = techniques or default_techniques(baseline)
+    ys = _by_block(measurements)
+    out = [variance.Source(frozenset(), _var(v), len(v) - 1)
+           for _, v in ys.get(baseline, {}).values() if len(v) > 1]
+    base = variance.pooled(out)
+    for c in ys:
+        if c == baseline:
+            continue
+        for phase in sorted({p for p, _ in ys[c].values()}):
+            _, pairs = _pairs(ys, c, baseline, phase)
+            if len(pairs) > 1:
+                out.append(variance.Source(techniques(c), _own_process(pairs, base.low if base else None),
+                                           len(pairs) - 1))
+    return out
+
+
+def _own_process(pairs: list[tuple[float, int]], base_var: float | None) -> float:
+    """A combination's own process variance from its paired differences: var(d) = sigma_c^2 + sigma_base^2 / n,
+    so the baselines' share is taken off where their variance is known (a noisy combination is not averaged
+    with a quiet baseline); else sigma^2 (1 + 1/n) with one sigma for both. Never below half of var(d): the
+    baselines' variance rests on a few within-block pairs, and where it came out high, taking it off left
+    contenders a tenth of their true variance, so the race told true ties apart (a six-way tie was broken in 6%
+    of simulated races with a floor of a tenth, 2% with a half)."""
+    if base_var is None:
+        return _own_noise(pairs)
+    raw = _var([d for d, _ in pairs])
+    return max(raw - base_var * statistics.fmean(1 / n for _, n in pairs), 0.5 * raw)
+
+
+def process_noise(measurements: Iterable[Measurement], baseline: Key) -> tuple[float | None, int, str]:
+    """The pooled variance of one process's log throughput, its degrees of freedom, and where it came from
+    ("paired": combinations measured in several blocks among the sources; "baseline": the baselines only)."""
+    measurements = list(measurements)
+    sources = noise_sources(measurements, baseline)
+    pooled = variance.pooled(sources)
+    if pooled is None:
+        return None, 0, "none"
+    from_baselines = sum(1 for _, v in _by_block(measurements).get(baseline, {}).values() if len(v) > 1)
+    return pooled.low, pooled.df, "paired" if len(sources) > from_baselines else "baseline"
+
+
+def estimates(measurements: Iterable[Measurement], baseline: Key,
+              techniques: Callable[[Key], frozenset] | None = None) -> dict[Key, Estimate]:
+    """The speed-up estimate of every combination measured in a block that also measured the baseline.
+
+    Its variance comes from the variance model by technique (`ablate.stats.variance`; "model" when techniques got
+    their own terms, else the pooled "paired" or "baseline" noise). A combination measured in several blocks
+    takes the wider of its own spread (degrees of freedom: its blocks minus one) and the model's, never the
+    narrower ("own"): noise differs between combinations (measured: bf16 autocast with a doubled batch moved
+    between two levels 40% apart from one process to the next, where the baseline moved by 3%).
+    """
+    measurements = list(measurements)
+    techniques = techniques or default_techniques(baseline)
+    ys = _by_block(measurements)
+    var_, df, noise = process_noise(measurements, baseline)
+    sources = noise_sources(measurements, baseline, techniques)
+    model = variance.fit(sources)
+    base_var = variance.pooled([s for s in sources if not s.techniques])
+    if model is not None and model.by_technique:
+        noise, df = "model", model.df
+    out: dict[Key, Estimate] = {baseline: BASELINE_ESTIMATE} if baseline in ys else {}
+    for c in ys:
+        if c == baseline:
+            continue
+        phase, pairs = _pairs(ys, c, baseline)
+        if not pairs:
+            continue
+        k = len(pairs)
+        # var(d) in a block with n baselines: sigma_c^2 + sigma_base^2 / n (one sigma for both without techniques)
+        sb = base_var.low if base_var and model and model.by_technique else None
+        mine, its_df, its_noise = None, df, noise
+        if model is not None:
+            own_var, own_df = model.variance(techniques(c)), model.df_for(techniques(c))
+            base_share = sum((sb if sb is not None else own_var) / n for _, n in pairs) / k
+            mine = own_var + base_share
+            if sb is not None:  # the two variances rest on different sources
+                its_df = variance.satterthwaite([(own_var, own_df), (base_share, base_var.df)])
+        own = _var([d for d, _ in pairs]) if k > 1 else None
+        if own is not None and (mine is None or own > mine):
+            mine, its_df, its_noise = own, k - 1, "own"
+        se = math.sqrt(mine / k) if mine is not None else None
+        out[c] = Estimate(statistics.fmean(d for d, _ in pairs), se, its_df, k, phase, its_noise)
+    return out
+
+
+def baseline_cv(measurements: Iterable[Measurement], baseline: Key) -> float | None:
+    """The host's noise: the coefficient of variation of the baseline's throughput across blocks."""
+    ys = [statistics.fmean(y) for _, y in _by_block(measurements).get(baseline, {}).values()]
+    return statistics.stdev(ys) if len(ys) > 1 else None  # the SD of log throughput is the CV, to first order
+
+
+def race_plan(members: Sequence[Key], baseline: Key, block: int, seed: int, phase: str = RACE) -> list[Slot]:
+    """One race (or confirmation) block: the contenders and the baseline, in the block's own random order."""
+    return _ordered(block, [baseline, *members], phase, seed)
+

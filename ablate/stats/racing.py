@@ -1,0 +1,205 @@
+"""The race after screening, its confirmation blocks, and the recommendation that comes out of them.
+
+- **The field**: the screening leader among the eligible combinations (accuracy
+  not `below`) and those screening cannot tell apart from it (the race's first
+  look, at `SCREEN_ALPHA` of the family's alpha), the best `contenders` of
+  them raced first. The baseline is in every race block
+  anyway, so it is in the field too: "no technique" may be the answer.
+- **Elimination**: after each race block from `MIN_RACE_BLOCKS` on, the leader
+  (the highest race-only estimate) is compared with every other field member
+  by paired contrasts over their shared race blocks; those the studentized
+  range tells apart at the look's share of the race's alpha
+  (`ablate.stats.contrasts`) drop out. Each look is replayed from the stored measurements, so the race is a
+  pure function of them.
+- **Challengers**: an eligible combination never raced whose screening
+  estimate beats the leader's race estimate takes a free seat in the next
+  race block: it is raced, never recommended on its screening alone.
+- **Stop**: when no contender is left after `MIN_RACE_BLOCKS`, or after
+  `race_blocks`. Then `confirm_blocks` blocks of the leader, the simplest
+  member of the final set and the baseline, which no selection saw: the
+  leader's reported speed-up and interval come from them only, so choosing
+  it does not inflate them (the race leader is the max of several estimates,
+  biased up by about one standard error in a four-way tie).
+- **The answer** is a set: the leader and every field member the race could not
+  tell apart from it, the simplest (fewest techniques) named first.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from ablate.stats import variance
+from ablate.stats.contrasts import ALPHA, SCREEN_ALPHA, Contrast, beyond_range, look_alpha, paired, told_apart
+from ablate.stats.protocol import (
+    CONFIRM,
+    FULL,
+    MIN_RACE_BLOCKS,
+    RACE,
+    Estimate,
+    Key,
+    Measurement,
+    ProtocolSettings,
+    default_techniques,
+    estimates,
+    noise_sources,
+)
+from ablate.words import count
+
+
+@dataclass(frozen=True)
+class Race:
+    """Where the race stands after the blocks measured so far."""
+
+    leader: Key | None
+    contenders: tuple[Key, ...]  # not told apart from the leader (yet), best first
+    race_blocks: int  # race blocks measured
+    next_block: tuple[Key, ...] | None  # the combinations of the next block (baseline added), None: stop
+    why: str
+    phase: str = RACE  # the next block's phase: RACE or CONFIRM
+    contrasts: tuple[Contrast, ...] = ()  # the leader against every other field member, at the last look
+    eliminated: tuple[Key, ...] = ()  # told apart from the leader, in the order they dropped out
+    pending: tuple[Key, ...] = ()  # challengers never raced whose screening estimate beats the leader's
+    confirm_blocks: int = 0
+
+
+def _values(measurements: Iterable[Measurement], phase: str) -> dict[Key, dict[int, float]]:
+    """combination -> block -> its mean log throughput there, over the blocks of `phase`."""
+    acc: dict[Key, dict[int, list[float]]] = {}
+    for m in measurements:
+        if m.phase == phase:
+            acc.setdefault(m.combination, {}).setdefault(m.block, []).append(m.log_throughput)
+    return {c: {b: statistics.fmean(v) for b, v in by.items()} for c, by in acc.items()}
+
+
+def _relative(values: dict[Key, dict[int, float]], c: Key, baseline: Key, blocks: Sequence[int]) -> float | None:
+    """c's mean paired difference from the baseline over `blocks` (race-only estimate)."""
+    base, mine = values.get(baseline, {}), values.get(c, {})
+    ds = [mine[b] - base[b] for b in blocks if b in mine and b in base]
+    return statistics.fmean(ds) if ds else None
+
+
+def _look(values, baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
+          model: Callable[[Key], tuple[float, int]] | None = None) -> tuple[Key, list[Contrast], set[Key]]:
+    """The leader among `field` on `blocks`, its contrasts with the others, and those told apart from it.
+    `model`: a combination's process variance from the variance model, with its degrees of freedom."""
+    shown = {c: values.get(c, {}) for c in field}
+    shown = {c: {b: v for b, v in by.items() if b in blocks} for c, by in shown.items()}
+    rel = {c: _relative(values, c, baseline, blocks) for c in field}
+    leader = max(sorted(field, key=str), key=lambda c: -math.inf if rel[c] is None else rel[c])
+    found = [paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None)
+             for c in sorted(field, key=str) if c != leader]
+    return leader, found, told_apart(found, alpha, len(field))
+
+
+def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key], settings: ProtocolSettings,
+         techniques: Callable[[Key], frozenset] | None = None) -> Race:
+    """The next block, from every measurement so far and the eligible combinations (accuracy not `below`).
+
+    Call it once every planned measurement has a result; it is deterministic, so workers that call it on the
+    same measurements plan the same block.
+    """
+    techniques = techniques or default_techniques(baseline)
+    est = {c: e for c, e in estimates(measurements, baseline, techniques).items() if c in eligible}
+    fitted = variance.fit(noise_sources(measurements, baseline, techniques))
+    model = (lambda c: (fitted.variance(techniques(c)), fitted.df_for(techniques(c)))) if fitted else None
+    values = _values(measurements, RACE)
+    blocks = sorted({b for by in values.values() for b in by})
+    n_race = len(blocks)
+    if not est:
+        return Race(None, (), n_race, None, "no combination within the accuracy tolerance was measured")
+    if not settings.racing:
+        return _not_raced(measurements, baseline, est, settings)
+    screen_rank = sorted(est, key=lambda c: (-est[c].log, str(c)))
+    if not n_race:
+        first = screen_rank[0]
+        field = [c for c in screen_rank if c == first or not _screened_apart(est[first], est[c], len(screen_rank))]
+        members = [c for c in field if c != baseline][: max(1, settings.contenders)]
+        if not members:
+            return Race(baseline, (), 0, None, "no combination could still beat the baseline")
+        return Race(first, tuple(c for c in field if c != first), 0, tuple(members), "racing")
+    looks = max(1, settings.race_blocks - MIN_RACE_BLOCKS + 1)
+    out: list[Key] = []
+    contrasts: list[Contrast] = []
+    for n in range(1, n_race + 1):  # replay the looks: the field of block n is who ran in it, less the eliminated
+        # One that ran in an earlier race block but not in this one was dropped when this block was planned. The
+        # replayed look may judge it otherwise (the variance model has learnt from later blocks since), but what
+        # was measured is the record: a dropped combination stays dropped.
+        out += sorted((c for c in values if c not in out and blocks[n - 1] not in values[c]
+                       and any(b in values[c] for b in blocks[:n - 1])), key=str)
+        field = [c for c in values if blocks[n - 1] in values[c] and c not in out]
+        if baseline in eligible and baseline not in field and baseline not in out:
+            field.append(baseline)
+        field = [c for c in field if c in est]
+        alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks) if n >= MIN_RACE_BLOCKS else 0.0
+        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model)
+        out += sorted(dropped, key=str)
+    survivors = [c for c in field if c != leader and c not in out]
+    rel = {c: _relative(values, c, baseline, blocks) for c in field}
+    survivors.sort(key=lambda c: (-(rel[c] if rel[c] is not None else -math.inf), str(c)))
+    raced = set(values)
+    beat = rel[leader] if rel[leader] is not None else 0.0
+    challengers = [c for c in screen_rank if c not in raced and c != baseline and est[c].log > beat]
+    standing = dict(leader=leader, contenders=tuple(survivors), race_blocks=n_race, contrasts=tuple(contrasts),
+                    eliminated=tuple(out))
+    seats = max(0, max(1, settings.contenders) - 1 - len([c for c in survivors if c != baseline]))
+    entering = challengers[:seats]
+    if n_race < settings.race_blocks and (n_race < MIN_RACE_BLOCKS or survivors or entering):
+        members = [c for c in [leader, *survivors, *entering] if c != baseline]
+        if members:
+            return Race(**standing, next_block=tuple(members), why="racing")
+    why = (f"the race stopped at its maximum of {count(settings.race_blocks, 'block')}"
+           + (f" with {len(survivors)} not told apart from the leader" if survivors else "")
+           if n_race >= settings.race_blocks and survivors else
+           f"the leader was told apart from every other by paired contrasts after {count(n_race, 'race block')}"
+           if not survivors else "no contender other than the baseline is left")
+    return _confirm(measurements, standing, why, challengers, baseline, settings, techniques)
+
+
+def _confirm(measurements, standing: dict, why: str, pending: list[Key], baseline: Key, settings: ProtocolSettings,
+             techniques: Callable[[Key], frozenset]) -> Race:
+    """After the race: blocks of the leader, the simplest of the set and the baseline, none seen by selection."""
+    done = len({m.block for m in measurements if m.phase == CONFIRM})
+    leader = standing["leader"]
+    members = tuple(dict.fromkeys(c for c in (leader, simplest([leader, *standing["contenders"]], techniques))
+                                  if c != baseline))
+    nxt = members if members and done < settings.confirm_blocks else None
+    return Race(**standing, next_block=nxt, why=why, phase=CONFIRM, pending=tuple(pending), confirm_blocks=done)
+
+
+def _summed(a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+    """The variance of a difference of two independent processes, with its Welch-Satterthwaite df."""
+    return a[0] + b[0], variance.satterthwaite([a, b])
+
+
+def _screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
+    """Screening told `other` apart from the screening leader: the first look of the race, at SCREEN_ALPHA over
+    all `k` screened combinations (the leader is the luckiest of them, so the studentized range, as in the race).
+    Their estimates may come from different blocks: the difference's variance is the sum of theirs (conservative
+    where they share a block's baseline)."""
+    if first.se is None or other.se is None:
+        return False
+    se, diff = math.hypot(first.se, other.se), first.log - other.log
+    df = max(1, min(e.df for e in (first, other)))
+    return beyond_range(diff, se, df, SCREEN_ALPHA, max(2, k))
+
+
+def _not_raced(measurements, baseline: Key, est: dict[Key, Estimate], settings: ProtocolSettings) -> Race:
+    """Screening only, or a full design: the leader of the estimates; in a full design every combination shares
+    every block, so the contrasts are paired over all of them (one look: the whole alpha)."""
+    leader = max(sorted(est, key=str), key=lambda c: est[c].log)
+    if settings.full_blocks:
+        values = _values(measurements, FULL)
+        blocks = sorted({b for by in values.values() for b in by})
+        field = [c for c in est if c in values]
+        leader, contrasts, out = _look(values, baseline, field, blocks, ALPHA)  # own spreads: every block shared
+        still = tuple(sorted((c for c in field if c != leader and c not in out), key=lambda c: (-est[c].log, str(c))))
+        return Race(leader, still, 0, None, "no racing in this protocol", contrasts=tuple(contrasts),
+                    eliminated=tuple(sorted(out, key=str)))
+    return Race(leader, (), 0, None, "no racing in this protocol")
+
+
+def simplest(members: Sequence[Key], techniques: Callable[[Key], frozenset]) -> Key:
+    """The member with the fewest techniques (ties: the earlier, i.e. the faster, in `members`)."""
+    return min(enumerate(members), key=lambda ic: (len(techniques(ic[1])), ic[0]))[1]

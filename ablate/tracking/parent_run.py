@@ -1,0 +1,76 @@
+"""The study's MLflow parent run: opened before the first measurement, shared by workers, closed at the end.
+
+Each measurement's MLflow run is a child of it. A resumed study reopens its
+stored parent; workers started together share the one the worker that
+created the Optuna study made. At the end the parent gets the table and the
+reports, and every measurement's run its combination's pooled comparisons
+(they need every block, so they are known only then).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from ablate.config.study import Study
+from ablate.render import report
+from ablate.stats.comparison import DeviceComparisons
+from ablate.store import claim, records
+from ablate.store.records import Record, StudyRecord
+from ablate.tracking import view
+from ablate.tracking.tracker import Tracker
+
+PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for its creator's MLflow parent run
+
+
+class ParentRun:
+    def __init__(self, study: Study, optuna_study: optuna.Study, tracker: Tracker, search: str, wait: bool) -> None:
+        """`wait`: another worker creates the parent run (this one did not create the Optuna study)."""
+        self.study, self.optuna, self.tracker, self.search, self.wait = study, optuna_study, tracker, search, wait
+        self.id: str | None = None
+
+    def open(self) -> None:
+        """Start (or reopen) the study's MLflow parent run and record it in the Optuna study."""
+        self.id = self.id or self.tracker.start_parent(self.search, self._stored())
+        if self.id:  # offline (MLflow unreachable): keep the stored parent for resume and sync
+            records.set_parent_run(self.optuna, self.id)
+
+    def stop(self) -> None:
+        """After Ctrl-C or SIGTERM: the parent run KILLED, unless other workers' trials still run in it."""
+        if not self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            self.tracker.finish_parent(self.id, [], status="KILLED")
+
+    def _stored(self) -> str | None:
+        """The study's stored parent run. Workers started together share one: the worker that created the Optuna
+        study makes it, and the others wait (up to PARENT_WAIT_S) for its id to appear in the study."""
+        deadline = time.monotonic() + (PARENT_WAIT_S if self.wait else 0)
+        while (parent := records.from_study(self.optuna).parent_run_id) is None and time.monotonic() < deadline:
+            time.sleep(claim.POLL_S * 5)
+        return parent
+
+    def finish(self, stored: list[Record], compared: list[DeviceComparisons], csv: Path) -> None:
+        """The end: each measurement's run gets its combination's pooled comparisons; the parent, the table."""
+        if not self.id:
+            return
+        # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
+        ids = records.run_ids(self.optuna)
+        pooled = view.rows(compared)
+        for m in (m for r in stored for m in r.measurements):
+            if ids.get(m.number) and (found := pooled.get((m.device, m.combination))):
+                metrics, tags = found.lent(m.metrics) if m.complete else ({}, {})
+                self.tracker.log_metrics(ids[m.number], {**found.metrics, **metrics}, {**found.tags_for(m.number), **tags})
+        self.tracker.finish_parent(self.id, [self.study.path, csv])
+
+
+def write_reports(study: Study, compared: list[DeviceComparisons], search: str, results_dir: Path, tracker: Tracker,
+                  attrs: StudyRecord) -> list[report.Report]:
+    """Build the study's report(s) from its comparisons and attach them to the MLflow parent run.
+    `attrs`: the Optuna study's record (its protocol, where the race ended, its parent run)."""
+    built = report.build(study, compared, search, results_dir / study.name / "report", attrs)
+    parent_id = attrs.parent_run_id
+    for r in built:
+        if parent_id:
+            tracker.log_report(parent_id, r.folder, r.metrics)
+    return built

@@ -1,0 +1,94 @@
+"""`ablate sync`: give every stored trial that has no MLflow run one, as `ablate run` would have logged it.
+
+For trials that ran while MLflow was unreachable (or were logged to another
+tracking URI). The Optuna storage is the source: params, metrics, tags, state,
+reason, status and start/end times are rebuilt from each trial. Finished
+trials' user attrs are frozen in Optuna, so the new run ids are recorded in
+the Optuna study's record (`records.StudyRecord.runs`), after each run, so an
+interrupted sync never logs a trial twice.
+"""
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from pathlib import Path
+
+import optuna
+
+from ablate.config.choices import Option, compose_options
+from ablate.config.study import Study, StudyError
+from ablate.stats import comparison
+from ablate.stats.planner import combination_label
+from ablate.store import records
+from ablate.tracking import view
+from ablate.tracking.tracker import Tracker, trial_params
+from ablate.trial.failures import INTERRUPTED
+from ablate.trial.machine import Machine
+from strategies import ConflictError, Stack
+
+
+def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Tracker, artifacts: list[Path]) -> int:
+    """Create the missing parent and child runs; returns how many child runs were created."""
+    if tracker.offline:
+        raise StudyError(f"MLflow at {tracker.uri} is unreachable ({tracker.offline_reason}); nothing synced")
+    known = records.run_ids(stored)
+    missing = [(r, built) for r in map(records.from_trial, stored.get_trials(deepcopy=False, states=records.FINISHED))
+               if r.state != records.DUPLICATE  # a concurrent duplicate never had a run of its own
+               and (built := _composed(study, r)) is not None and not tracker.has_run(known.get(r.number))]
+    if not missing:
+        return 0
+    parent = records.from_study(stored).parent_run_id
+    created = not tracker.has_run(parent)
+    if created:
+        parent = tracker.new_parent(search)
+        if parent:
+            records.set_parent_run(stored, parent)
+    loaded = records.load(stored)
+    by_combination = view.rows(comparison.compare_stored(study, loaded, records.from_study(stored)))
+    mapping = dict(records.from_study(stored).runs)
+    pushed = 0
+    for record, (options, stack) in missing:
+        row = by_combination.get((record.device, record.combination))
+        run_id = _push(tracker, parent, record, options, stack, row)
+        if not run_id:
+            break  # MLflow went away mid-sync: the Tracker said so; what was pushed is recorded
+        mapping[record.number] = run_id
+        records.set_runs(stored, mapping)
+        pushed += 1
+    if created:
+        tracker.finish_parent(parent, [p for p in artifacts if p.exists()])
+    if tracker.offline:
+        raise StudyError(f"MLflow at {tracker.uri} became unreachable ({tracker.offline_reason}) after {pushed} of "
+                         f"{len(missing)} runs; run the same command again to push the rest")
+    return pushed
+
+
+def _composed(study: Study, record: records.Record) -> tuple[tuple[Option, ...], Stack] | None:
+    """The trial's options and their stack; None where `ablate run` logs no run (they do not compose)."""
+    try:
+        options = study.combination(record.levels)
+        return options, compose_options(options)
+    except (KeyError, ConflictError):  # a combination that does not compose is skipped before its run starts
+        return None
+
+
+def _push(tracker: Tracker, parent: str | None, record: records.Record, options: tuple[Option, ...], stack: Stack,
+          row: view.Row | None) -> str | None:
+    trial = record.trial
+    # The label `ablate run` stores with it (a function of its levels), also for a trial stopped before it had one.
+    combination = combination_label(options)
+    machine = Machine(**{f.name: record.machine[f.name] for f in dataclasses.fields(Machine)})
+    run_id = tracker.start_trial(parent, record.number, combination, trial_params(record.levels, stack.params()),
+                                 machine=machine, start_time=_ms(trial.datetime_start), block=record.block)
+    state, reason, metrics, tags = records.mlflow_payload(record)
+    if row:  # its combination's pooled comparisons, and whether it is the combination's row in the view
+        lent, lent_tags = row.lent(metrics) if state == "complete" else ({}, {})
+        tags = {**tags, **row.tags_for(record.number), **lent_tags}
+        metrics = {**metrics, **row.metrics, **lent} if state == "complete" else metrics
+    reason = INTERRUPTED if state == "killed" else reason
+    tracker.finish_trial(run_id, state, reason, metrics=metrics, tags=tags, end_time=_ms(trial.datetime_complete))
+    return None if tracker.offline else run_id
+
+
+def _ms(when: datetime | None) -> int | None:
+    return int(when.timestamp() * 1000) if when else None

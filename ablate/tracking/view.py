@@ -1,0 +1,143 @@
+"""What the MLflow UI opens on: a study's experiment as a table that answers "which combination is fastest, and
+what does it cost in accuracy", through MLflow's own mechanisms (looked up in the UI shipped with mlflow 3.17):
+
+- ``mlflow.experimentKind`` (an experiment tag, what the UI's experiment-type selector writes):
+  ``custom_model_development``, the model-training view, not the GenAI one. The 3.17 UI takes the view from
+  its ``workflowType`` instead (a URL parameter, else the browser's last choice), so the URL carries it too.
+- ``mlflow.sharedViewState.KEY`` (an experiment tag, what the UI's *Share* button writes) holds a view: its
+  search filter, sort and columns; ``viewStateShareKey=KEY`` in the URL opens it. Plain JSON is accepted.
+- One run per combination carries ``ablate.row = combination`` (its primary measurement): the view filters on
+  it, so each combination is one row, not one per measurement.
+- Display tags: the speed-up with its interval, the accuracy change and the parity verdict as short strings
+  (``x1.07 [0.98, 1.17]``), so the table reads at a glance. The metrics keep full precision: they are the
+  data (sorting, charts, scripts), the tags only their rounding.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ablate.stats.comparison import Comparison, DeviceComparisons
+from ablate.store.records import ACCURACY_FROM_TAG, held_out, trained_figures
+from ablate.words import factor, interval
+
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+SHARE_KEY = "ablate"
+SHARE_TAG = f"mlflow.sharedViewState.{SHARE_KEY}"
+ROW_TAG, ROW = "ablate.row", "combination"
+SPEEDUP, ACCURACY, PARITY, STATE = "speed-up", "accuracy change", "parity", "ablate.state"
+DIMENSION = "dim."  # a dimension's param; strategies' own settings are "strategy.NAME.SETTING": sorted after
+SETTING = "strategy."
+UI_PORT = 5000
+RUN_NAME = "mlflow.runName"  # mlflow.utils.mlflow_tags.MLFLOW_RUN_NAME: a run's name, settable as a tag
+
+
+def _column(kind: str, key: str) -> str:
+    """A column's key as the runs table names it (its canonical sort key)."""
+    return f"{kind}.`{key}`"
+
+
+def shared_state(dimensions: Iterable[str]) -> dict[str, Any]:
+    """The view: one row per combination, fastest first, the answer's columns, then the study's dimensions."""
+    dimensions = list(dimensions)
+    columns = [_column("tags", key) for key in (SPEEDUP, ACCURACY, PARITY, STATE)] + [
+        _column("params", DIMENSION + d) for d in dimensions]
+    name = _column("attributes", "Run Name")
+    return {
+        "searchFilter": f"tags.`{ROW_TAG}` = '{ROW}'",
+        "orderByKey": _column("metrics", "speedup"),
+        "orderByAsc": False,
+        "selectedColumns": columns,
+        # The table groups columns by kind (params before tags) unless told their order: the answer first.
+        "columnOrder": [name, *columns],
+        "columnWidths": {name: 300, columns[0]: 150, columns[1]: 130, columns[2]: 150},
+        "runsHiddenMode": "SHOW_ALL",  # the charts compare every combination, not the UI's default first 10
+        "compareRunCharts": _charts(dimensions),
+        "compareRunSections": [{"uuid": SECTION, "name": "ablate: the answer", "display": True, "isReordered": False,
+                                "deleted": False, "isGenerated": False}],
+    }
+
+
+SECTION = "ablate-answer"
+
+
+def _charts(dimensions: list[str]) -> list[dict[str, Any]]:
+    """The chart view (`compareRunsMode=CHART`): the study's dimensions against the speed-up, the speed-up of
+    each combination, and speed-up against accuracy change: chart configurations as the UI stores them."""
+    common = {"metricSectionId": SECTION, "deleted": False, "isGenerated": False, "runsCountToCompare": 100}
+    return [
+        {**common, "uuid": "ablate-parallel", "type": "PARALLEL", "selectedParams": [DIMENSION + d for d in dimensions],
+         "selectedMetrics": ["speedup"], "showAllRuns": True},
+        {**common, "uuid": "ablate-speedup", "type": "BAR", "metricKey": "speedup"},
+        {**common, "uuid": "ablate-tradeoff", "type": "SCATTER", "xaxis": {"key": "speedup", "type": "METRIC"},
+         "yaxis": {"key": "accuracy_change", "type": "METRIC"}},
+    ]
+
+
+def experiment_tags(dimensions: Iterable[str]) -> dict[str, str]:
+    return {**EXPERIMENT_KIND, SHARE_TAG: json.dumps(shared_state(dimensions))}
+
+
+def url(tracking_uri: str, experiment_id: str, charts: bool = False, port: int = UI_PORT) -> str:
+    """The view's address: on the tracking server itself, or on `ablate ui --port port`'s (a database has no UI
+    of its own). `charts`: its chart view (the runs compared in `_charts`) rather than its table."""
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
+    return (f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={SHARE_KEY}"
+            + ("&compareRunsMode=CHART" if charts else ""))
+
+
+def metrics(c: Comparison) -> dict[str, float]:
+    """A combination's comparisons with the baseline, as MLflow metrics (those that could be computed)."""
+    i, p = c.interval, c.parity
+    found = {"speedup": c.factor, "speedup_low": i.low if i else None, "speedup_high": i.high if i else None,
+             "speedup_blocks": c.blocks, "accuracy_change": c.accuracy_change,
+             "accuracy_change_low": p.low if p else None, "accuracy_change_high": p.high if p else None}
+    return {k: float(v) for k, v in found.items() if v is not None}
+
+
+def display_tags(c: Comparison) -> dict[str, str]:
+    """A combination's comparisons as the view's strings (two decimals: the interval is wider than that)."""
+    tags = {}
+    if c.factor is not None:
+        tags[SPEEDUP] = factor(c.factor, c.interval and c.interval.low, c.interval and c.interval.high)
+    if c.accuracy_change is not None:
+        p = c.parity
+        tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"
+        tags[PARITY] = f"{p.verdict} {interval(p.low, p.high, signed=True)} ({p.seeds} seeds)" if p else "no verdict"
+    return tags
+
+
+@dataclass(frozen=True)
+class Row:
+    """What every measurement of one combination gets at the end: its pooled comparisons, as metrics (full
+    precision) and display tags; `primary` is the measurement that stands for the combination in the view."""
+
+    combination: str
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    primary: int
+    held_out: dict[str, float]  # its group's test accuracy and loss, for measurements taken before the group trained
+    accuracy_from: int | None  # the trial that trained them
+
+    def lent(self, measured: Mapping[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+        """The group's held-out figures and where they came from, for a complete measurement whose own metrics are
+        `measured`, where it has none of its own (a raced grid trains a group after screening it:
+        `Planner.defer_accuracy`); nothing otherwise."""
+        if trained_figures(measured) or not self.held_out:
+            return {}, {}
+        return dict(self.held_out), ({ACCURACY_FROM_TAG: str(self.accuracy_from)} if self.accuracy_from is not None else {})
+
+    def tags_for(self, number: int) -> dict[str, str]:
+        """Its tags for measurement `number`; the primary is renamed after its combination alone (the row's name).
+        The row tag is set on every measurement, so a primary that changed on resume leaves no second row."""
+        if number != self.primary:
+            return {**self.tags, ROW_TAG: "measurement"}
+        return {**self.tags, ROW_TAG: ROW, RUN_NAME: self.combination}
+
+
+def rows(compared: list[DeviceComparisons]) -> dict[tuple[str, str], Row]:
+    """(device, combination) -> its Row, rendered from its comparison."""
+    return {(c.device, c.combination): Row(c.combination, metrics(c), display_tags(c), c.record.number,
+                                           held_out(c.record.metrics), c.record.accuracy_from)
+            for d in compared for c in d.rows}

@@ -1,0 +1,335 @@
+"""Measuring a training run: first step, warm-up, timed windows, data waits, memory.
+
+Method (plain `time.perf_counter`, written down here because the numbers are
+the product): the first step is timed alone (it includes compilation, worker
+start-up and allocator warm-up). Then `warmup_samples` are trained untimed.
+Then `windows` windows of at least `window_samples` each (or, for a slow run,
+of the steps that end once `window_seconds` have passed) are timed from a step
+boundary to a step boundary; on CUDA the device is synchronised at each window
+boundary only, never inside a window, so kernels stay queued as in a real loop.
+Throughput is samples / window time, data loading included, in the task's
+unit (a language model's sample is a sequence: its throughput is in tokens). Time blocked in
+the DataLoader's `next()` inside the windows is the data-wait fraction.
+
+Time to accuracy: a run that trains for accuracy evaluates the test set every
+`eval_every_samples` (and once at the end). The clock is paused while it
+evaluates - evaluation time is excluded from the training time and from any
+timed window - and the training time at which `target_accuracy` was first
+reached (or, for a loss target, the held-out loss first fell to
+`target_loss`) is recorded twice: from the end of the first step (compilation
+excluded) and from the start of the loop (compilation included; the trial
+adds the model preparation time).
+
+Peak memory covers the timed windows only: the peak is reset when the first
+window opens (so compilation and warm-up allocations do not count), and an
+evaluation that falls inside the windows is left out (the peak so far is kept,
+and reset after it), so a trial that evaluates for accuracy reads the same as
+one that borrows the accuracy. On CUDA it is the device memory the tensors
+held; on a CPU the process's resident set size (Linux; elsewhere the peak over
+the whole trial).
+"""
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+
+from ablate.config.study import Budget
+from ablate.trial.failures import Diverged
+from ablate.workload.tasks import Quality
+
+_STATUS, _CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"
+
+# Steps a one-off cost can still reach: TorchScript's profiling executor optimises the graph at the third call,
+# CUDA-graph trees run the first call eagerly and record at the second.
+ONE_OFF_STEPS = 3
+DIVERGENCE_CHECK_EVERY = 50  # steps between reads of the finiteness flag outside timed windows
+
+
+@dataclass
+class Window:
+    samples: int
+    seconds: float
+    data_wait: float
+
+    @property
+    def throughput(self) -> float:
+        return self.samples / self.seconds
+
+
+@dataclass
+class Evaluation:
+    samples: int
+    train_s: float  # training time from the start of the loop, evaluations excluded
+    quality: Quality
+
+    def reached(self, budget: Budget) -> bool:
+        if budget.target_accuracy is not None:
+            return self.quality.accuracy is not None and self.quality.accuracy >= budget.target_accuracy
+        return budget.target_loss is not None and self.quality.loss <= budget.target_loss
+
+
+@dataclass
+class StepClock:
+    """Counts steps and samples, and times the first step and the windows of a run."""
+
+    budget: Budget
+    device: torch.device
+    train_for_accuracy: bool
+    evaluate: Callable[[], Quality] | None = None  # held-out quality
+    units_per_sample: int = 1  # throughput's unit: tokens per sequence for a language model
+    on_phase: Callable[[str], None] = lambda text: None  # what the run is doing now, for the progress line
+    # Called with True when an untimed stretch inside the loop begins (the warm-up of a run that times its
+    # windows only), with False before it ends; returns seconds spent waiting, which count as paused time.
+    on_untimed: Callable[[bool], float] = lambda begins: 0.0
+    samples: int = 0
+    steps: int = 0
+    first_step_s: float = 0.0
+    train_time_s: float = 0.0  # loop start to the end of the last step, data loading and compilation included
+    peak_memory_mb: float = 0.0  # at the end of the timed windows
+    windows: list[Window] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+    _start: float = 0.0
+    _window_start: float | None = None
+    _window_samples: int = 0
+    _data_wait: float = 0.0
+    _warm_from: int = 0
+    _paused: float = 0.0  # seconds spent evaluating, excluded from training time
+    _next_eval: int = 0
+    _loss_sum: torch.Tensor | None = None  # the sum of the losses so far, on the device: NaN or inf once one was
+    _early_s: float = 0.0  # steps 2 to ONE_OFF_STEPS, timed when they end before the first window opens
+    _early_samples: int = 0
+    _peak_outside_evals: float = 0.0  # the windows' peak memory up to the last evaluation inside them
+    _untimed: bool = False  # inside the warm-up's untimed stretch (`on_untimed`)
+
+    def _sync(self) -> None:
+        """Wait for the device (CUDA only), then fail the run if a loss so far was NaN or infinite.
+
+        The finiteness check is accumulated on the device each step and read
+        only here, at the points where the clock synchronises anyway, so it
+        adds no synchronisation inside a timed window.
+        """
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        if self._loss_sum is not None and not bool(torch.isfinite(self._loss_sum)):
+            raise Diverged(f"the training loss became NaN or infinite by step {self.steps} "
+                           f"({self.samples:,} samples); the trial was stopped there")
+
+    @property
+    def timing_done(self) -> bool:
+        return len(self.windows) >= self.budget.windows
+
+    @property
+    def done(self) -> bool:
+        if not self.timing_done:
+            return False
+        return not self.train_for_accuracy or self.samples >= self.budget.train_samples
+
+    @property
+    def started_at(self) -> float:
+        """`time.perf_counter()` when the loop asked for its first batch."""
+        return self._start
+
+    def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
+        """Batches from `loader`, epoch after epoch, until the budget is spent."""
+        self.on_phase("first step (compilation, worker start-up)")
+        self._start = time.perf_counter()
+        while not self.done:
+            for batch in _timed(iter(loader), self):
+                yield batch
+                if self.done:
+                    break
+        self._sync()
+        self.train_time_s = time.perf_counter() - self._start - self._paused
+
+    def count(self, n: int, loss: torch.Tensor | None = None) -> None:
+        """Call after each optimizer step with the batch's sample count and its loss."""
+        self.steps += 1
+        self.samples += n
+        if loss is not None:
+            # One kernel a step: the loss is never negative, so the sum is finite until a loss is NaN or
+            # infinite, and stays so after (fp32, so a long run of finite fp16 losses cannot overflow it).
+            if self._loss_sum is None:
+                self._loss_sum = loss.detach().to(torch.float32, copy=True)
+            else:
+                self._loss_sum.add_(loss.detach())
+            if self.steps % DIVERGENCE_CHECK_EVERY == 0 and (self.timing_done or self._window_start is None):
+                self._sync()  # outside timed windows: stop a diverged run without waiting for the budget
+        if self.steps == 1:
+            self._sync()
+            self.first_step_s = time.perf_counter() - self._start
+            self._warm_from = self.samples
+            self._next_eval = self.budget.eval_every_samples or 0
+            self.on_phase("warm-up")
+            return
+        if self.steps == ONE_OFF_STEPS and self._window_start is None:
+            self._sync()
+            self._early_s = time.perf_counter() - self._start - self._paused - self.first_step_s
+            self._early_samples = self.samples - self._warm_from
+            self._untimed = not self.train_for_accuracy  # time to accuracy counts the warm-up: it stays timed
+            if self._untimed:
+                self.on_untimed(True)
+        if self.train_for_accuracy and self._next_eval and self.samples >= self._next_eval:
+            self.evaluate_now()
+            while self._next_eval <= self.samples:
+                self._next_eval += self.budget.eval_every_samples or 0
+        if self.timing_done:
+            return
+        if self._window_start is None:
+            if self.samples - self._warm_from >= self.budget.warmup_samples:
+                if self._untimed:
+                    self._untimed = False
+                    self._paused += self.on_untimed(False)
+                self.on_phase(f"timed window 1 of {self.budget.windows}")  # before the window's clock starts
+                self._open_window()
+                reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
+            return
+        self._window_samples += n
+        if self._window_samples >= self.budget.window_samples or self._window_lasted():
+            self._sync()
+            now = time.perf_counter()
+            self.windows.append(Window(self._window_samples, now - self._window_start, self._data_wait))
+            self.on_phase(f"timed window {len(self.windows) + 1} of {self.budget.windows}" if not self.timing_done
+                          else f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)"
+                          if self.train_for_accuracy else "finishing")
+            if self.timing_done:
+                # Read here: evaluations after the windows must not count, so trials that train accuracy compare
+                # with those that do not.
+                self.peak_memory_mb = max(self._peak_outside_evals, peak_memory_mb(self.device))
+            self._open_window(now)
+
+    def evaluate_now(self) -> Evaluation | None:
+        """Evaluate on the test set with the clock paused; at most once per point in training."""
+        if self.evaluate is None:
+            return None
+        if self.evaluations and self.evaluations[-1].samples == self.samples:
+            return self.evaluations[-1]
+        self._sync()
+        in_windows = self._window_start is not None and not self.timing_done
+        if in_windows:  # the windows' peak so far; the evaluation's own is left out below
+            self._peak_outside_evals = max(self._peak_outside_evals, peak_memory_mb(self.device))
+        self.on_phase(f"evaluating at {self.samples:,} samples")
+        began = time.perf_counter()
+        quality = self.evaluate()
+        ended = time.perf_counter()  # evaluate() reads results back with .item(), so the device is done
+        if in_windows:
+            reset_peak_memory(self.device)
+        self.evaluations.append(Evaluation(self.samples, began - self._start - self._paused, quality))
+        self._paused += ended - began
+        if self._window_start is not None:  # a window open across the evaluation must not count it
+            self._window_start += ended - began
+        if self.timing_done and not self.done:
+            self.on_phase(f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)")
+        return self.evaluations[-1]
+
+    def _window_lasted(self) -> bool:
+        """The open window has run `window_seconds` on the host's clock.
+
+        Read without synchronising: on CUDA the host may be ahead of the device, so the window closes a little
+        later than that; its length is still measured between synchronisations. Its samples and seconds are both
+        counted to the step boundary where it closes, so stopping by time leaves the small-sample bias of a
+        ratio of as many steps (well under 1% at a step-time spread of 10%, simulated in tests/test_measure.py),
+        and where the cap is what closes the windows of a contender and its baseline alike, the two share it.
+        """
+        cap = self.budget.window_seconds
+        return cap is not None and self._window_start is not None and time.perf_counter() - self._window_start >= cap
+
+    def _open_window(self, now: float | None = None) -> None:
+        if now is None:
+            self._sync()
+            now = time.perf_counter()
+        self._window_start, self._window_samples, self._data_wait = now, 0, 0.0
+
+    def add_data_wait(self, seconds: float) -> None:
+        if self._window_start is not None and not self.timing_done:
+            self._data_wait += seconds
+
+    def summary(self) -> dict[str, float]:
+        rates = [w.throughput * self.units_per_sample for w in self.windows]
+        # The geometric mean: the speed-ups average log throughput (ablate.stats.protocol), and a measurement's own
+        # figure must be the same estimate of its speed, or rows and their speed-ups disagree (ablate.stats.comparison).
+        rate = statistics.geometric_mean(rates)
+        return {
+            "throughput": rate,
+            # (max - min) / geometric mean over the windows, in percent
+            "throughput_spread_pct": 100 * (max(rates) - min(rates)) / rate,
+            "throughput_cv_pct": 100 * statistics.pstdev(rates) / statistics.mean(rates),
+            "data_wait_fraction": sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows),
+            "first_step_s": self.first_step_s,
+            # What steps 2-3 took beyond the steady-state speed: one-off work that lands after the first step
+            # (CUDA-graph recording, TorchScript's optimisation). 0 when the warm-up is too short to time them.
+            "early_steps_excess_s": max(0.0, self._early_s - self._early_samples * self.units_per_sample / rate) if self._early_s else 0.0,
+            "peak_memory_mb": self.peak_memory_mb,
+            "train_time_s": self.train_time_s,
+            "train_samples": float(self.samples),
+            "train_steps": float(self.steps),
+            **{f"throughput_window_{i}": r for i, r in enumerate(rates)},
+            **self._accuracy_summary(),
+        }
+
+    def _accuracy_summary(self) -> dict[str, float]:
+        if not self.evaluations:
+            return {}
+        last = self.evaluations[-1].quality
+        out = {"test_loss": last.loss, "evaluations": float(len(self.evaluations)),
+               **{f"test_{name}": value for name, value in last.extra}}
+        if last.accuracy is not None:
+            out["test_accuracy"] = last.accuracy
+        budget = self.budget
+        if budget.target_accuracy is not None or budget.target_loss is not None:
+            reached = next((e for e in self.evaluations if e.reached(budget)), None)
+            if budget.target_accuracy is not None:
+                out["target_accuracy"] = budget.target_accuracy
+            else:
+                out["target_loss"] = budget.target_loss
+            out["target_reached"] = float(reached is not None)
+            if reached:
+                out.update(samples_to_target=float(reached.samples),
+                           time_to_target_s=reached.train_s - self.first_step_s,
+                           time_to_target_e2e_s=reached.train_s)
+        return out
+
+
+def _timed(iterator: Iterator[Any], clock: StepClock) -> Iterator[Any]:
+    while True:
+        t = time.perf_counter()
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        clock.add_data_wait(time.perf_counter() - t)
+        yield batch
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """CUDA: start a new peak from what is allocated now. CPU on Linux: the same for the resident set (writing 5 to
+    /proc/self/clear_refs sets the process's high-water mark to its current size, proc(5)); elsewhere nothing."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        with open(_CLEAR_REFS, "w") as refs:
+            refs.write("5")
+    except OSError:  # not Linux, or a kernel before 4.0: the peak stays the whole process's
+        pass
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """CUDA: max allocated by this process's tensors. CPU: this process's peak resident set size, Linux's VmHWM
+    where there is one. Why not getrusage's ru_maxrss: the kernel carries the high-water mark of the image an
+    interpreter was exec'ed from into it, so a trial started by the study process read the study's own peak
+    (995 MB for every combination of mnist_cnn on a CPU)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        with open(_STATUS) as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB

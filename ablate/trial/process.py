@@ -1,0 +1,310 @@
+"""One trial: one combination of strategies, trained and measured in a fresh process.
+
+A fresh process per trial keeps process-global state (compile caches in
+memory, cuDNN/TF32 flags, allocator state, a crash) from leaking between
+trials. Each trial is a new interpreter (multiprocessing's "spawn"), so it
+also gets its own randomized address-space layout. Measured on a 2-core Xeon:
+trials forked from one forkserver share its layout, and a combination's bf16
+throughput then sat at one of two levels about 20% apart for a whole run -
+consistently within the run, differently in the next - so repeats within a
+run could not see it and two runs disagreed far outside their intervals
+("layout luck": Mytkowicz et al., ASPLOS 2009; Curtsinger & Berger's
+Stabilizer). With a fresh layout per trial that variation is between
+processes, where the blocks measure it. The price is `import torch` in every
+trial (about 3.6 s on that machine): ablate.trial.interpreters starts the interpreters
+ahead and lets them import only outside every trial's measured stretch.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ablate.config.choices import Option, compose_options
+from ablate.config.study import Study
+from ablate.trial import compile_cache, failures
+from ablate.trial.interpreters import Died, Interpreters, death
+
+TIMELINE = "timeline"  # the trial's perf_counter readings (ablate.trial.interpreters), not a metric
+ACCURACY_NOT_MEASURED = "accuracy_not_measured"
+BASELINE_FP32 = "ieee"  # strict IEEE fp32 matmuls and convolutions unless the TF32 strategy is on
+
+
+def _no_phase(text: str) -> None:
+    pass
+
+
+_phase: Callable[[str], None] = _no_phase  # in a trial process: sends what it is doing to the study's progress line
+
+
+def phase(text: str) -> None:
+    """Tell the study what this trial is doing now (a no-op outside a trial process)."""
+    _phase(text)
+
+
+class TrialFailed(RuntimeError):
+    """A trial raised or its process died; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    study: Study
+    options: tuple[Option, ...]
+    device: str
+    train_for_accuracy: bool
+    compile_cache: str | None = None  # the combination's own Inductor cache (ablate.trial.compile_cache); None: cold
+
+
+@dataclass
+class SetUp:
+    """What a trial trains: built in the trial's interpreter, before anything is timed."""
+
+    stack: Any  # strategies.Stack
+    task: Any  # ablate.workload.tasks.Task
+    splits: Any  # ablate.workload.data.Splits
+    loader: Any  # the training batches (the stack's loader)
+    model: Any  # the unprepared model, on the device
+    optimizer: Any
+    device: Any  # torch.device
+    began: float  # perf_counter when it began, its imports done
+    data_load_s: float
+
+
+def set_up(spec: TrialSpec) -> SetUp:
+    """The trial's data, loader, model and optimizer, seeded by the study's budget: two calls in one process
+    build the same initial weights and draw the same batches."""
+    import torch
+
+    from ablate.config.study import model_kwargs
+    from ablate.trial.machine import resolve
+    from ablate.workload import data
+    from ablate.workload.models import MODELS
+    from ablate.workload.registry import lookup
+    from strategies import set_fp32_precision
+
+    began = time.perf_counter()
+    study, budget, device = spec.study, spec.study.budget, resolve(spec.device)
+    if device.type == "cuda":
+        # The current device too, not only the tensors': pinned-memory threads, capability queries,
+        # CUDA-graph pools and any library that asks "the" device then use the trial's, never cuda:0.
+        torch.cuda.set_device(device)
+    phase("loading data")
+    stack = compose_options(spec.options)
+    torch.manual_seed(budget.seed)
+    splits = data.load(study.dataset, budget.train_subset, budget.test_subset, **study.dataset_kwargs)
+    data_load_s = time.perf_counter() - began
+    # A seeded generator fixes the shuffle order whatever the number of workers (DeviceResidentData draws alike).
+    base = dict(batch_size=study.baseline.batch_size, shuffle=True, drop_last=True,
+                generator=torch.Generator().manual_seed(budget.seed))
+    # A hung worker must fail the trial, not stall it; DataLoader accepts a timeout only with workers.
+    if stack.loader_kwargs(**base).get("num_workers"):
+        base["timeout"] = budget.loader_timeout_s
+    loader = stack.make_loader(splits.train, device, **base)
+    phase("building the model")
+    set_fp32_precision(BASELINE_FP32)  # a true fp32 baseline: PyTorch's default runs cuDNN convolutions in TF32
+    model = lookup(MODELS, study.model, "model")(**model_kwargs(study)).to(device)
+    return SetUp(stack, study.task, splits, loader, model, _optimizer(study, model), device, began, data_load_s)
+
+
+def run(spec: TrialSpec) -> dict[str, Any]:
+    """Train and measure `spec` in this process; returns metrics (floats)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from ablate.trial.failures import CompileFailed
+    from ablate.trial.measure import StepClock
+    from ablate.trial.mfu import utilisation
+    from ablate.trial.train import evaluate, train
+
+    study, budget = spec.study, spec.study.budget
+    built = set_up(spec)
+    stack, task, splits, loader, model, optimizer, device = (built.stack, built.task, built.splits, built.loader,
+                                                             built.model, built.optimizer, built.device)
+    began, data_load_s = built.began, built.data_load_s
+    flops_per_token = getattr(model, "flops_per_token", None)
+    # The measured stretch (one-off cost, timed windows, time to accuracy) begins: no interpreter imports now.
+    waits = [_measuring()]
+    started = time.perf_counter()
+    measured = [[started, started]]  # its spans: a run that times windows only leaves its warm-up untimed
+
+    def untimed(begins: bool) -> float:
+        if begins:
+            measured[-1][1] = time.perf_counter()
+            _quiet()
+            return 0.0
+        waits.append(_measuring())
+        measured.append([time.perf_counter()] * 2)
+        return waits[-1]
+
+    try:
+        prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile is lazy and compiles at the first step
+    except Exception as error:
+        if any(m.one_off_cost for m in stack):
+            raise CompileFailed(str(error)) from error
+        raise
+    optimizer = stack.prepare_optimizer(optimizer)  # fused kernels, fp32 master weights
+    prepare_model_s = time.perf_counter() - started
+    test = DataLoader(splits.test, batch_size=budget.test_batch_size)
+    # Stand-in data (random labels) has no accuracy worth training for: time the windows only.
+    for_accuracy = spec.train_for_accuracy and splits.throughput_only is None
+    # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.
+    clock = StepClock(budget, device, for_accuracy,
+                      evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
+                      units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=untimed)
+    train(stack, task, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
+    measured[-1][1] = time.perf_counter()
+    _marks.update(measured=measured, first_batch=clock.started_at)
+    _quiet()  # what is left (the last evaluation) measures no time: interpreters may start
+    clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
+    if stack.metrics().get("cuda_graphs.cudagraph_skips"):  # a PyTorch without cudagraph_or_error fell back
+        raise CompileFailed("skipping cudagraphs: torch.compile ran some graphs without CUDA graphs, so the timing "
+                            "would not be of CUDA graphs")
+    metrics = clock.summary()
+    metrics["prepare_model_s"] = prepare_model_s
+    metrics["import_wait_s"] = sum(waits)  # before a measured stretch, while the study stopped the imports
+    metrics["data_load_s"] = data_load_s
+    metrics["test_samples"] = float(len(splits.test))  # the n of accuracy parity's paired binomial error
+    # Start-up inside the process, up to the first training step, without the data every trial must load.
+    metrics["setup_s"] = clock.started_at - began - data_load_s
+    # Compilation, scripting, worker start-up, and what steps 2-3 took beyond steady speed (CUDA-graph recording,
+    # TorchScript's optimisation).
+    metrics["one_off_s"] = prepare_model_s + metrics["first_step_s"] + metrics["early_steps_excess_s"]
+    if "time_to_target_e2e_s" in metrics:
+        metrics["time_to_target_e2e_s"] += prepare_model_s
+    metrics.update(stack.metrics())
+    if task.unit == "tokens" and callable(flops_per_token) and device.type == "cuda":
+        mfu = utilisation(metrics["throughput"], flops_per_token(), torch.cuda.get_device_name(device))
+        if mfu is not None:
+            metrics["mfu"] = mfu
+    if splits.throughput_only:
+        metrics[ACCURACY_NOT_MEASURED] = splits.throughput_only  # a note, not a number: the runner takes it out
+    elif not task.has_accuracy:
+        metrics[ACCURACY_NOT_MEASURED] = (f"task {task.name} is a loss function, with no accuracy: its held-out "
+                                          "loss is recorded (test_loss), and accuracy parity is not judged")
+    return metrics
+
+
+def _optimizer(study: Study, model: Any) -> Any:
+    import torch
+
+    if study.baseline.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=study.baseline.lr, momentum=0.9)
+    return torch.optim.Adam(model.parameters(), lr=study.baseline.lr)
+
+
+def _ask_to_measure() -> float:
+    return 0.0
+
+
+_measuring: Callable[[], float] = _ask_to_measure  # in a trial process: waits until no interpreter is importing
+_quiet: Callable[[], None] = lambda: None  # in a trial process: a measured stretch is over
+_marks: dict[str, Any] = {}  # perf_counter readings: this trial's measured spans and its first batch
+
+
+def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, launched: float) -> None:
+    """Run `target(spec)` in this interpreter (prepared by ablate.trial.interpreters), talking to the study over `conn`."""
+    # perf_counter is CLOCK_MONOTONIC on Linux, shared by every process: launch (the job sent) to its arrival.
+    process_start_s = time.perf_counter() - launched
+    # A spawned child inherits "spawn" as its default start method, so its
+    # DataLoader workers would start as new interpreters (seconds each time on
+    # the reference machine) instead of the platform default a user's own
+    # script gets (fork on Linux up to Python 3.13). Measure what users get.
+    mp.set_start_method(None, force=True)
+    cache, succeeded = compile_cache.Use(spec.compile_cache), False
+    global _phase, _measuring, _quiet
+
+    def measuring() -> float:
+        conn.send(("measuring",))
+        return conn.recv()[1]  # ("go", seconds waited)
+
+    _phase = lambda text: conn.send(("phase", text))  # noqa: E731 - a few microseconds, at phase changes only
+    _measuring, _quiet = measuring, lambda: conn.send(("quiet",))
+    try:
+        metrics = target(spec)
+        metrics["process_start_s"] = process_start_s
+        if "first_batch" in _marks:
+            metrics["startup_s"] = _marks["first_batch"] - launched  # launch to the first batch, minus nothing
+        metrics[TIMELINE] = {"launched": launched, **{k: v for k, v in _marks.items() if k != "first_batch"}}
+        if spec.compile_cache:
+            metrics["compile_cache_warm"] = float(cache.warm)  # records.WARM (optuna stays out of trials)
+            metrics["compile_cache_hits"] = float(compile_cache.hits())
+        succeeded = True
+        conn.send(("ok", metrics))
+    except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
+        conn.send(("error", failures.describe(error), traceback.format_exc()))
+    finally:
+        conn.close()
+        cache.done(succeeded)  # kept as the combination's own, or removed
+
+
+def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str, Any]] = run,
+                         on_phase: Callable[[str], None] = _no_phase,
+                         interpreters: Interpreters | None = None) -> dict[str, Any]:
+    """Run `target(spec)` (by default: train and measure) in a fresh interpreter; `on_phase` hears what it does.
+
+    The interpreter comes from `interpreters` (started ahead, see ablate.trial.interpreters), or is started now.
+    The metrics carry the trial's timeline under `TIMELINE` (not a number: the caller takes it out).
+    Raises `TrialFailed` with a one-line reason (see `ablate.trial.failures`) when the
+    trial raised, died, or ran past the study's `trial_timeout_s`. However the
+    caller is interrupted (Ctrl-C, SIGTERM), the trial process does not outlive it.
+    """
+    pool = interpreters or Interpreters()
+    limit = spec.study.budget.trial_timeout_s
+    deadline = None if limit is None else time.monotonic() + limit
+    interpreter = None
+    launched = time.perf_counter()  # waiting for an interpreter to finish importing is start-up too
+    try:
+        if not pool.ahead or pool.ahead[0].importing:
+            on_phase("starting (a new interpreter imports torch)")
+        interpreter = pool.take(deadline)
+        pool.refill()  # for the next trials, importing through this one's start-up (stopped while it measures)
+        interpreter.conn.send((serve, target, spec, launched))
+        message = _converse(interpreter, pool, deadline, on_phase)
+        interpreter.finish()
+    except BaseException as error:
+        if interpreter is not None:
+            interpreter.stop()  # however the caller is interrupted, the trial does not outlive it
+        if isinstance(error, (TimeoutError, _Timeout)):
+            raise TrialFailed(f"timeout: the trial ran past the study's limit of {limit:g} s "
+                              "(budget.trial_timeout_s) and was killed") from None
+        if isinstance(error, Died):
+            raise TrialFailed(str(error)) from None
+        raise
+    finally:
+        pool.resume()  # a trial that died while measuring never said so
+        if interpreters is None:
+            pool.close()
+    if message is None:
+        raise TrialFailed(death(interpreter.process.exitcode))
+    if message[0] == "ok":
+        message[1].setdefault(TIMELINE, {})["imports"] = pool.drain_imports()
+        return message[1]
+    raise TrialFailed(message[1])
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _converse(interpreter: Any, pool: Interpreters, deadline: float | None,
+              on_phase: Callable[[str], None]) -> tuple | None:
+    """Answer the trial until it sends its result (returned), or None when it died."""
+    conn = interpreter.conn
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            if not conn.poll(left):  # True on a message, and on EOF when the process died
+                raise _Timeout
+            message = conn.recv()
+        except EOFError:  # the process died, perhaps after saying what it was doing
+            return None
+        if message[0] == "phase":
+            on_phase(message[1])
+        elif message[0] == "measuring":
+            conn.send(("go", pool.pause()))
+        elif message[0] == "quiet":
+            pool.refill()
+        else:
+            return message

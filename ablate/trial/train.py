@@ -1,0 +1,52 @@
+"""The training loop and the evaluation, driven only through the public `strategies` API."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, Protocol
+
+import torch
+from torch.utils.data import DataLoader
+
+from ablate.workload.tasks import Quality, Task
+from strategies import Stack
+
+
+class Clock(Protocol):
+    """What the loop asks of its clock (`ablate.trial.measure.StepClock` in a trial; a step count in `ablate.run.bitwise`)."""
+
+    def batches(self, loader: Iterable[Any]) -> Iterator[Any]: ...
+
+    def count(self, n: int, loss: torch.Tensor | None = None) -> None: ...
+
+
+def train(
+    stack: Stack,
+    task: Task,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loader: Iterable,  # a DataLoader, or any iterable of batches (DeviceResidentData's)
+    device: torch.device,
+    clock: Clock,
+    max_grad_norm: float | None = None,
+) -> None:
+    """Train until `clock` says the budget is spent. `model` is the prepared (wrapped) model."""
+    model.train()
+    for batch in clock.batches(loader):
+        batch = stack.to_device(batch, device)
+        with stack.autocast(device):
+            loss = task.loss(model, batch)
+        stack.backward(loss)
+        stack.step(optimizer, max_grad_norm)
+        clock.count(task.samples(batch), loss)
+
+
+def evaluate(task: Task, model: torch.nn.Module, loader: DataLoader, device: torch.device) -> Quality:
+    """The task's held-out quality, in fp32 without autocast.
+
+    Pass the unwrapped model: a scripted or compiled wrapper shares its weights,
+    and evaluating through it would trigger a recompilation for eval mode.
+    """
+    model.eval()
+    with torch.inference_mode():
+        quality = task.evaluate(model, loader, device)
+    model.train()
+    return quality

@@ -1,0 +1,188 @@
+"""What a study trains its model to do: the loss of a batch, and the quality figure on held-out data.
+
+The training loop only calls ``task.loss(model, batch)``, so any model can be
+ablated: an image classifier (``classification``), a language model
+(``next_token``), a Hugging Face causal LM on its own loss (``causal_lm``), or anything else through the user's own loss function named
+by import path (``task: mypackage.losses:my_loss``, called with the model and
+the batch, after the batch has been moved to the device).
+
+Quality: classification and next-token prediction are judged on held-out
+accuracy (percent; accuracy parity and ``target_accuracy`` use it) and mean
+loss; next-token prediction adds bits per byte (its loss in bits: the corpus
+is bytes). A user's own loss has no accuracy: its quality is its mean held-out
+loss (``target_loss``), and accuracy parity cannot be judged.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import torch
+import torch.nn.functional as F
+
+from ablate.workload.registry import lookup
+
+DEFAULT_SEQ_LEN = 256
+
+
+@dataclass(frozen=True)
+class Quality:
+    """Held-out quality: loss always, accuracy (percent) where the task defines one, and extra figures."""
+
+    loss: float
+    accuracy: float | None = None
+    extra: tuple[tuple[str, float], ...] = ()
+
+
+class Task:
+    """Base: a batch is ``(inputs, targets)``; one sample is one row of ``inputs``."""
+
+    name: str = "task"
+    unit: str = "samples"  # what throughput counts: samples/s, or tokens/s for a language model
+    has_accuracy: bool = True
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        raise NotImplementedError
+
+    def samples(self, batch: Any) -> int:
+        """Samples in a batch: the length of its first tensor."""
+        first = batch[0] if isinstance(batch, (tuple, list)) else next(iter(batch.values())) \
+            if isinstance(batch, dict) else batch
+        return len(first)
+
+    @property
+    def units_per_sample(self) -> int:
+        return 1
+
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device) -> Quality:
+        raise NotImplementedError
+
+
+def _move(batch: Any, device: torch.device) -> Any:
+    from strategies.base import move
+
+    return move(batch, device)
+
+
+class _Counting(Task):
+    """Tasks scored by cross-entropy over predictions, counting correct argmaxes."""
+
+    def _logits_and_targets(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        return F.cross_entropy(*self._logits_and_targets(model, batch))
+
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device) -> Quality:
+        """Accuracy and mean loss over every prediction, in fp32 without autocast."""
+        correct, loss_sum, count = 0, 0.0, 0
+        for batch in batches:
+            logits, targets = self._logits_and_targets(model, _move(batch, device))
+            loss_sum += F.cross_entropy(logits, targets, reduction="sum").item()
+            correct += (logits.argmax(-1) == targets).sum().item()
+            count += targets.numel()
+        return self._quality(loss_sum / count, 100.0 * correct / count)
+
+    def _quality(self, loss: float, accuracy: float) -> Quality:
+        return Quality(loss, accuracy)
+
+
+class Classification(_Counting):
+    """``cross_entropy(model(inputs), targets)``: one label per sample."""
+
+    name = "classification"
+
+    def _logits_and_targets(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, targets = batch
+        return model(inputs), targets
+
+
+class NextToken(_Counting):
+    """Next-token prediction: ``inputs`` and ``targets`` are (batch, seq_len) token ids, targets shifted by one.
+
+    Throughput is in tokens (every position of every sequence is a prediction trained on).
+    """
+
+    name = "next_token"
+    unit = "tokens"
+
+    def __init__(self, seq_len: int = DEFAULT_SEQ_LEN) -> None:
+        if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
+            raise ValueError(f"next_token: seq_len must be a whole number >= 1, got {seq_len!r}")
+        self.seq_len = seq_len
+
+    @property
+    def units_per_sample(self) -> int:
+        return self.seq_len
+
+    def _logits_and_targets(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, targets = batch
+        logits = model(inputs)
+        return logits.flatten(0, -2), targets.flatten()
+
+    def _quality(self, loss: float, accuracy: float) -> Quality:
+        return Quality(loss, accuracy, (("bits_per_byte", loss / math.log(2)),))
+
+
+class CausalLM(NextToken):
+    """A Hugging Face causal LM trained on its own loss: ``model(input_ids=inputs, labels=inputs).loss``.
+
+    The batch is the text datasets' ``(inputs, targets)``; the model shifts the labels itself (position t
+    predicts token t+1), so each sequence of ``seq_len`` tokens trains ``seq_len - 1`` predictions and the
+    targets' last token goes unused. Throughput counts the ``seq_len`` tokens fed in. Quality: next-token
+    accuracy and mean loss over the same shifted positions, and bits per token (bits per byte when the text
+    is bytes, as without a tokenizer).
+    """
+
+    name = "causal_lm"
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        inputs, _ = batch
+        return model(input_ids=inputs, labels=inputs).loss  # the model's own loss, as its users train it
+
+    def _logits_and_targets(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, _ = batch
+        logits = model(input_ids=inputs).logits[:, :-1]
+        return logits.flatten(0, -2).float(), inputs[:, 1:].flatten()
+
+    def _quality(self, loss: float, accuracy: float) -> Quality:
+        return Quality(loss, accuracy, (("bits_per_token", loss / math.log(2)),))
+
+
+class CustomLoss(Task):
+    """The user's ``fn(model, batch) -> scalar loss``; quality is its mean over the held-out batches."""
+
+    has_accuracy = False
+
+    def __init__(self, path: str, fn: Callable[[torch.nn.Module, Any], torch.Tensor]) -> None:
+        self.name, self.fn = path, fn
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        return self.fn(model, batch)
+
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device) -> Quality:
+        total, count = 0.0, 0
+        for batch in batches:
+            batch = _move(batch, device)
+            n = self.samples(batch)
+            total += self.fn(model, batch).item() * n  # weighted: a short last batch counts for its size
+            count += n
+        return Quality(total / count)
+
+
+TASKS: dict[str, type[Task]] = {"classification": Classification, "next_token": NextToken, "causal_lm": CausalLM}
+TEXT_TASKS = frozenset({"next_token", "causal_lm"})  # trained on the text datasets' windows of tokens
+
+
+def build(name: str, options: dict[str, Any] | None = None) -> Task:
+    """The task a study names: a built-in with its options, or ``package.module:function`` (a loss)."""
+    options = options or {}
+    if name in TASKS:
+        return TASKS[name](**options)
+    fn = lookup(TASKS, name, "task")  # raises LookupError naming the built-ins
+    if options:
+        raise ValueError(f"task {name!r}: a loss function takes no options, got {', '.join(options)}")
+    if not callable(fn):
+        raise LookupError(f"task {name!r} is not a function (expected fn(model, batch) -> loss)")
+    return CustomLoss(name, fn)
