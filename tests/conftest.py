@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny CNN and a small synthetic data set, both deterministic."""
+"""Shared fixtures: the tiny CNN and data set of tests/support/tiny_cnn.py, and a hermetic session."""
 from __future__ import annotations
 
 import os
@@ -8,40 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 from torch.utils.data import TensorDataset
 
-# Let test modules import the helper module `reference_loop` that sits next to them.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The helpers in tests/support/ import by their own names (`from fake_cuda import FakeCUDA`), and study files name
+# them (`model: faulty:Raises`): trial interpreters inherit this path.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
-N_SAMPLES = 256
-N_CLASSES = 10
-
-
-class TinyCNN(nn.Module):
-    """conv 1->4 3x3, relu, flatten, linear -> 10, on 1x8x8 inputs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(1, 4, 3)
-        self.fc = nn.Linear(4 * 6 * 6, N_CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(torch.relu(self.conv(x)), 1))
-
-
-def make_model(seed: int = 0) -> TinyCNN:
-    """A TinyCNN whose weights depend only on `seed` (the global RNG is left untouched)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return TinyCNN()
-
-
-def make_dataset(n: int = N_SAMPLES, seed: int = 1234) -> TensorDataset:
-    g = torch.Generator().manual_seed(seed)
-    inputs = torch.randn(n, 1, 8, 8, generator=g)
-    targets = torch.randint(0, N_CLASSES, (n,), generator=g)
-    return TensorDataset(inputs, targets)
+from tiny_cnn import TinyCNN, make_dataset, make_model  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -168,7 +168,7 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
     The intervals are simultaneous over the reported terms (Bonferroni: each at 1 - 0.05 / terms), since the
     report prints a decision on each ("distinguishable"): with pointwise intervals one null term in twenty
     would be called distinguishable, and a table of 20 terms would call one in most studies. The familywise
-    rate is simulated in tests/test_analysis.py.
+    rate is simulated in tests/stats/test_analysis.py.
     """
     import statsmodels.api as sm
 

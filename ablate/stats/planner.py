@@ -77,12 +77,12 @@ def worth_more_seeds(stored: Sequence[records.Record], max_seeds: int) -> dict[s
     raced nor recommended; trained once already (TPE's screening), it is judged at that seed by the same test (the
     spread pooled over the others): a wider interval, not a biased one, since the choice reads throughputs, which
     the seeds' accuracies do not move. A wrong choice leaves out a combination as fast as the baseline, in at
-    most the test's 5% of studies (tests/test_decisions.py). The test is not the race's studentized range at a
+    most the test's 5% of studies (tests/stats/test_decisions.py). The test is not the race's studentized range at a
     tenth of its alpha: on a screening of two blocks (2 degrees of freedom) the range kept no group running at
     x0.14 (benchmarks/RESULTS.md). The spread's missing degrees of freedom come from a group trained anyway
     first: a third seed of it (and of the baseline, once) costs about two fp32 trainings, where a slower group's
     two seeds cost two of its own, seven times dearer with bf16 on such a CPU (benchmarks/RESULTS.md). Both give
-    the spread a degree of freedom alike, so the verdicts' error rates do not change (tests/test_decisions.py).
+    the spread a degree of freedom alike, so the verdicts' error rates do not change (tests/stats/test_decisions.py).
     With no group to judge but the baseline's, the spread serves no verdict and nothing more is trained.
     """
     screened = [m for m in analysis.protocol_measurements(stored) if m.phase in (protocol.SCREEN, protocol.FULL)]

@@ -17,7 +17,7 @@ unmeasured time - data loading, warm-up, the last evaluation, the study's
 bookkeeping - and no trial waits at the start of its measured stretch. Each
 interpreter records when it ran (from its start to its import's end, less its
 stops), each trial when it measured, both on the system-wide monotonic clock,
-and `overlaps` checks a study's timeline (tests/test_end_to_end.py). A trial
+and `overlaps` checks a study's timeline (tests/end_to_end/test_end_to_end.py). A trial
 waits only when it is launched before any interpreter has finished importing;
 that wait is part of its start-up (`startup_s`, from launch to first batch).
 

@@ -232,7 +232,7 @@ class StepClock:
         Read without synchronising: on CUDA the host may be ahead of the device, so the window closes a little
         later than that; its length is still measured between synchronisations. Its samples and seconds are both
         counted to the step boundary where it closes, so stopping by time leaves the small-sample bias of a
-        ratio of as many steps (well under 1% at a step-time spread of 10%, simulated in tests/test_measure.py),
+        ratio of as many steps (well under 1% at a step-time spread of 10%, simulated in tests/trial/test_measure.py),
         and where the cap is what closes the windows of a contender and its baseline alike, the two share it.
         """
         cap = self.budget.window_seconds

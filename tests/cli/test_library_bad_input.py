@@ -1,0 +1,96 @@
+"""Bad input for library models, through the CLI: an unknown architecture, a missing extra, a hub id with no
+network, a wrong option or task - one line, exit status 2, nothing written (as tests/cli/test_bad_input.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers", reason="the hf extra: pip install -e '.[hf]'")
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA = """model: {model}
+model_options: {{num_hidden_layers: 2, hidden_size: 32, intermediate_size: 64, num_attention_heads: 4}}
+dataset: kjv
+task: {task}
+space:
+  amp: [off, {{amp: {{dtype: bf16}}}}]
+"""
+
+
+def _cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ablate", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
+                               "ABLATE_RESULTS_DIR": str(cwd / "results"), **env})
+
+
+def _refused(cwd: Path, done: subprocess.CompletedProcess, expected: str, keep: set[str] = frozenset()) -> None:
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("ablate: error: ") and expected in lines[0], done.stderr
+    assert {p.name for p in cwd.iterdir()} == set(keep)  # nothing written
+
+
+@pytest.mark.parametrize("model, task, expected", [
+    ("hf:lama", "{causal_lm: {seq_len: 32}}", "unknown hf architecture 'lama'; choose one of: llama"),
+    ("hf:vit", "{causal_lm: {seq_len: 32}}", "has no causal-LM head for 'vit'"),
+    ("hf:meta-llama/Llama-3.2-1B", "{causal_lm: {seq_len: 32}}",
+     "hub id 'meta-llama/Llama-3.2-1B' is not in the local Hugging Face cache and the hub cannot be reached"),
+    ("hf:./no-such-folder", "{causal_lm: {seq_len: 32}}", "folder no-such-folder does not exist"),
+    ("hf:llama", "{next_token: {seq_len: 32}}", "is a Hugging Face causal LM: it trains with task {causal_lm"),
+    ("timm:vit_tiny_patch16", "classification", "unknown timm model 'vit_tiny_patch16'"),
+])
+def test_a_bad_library_model_is_one_line_and_writes_nothing(model, task, expected, tmp_path):
+    (tmp_path / "s.yaml").write_text(LLAMA.format(model=model, task=task))
+    # An empty Hugging Face cache: a hub id can only come from the network, which HF_HUB_OFFLINE forbids.
+    done = _cli(tmp_path, "run", "s.yaml", "--device", "cpu", HF_HOME=str(tmp_path / "hf"))
+    _refused(tmp_path, done, expected, keep={"s.yaml"})
+
+
+def test_a_misspelt_configuration_key_names_the_nearest(tmp_path):
+    (tmp_path / "s.yaml").write_text(LLAMA.format(model="hf:llama", task="{causal_lm: {seq_len: 32}}")
+                                     .replace("num_hidden_layers", "num_hiden_layers"))
+    done = _cli(tmp_path, "run", "s.yaml", "--device", "cpu")
+    _refused(tmp_path, done, "unknown option 'num_hiden_layers'; LlamaConfig keys include: num_hidden_layers",
+             keep={"s.yaml"})
+
+
+@pytest.mark.parametrize("module, model, extra", [("transformers", "hf:llama", "hf"),
+                                                   ("timm", "timm:vit_tiny_patch16_224", "timm")])
+def test_a_missing_extra_names_the_pip_install(module, model, extra, tmp_path):
+    hidden = tmp_path / "hidden"  # a package of that name that fails to import, first on the path
+    (hidden / module).mkdir(parents=True)
+    (hidden / module / "__init__.py").write_text(f'raise ImportError("No module named {module!r}")\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    done = _cli(work, "new", model, PYTHONPATH=f"{hidden}{os.pathsep}{ROOT}")
+    _refused(work, done, f"needs {module}, which cannot be imported (No module named '{module}'): "
+                         f"pip install 'ablate[{extra}]'")
+
+
+def test_new_writes_a_study_that_loads_and_refuses_to_overwrite_it(tmp_path, monkeypatch):
+    done = _cli(tmp_path, "new", "hf:llama")
+    assert done.returncode == 0 and "wrote llama.yaml" in done.stdout, done.stderr
+    text = (tmp_path / "llama.yaml").read_text()
+    assert "model: hf:llama" in text and "# " in text
+    from ablate.config import study
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loaded = study.load(str(tmp_path / "llama.yaml"), "cpu")
+    assert loaded.task_name == "causal_lm" and "bytes" in loaded.data_note
+    _refused(tmp_path, _cli(tmp_path, "new", "hf:llama"), "llama.yaml exists; choose another with --out",
+             keep={"llama.yaml"})
+
+
+@pytest.mark.parametrize("model", ["timm:vit_tiny_patch16_224", "torchvision:resnet18", "mnist_cnn"])
+def test_new_writes_a_loadable_study_for_every_kind_of_model(model, tmp_path):
+    done = _cli(tmp_path, "new", model, "--out", "s.yaml")
+    assert done.returncode == 0, done.stderr
+    assert f"model: {model}" in (tmp_path / "s.yaml").read_text()
+
+
+def test_new_with_an_unknown_model_writes_nothing(tmp_path):
+    _refused(tmp_path, _cli(tmp_path, "new", "torchvision:resnet5"), "did you mean 'resnet50'?")

@@ -1,0 +1,245 @@
+"""`ablate run` on a tiny study: table, Optuna storage, MLflow runs, resume, accuracy sharing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ablate.cli import main
+from ablate.store.records import load
+
+TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
+COMBINATIONS = 8  # 2 workers x 2 pinning x 2 AMP
+RUN_ON_CPU = 4  # pinning is skipped without a GPU
+SCREENING_BLOCKS = 2  # 3 runnable combinations besides the baseline, in blocks of 2 (tiny.yaml's protocol)
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, mnist):
+    results = tmp_path_factory.mktemp("results")
+    code = main(["run", str(TINY), "--device", "cpu", "--results", str(results)])
+    assert code == 0
+    return results
+
+
+def _optuna(results: Path) -> optuna.Study:
+    return optuna.load_study(study_name="tiny:grid:cpu", storage=f"sqlite:///{results / 'tiny' / 'optuna.db'}")
+
+
+def _runs(results: Path):
+    client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("ablate/tiny")
+    return client, client.search_runs([experiment.experiment_id], max_results=1000)
+
+
+def _slots(trials) -> list[tuple[str, int]]:
+    return [(t.user_attrs["combination"], t.user_attrs["block"], t.user_attrs["position"]) for t in trials]
+
+
+def test_optuna_storage_has_every_combination_screened_once_and_each_block_its_baseline(first_run):
+    trials = _optuna(first_run).get_trials()
+    assert len(_slots(trials)) == len(set(_slots(trials)))  # one measurement per planned slot
+    screening = [t for t in trials if t.user_attrs["phase"] == "screen"]
+    assert len(screening) == COMBINATIONS + 2 * SCREENING_BLOCKS - 1  # every combination once, two baselines a block
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == COMBINATIONS
+    blocks = {t.user_attrs["block"] for t in trials}
+    baseline_group = next(t.user_attrs["accuracy_group"] for t in trials if t.user_attrs["combination"] == "baseline")
+    for block in blocks:  # each block has its own baseline, and a random order drawn for it
+        members = [t for t in trials if t.user_attrs["block"] == block]
+        assert sorted(t.user_attrs["position"] for t in members) == list(range(len(members)))
+        if block < 0:  # a parity block (one per seed) trains each group once, the baseline's group among them,
+            # by whichever member trained it first: num_workers shares the baseline's numerics, so it may stand in
+            groups = [t.user_attrs["accuracy_group"] for t in members]
+            assert baseline_group in groups and len(groups) == len(set(groups))
+            continue
+        # Two baselines per screening block; one per race or confirmation block.
+        assert [t.user_attrs["combination"] for t in members].count("baseline") == (2 if block < SCREENING_BLOCKS else 1)
+    race = [t for t in trials if t.user_attrs["phase"] == "race"]
+    assert race and {t.user_attrs["block"] for t in race} == {SCREENING_BLOCKS}  # tiny.yaml: one race block
+    states = [t.user_attrs["state"] for t in screening]
+    assert states.count("complete") == RUN_ON_CPU + 2 * SCREENING_BLOCKS - 1
+    skipped = [t for t in trials if t.user_attrs["state"] == "skipped"]
+    assert all(t.params["pin_memory"] == "pin_memory" for t in skipped)
+    assert all("pinned memory" in t.user_attrs["reason"] for t in skipped)
+
+
+def test_mlflow_has_a_parent_and_one_child_per_measurement_with_the_pooled_speedup(first_run):
+    client, runs = _runs(first_run)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == len(_optuna(first_run).get_trials())
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    complete = [r for r in children if r.data.tags["ablate.state"] == "complete"]
+    assert len({r.data.tags["ablate.combination"] for r in complete}) == RUN_ON_CPU
+    pooled: dict[str, set] = {}
+    for run in complete:
+        assert run.info.status == "FINISHED"
+        for metric in ("throughput", "throughput_spread_pct", "first_step_s", "data_wait_fraction",
+                       "peak_memory_mb", "test_accuracy", "test_loss", "speedup"):
+            assert metric in run.data.metrics, metric
+        assert {"ablate.block", "ablate.phase", "ablate.position"} <= set(run.data.tags)
+        pooled.setdefault(run.data.tags["ablate.combination"], set()).add(run.data.metrics["speedup"])
+        assert {"dim.amp", "dim.num_workers", "dim.pin_memory"} <= set(run.data.params)
+        for tag in ("ablate.device", "ablate.torch", "ablate.commit", "ablate.study_hash"):
+            assert run.data.tags[tag]
+    assert all(len(values) == 1 for values in pooled.values())  # every measurement shows its combination's estimate
+    amp_runs = [r for r in complete if r.data.params["dim.amp"] != "off"]
+    assert all(r.data.params["strategy.amp.dtype"] == "bf16" for r in amp_runs)
+    skipped = [r for r in children if r.data.tags["ablate.state"] == "skipped"]
+    assert len(skipped) == COMBINATIONS - RUN_ON_CPU and all(r.data.tags["ablate.reason"] for r in skipped)
+    artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"tiny.yaml", "grid-cpu.csv"} <= artifacts
+
+
+def test_accuracy_is_trained_after_screening_and_shared_across_numerics_preserving_strategies(first_run):
+    trials = _optuna(first_run).get_trials()
+    parity_runs = [t for t in trials if t.user_attrs["phase"] == "parity"]
+    # tiny.yaml: seeds 2; both groups can decide the answer: each trains at the run's seed and at seed + 1, in
+    # parity measurements after screening (Planner.defer_accuracy); a third seed only where still uncertain.
+    by_seed: dict[int, list[str]] = {}
+    for t in parity_runs:
+        assert t.user_attrs["accuracy_trained"] and t.user_attrs["block"] == -1 - t.user_attrs["seed_index"]
+        by_seed.setdefault(t.user_attrs["seed_index"], []).append(t.user_attrs["accuracy_group"])
+    assert sorted(by_seed[0]) == sorted(by_seed[1]) == ["amp(dtype=bf16)", "baseline"]
+    assert not [t for t in trials if t.user_attrs["phase"] != "parity" and t.user_attrs.get("accuracy_trained")]
+    seeds = {t.user_attrs["training_seed"] - t.user_attrs.get("seed_index", 0) for t in trials if "training_seed" in t.user_attrs}
+    assert len(seeds) == 1  # one run, one training seed (its parity seeds derived from it)
+    first = {t.user_attrs["accuracy_group"]: t for t in parity_runs if t.user_attrs["seed_index"] == 0}
+    found = {r.combination: r for r in load(_optuna(first_run))}
+    complete = [r for r in found.values() if r.complete]
+    assert len(complete) == RUN_ON_CPU
+    by_amp: dict[str, list] = {}
+    for r in complete:
+        by_amp.setdefault(r.levels["amp"], []).append(r)
+    for group in by_amp.values():  # each group differs only in NumWorkers, and shares its one first training
+        assert len(group) == 2
+        donor = first[group[0].accuracy_group]
+        for r in group:
+            assert r.accuracy == donor.user_attrs["metrics"]["test_accuracy"] and r.accuracy_from == donor.number
+
+
+def test_second_run_runs_nothing_new(first_run, capsys):
+    before = len(_runs(first_run)[1])
+    assert main(["run", str(TINY), "--device", "cpu", "--results", str(first_run)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to run" in out and "baseline" in out
+    assert len(_runs(first_run)[1]) == before
+
+
+def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_the_report_and_mlflow(first_run):
+    """One comparison per combination (ablate.stats.comparison), rendered by every surface: the CSV, summary.json, the
+    report's table and the MLflow rows agree row by row, and a row's throughput is the baseline's times its speed-up."""
+    import csv
+    import json
+
+    rows = list(csv.DictReader((first_run / "tiny" / "grid-cpu.csv").open()))
+    speedups = [float(r["speed-up"]) for r in rows if r["speed-up"]]
+    assert speedups == sorted(speedups, reverse=True) and len(speedups) == RUN_ON_CPU
+    baseline = next(r for r in rows if r["combination"] == "baseline")
+    assert float(baseline["speed-up"]) == 1.0
+    summary = json.loads((first_run / "tiny" / "report" / "grid" / "summary.json").read_text())
+    by_name = {s["combination"]: s for s in summary["speedups"]}
+    report = (first_run / "tiny" / "report" / "grid" / "report.md").read_text()
+    report_rows = {cells[0]: cells for line in report.splitlines() if line.startswith("| ")
+                   and len(cells := [c.strip() for c in line.strip("|").split("|")]) >= 10}
+    _, runs = _runs(first_run)
+    mlflow_rows = {r.data.tags["mlflow.runName"]: r for r in runs if r.data.tags.get("ablate.row") == "combination"}
+    base_rate = float(baseline["samples/s"])
+    assert set(by_name) == {r["combination"] for r in rows if r["speed-up"]} == {
+        name for name, run in mlflow_rows.items() if "speedup" in run.data.metrics}  # skipped ones have none
+    for row in rows:  # one comparison on every surface
+        if not row["speed-up"]:
+            continue
+        name, speedup, rate = row["combination"], float(row["speed-up"]), float(row["samples/s"])
+        entry, cells, run = by_name[name], report_rows[name], mlflow_rows[name]
+        assert rate / base_rate == pytest.approx(speedup, rel=1e-9)  # the one definition of a row's throughput
+        assert entry["speedup"] == pytest.approx(speedup) and entry["throughput"] == pytest.approx(rate)
+        assert run.data.metrics["speedup"] == pytest.approx(speedup)
+        assert cells[1] == f"{rate:.0f}" and cells[2].startswith(f"x{speedup:.2f}")
+        assert run.data.tags["speed-up"].startswith(f"x{speedup:.2f}")
+        if name != "baseline":
+            assert entry["low"] <= entry["speedup"] <= entry["high"] and entry["blocks"] >= 1
+            assert float(row["ci low"]) == pytest.approx(entry["low"]) == pytest.approx(run.data.metrics["speedup_low"])
+            assert int(row["blocks"]) == entry["blocks"] == int(cells[3])
+        if row["Δ acc"]:
+            change = float(row["Δ acc"])
+            assert entry["accuracy_change"] == pytest.approx(change) == pytest.approx(run.data.metrics["accuracy_change"])
+            assert cells[6] == f"{change:+.2f}" and row["parity"] == entry["parity"]["verdict"]
+    assert summary["recommendation"]["combination"] in by_name and summary["recommendation"]["compose"]
+    assert summary["recommendation"]["set"] and summary["recommendation"]["leader"] == summary["recommendation"]["combination"]
+    assert set(summary["seeds"]) == {"protocol", "training"}
+    assert all(s["parity"]["verdict"] in ("ok", "below", "uncertain") for s in summary["speedups"] if s["parity"])
+    assert summary["device"] and summary["torch"] and summary["commit"]
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_report_renders_and_is_attached_to_the_parent_run(first_run):
+    import matplotlib.image
+
+    folder = first_run / "tiny" / "report" / "grid"
+    text = (folder / "report.md").read_text()
+    assert text.startswith("# ablate report: tiny (grid) on ")
+    assert "stack = compose(" in text and "## Accuracy parity" in text
+    html = (folder / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3 and 'src="speedup.png"' not in html  # self-contained
+    for name in ("speedup.png", "effects.png", "pareto.png"):
+        data = (folder / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE)
+        assert matplotlib.image.imread(folder / name).shape[2] in (3, 4)  # decodes as an image
+    client, runs = _runs(first_run)
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    attached = {a.path for a in client.list_artifacts(parent.info.run_id, "report/grid")}
+    assert {"report/grid/report.md", "report/grid/report.html", "report/grid/pareto.png",
+            "report/grid/summary.json"} <= attached
+    assert "parity_failures" in parent.data.metrics
+
+
+def test_report_command_rebuilds_from_stored_trials_without_running(first_run, capsys):
+    before = len(_optuna(first_run).get_trials())
+    table = first_run / "tiny" / "grid-cpu.csv"
+    written = table.read_text()
+    (first_run / "tiny" / "report" / "grid" / "report.md").unlink()
+    table.unlink()  # as after a study stopped before its end (a time limit in `make gpu`): the table too
+    assert main(["report", str(TINY), "--device", "cpu", "--results", str(first_run)]) == 0
+    assert "recommended:" in capsys.readouterr().out
+    assert (first_run / "tiny" / "report" / "grid" / "report.md").exists() and table.read_text() == written
+    assert len(_optuna(first_run).get_trials()) == before
+
+
+def test_report_on_a_study_with_no_trials_is_one_clear_line(tmp_path, capsys):
+    assert main(["report", str(TINY), "--device", "cpu", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no stored trials for tiny:grid:cpu" in err and "ablate run" in err
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_time_to_accuracy_is_in_mlflow_and_in_the_table(first_run):
+    import csv
+
+    client, runs = _runs(first_run)
+    trained = [r for r in runs if r.data.tags.get("ablate.state") == "complete"
+               and r.data.tags.get("ablate.accuracy_from") == r.data.tags.get("ablate.trial_number")
+               and r.data.tags.get("ablate.block") == "-1"]  # the run's own seed, trained after screening
+    assert len(trained) == 2  # one per AMP setting at the run's own seed
+    for run in trained:
+        m = run.data.metrics
+        assert m["target_accuracy"] == 99.0 and m["target_reached"] == 0.0 and m["evaluations"] == 2
+        assert m["one_off_s"] >= m["first_step_s"] > 0
+    rows = list(csv.DictReader((first_run / "tiny" / "grid-cpu.csv").open()))
+    assert sorted(r["to target s"] for r in rows if r["state"] == "complete") == ["", "", "not reached", "not reached"]
+
+
+def test_no_interpreter_imported_while_a_trial_measured(first_run):
+    from ablate.trial.interpreters import overlaps
+
+    timelines = [t.user_attrs["timeline"] for t in _optuna(first_run).get_trials() if "timeline" in t.user_attrs]
+    assert len(timelines) >= RUN_ON_CPU + 2 * SCREENING_BLOCKS - 1  # every complete measurement has one
+    imports = [tuple(span) for t in timelines for span in t["imports"]]
+    measured = [tuple(span) for t in timelines for span in t["measured"]]
+    # Every measurement's interpreter was imported (the first cold, the rest ahead), and none beside a measured span.
+    assert len(imports) >= len(timelines) and len(measured) >= len(timelines)
+    assert overlaps(imports, measured) == []

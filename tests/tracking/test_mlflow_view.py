@@ -1,0 +1,139 @@
+"""The MLflow view a run prints: a real `ablate ui` (MLflow's own server) on the run's store answers the printed URL,
+and what the view reads (experiment tags, the shared view, run names, tags, metrics) is there."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import socket
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ablate.cli import main
+
+from servers import free_port, serving
+
+TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
+LABELS = {"baseline", "num_workers(n=1)", "amp(dtype=bf16)", "num_workers(n=1) + amp(dtype=bf16)", "pin_memory",
+          "num_workers(n=1) + pin_memory", "pin_memory + amp(dtype=bf16)", "num_workers(n=1) + pin_memory + amp(dtype=bf16)"}
+INTERVAL = re.compile(r"^x\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]$")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, mnist) -> tuple[Path, str]:
+    """The tiny study run into its own --results folder: the folder and what the run printed."""
+    results = tmp_path_factory.mktemp("elsewhere")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["run", str(TINY), "--device", "cpu", "--results", str(results)]) == 0
+    return results, out.getvalue()
+
+
+def _printed(output: str) -> tuple[str, str]:
+    """The UI command and the URL the run's pointer line names."""
+    found = re.search(r"^the answer in MLflow's UI: run `(ablate ui[^`]*)`, then open (http://\S+)$", output, re.M)
+    assert found, output
+    return found.group(1), found.group(2)
+
+
+def test_the_pointer_names_the_command_that_opens_this_runs_store(run):
+    results, output = run
+    command, url = _printed(output)
+    assert command == f"ablate ui --results {results}"
+    assert re.fullmatch(r"http://127\.0\.0\.1:5000/#/experiments/\d+/runs\?workflowType=machine_learning"
+                        r"&viewStateShareKey=ablate", url)
+
+
+def test_a_real_mlflow_ui_on_the_store_answers_the_url_with_one_row_per_combination_fastest_first(run, tmp_path):
+    results, output = run
+    command, url = _printed(output)
+    port = free_port()
+    argv = [sys.executable, "-m", "ablate", *command.split()[1:], "--port", str(port)]
+    with serving(argv, port, tmp_path / "ui.log") as uri:
+        page = url.replace("http://127.0.0.1:5000", uri)
+        assert f"ablate/tiny: {page}\n" in (tmp_path / "ui.log").read_text()  # `ablate ui` names it on its port
+        with urllib.request.urlopen(page, timeout=30) as answer:
+            assert answer.status == 200 and b"<html" in answer.read().lower()
+        experiment_id = re.search(r"/experiments/(\d+)/", page).group(1)
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment(experiment_id)
+        assert experiment.name == "ablate/tiny"
+        assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # not the GenAI view
+        state = json.loads(experiment.tags["mlflow.sharedViewState.ablate"])  # what viewStateShareKey=ablate opens
+        assert state["orderByKey"] == "metrics.`speedup`" and state["orderByAsc"] is False
+        assert state["columnOrder"][1:] == state["selectedColumns"]
+        assert state["selectedColumns"][:4] == ["tags.`speed-up`", "tags.`accuracy change`", "tags.`parity`",
+                                                "tags.`ablate.state`"]
+        assert state["selectedColumns"][4:] == ["params.`dim.num_workers`", "params.`dim.pin_memory`", "params.`dim.amp`"]
+
+        charts = {c["type"]: c for c in state["compareRunCharts"]}  # the chart view: compareRunsMode=CHART
+        assert charts["PARALLEL"]["selectedParams"] == ["dim.num_workers", "dim.pin_memory", "dim.amp"]
+        assert charts["PARALLEL"]["selectedMetrics"] == ["speedup"] and charts["BAR"]["metricKey"] == "speedup"
+        assert (charts["SCATTER"]["xaxis"]["key"], charts["SCATTER"]["yaxis"]["key"]) == ("speedup", "accuracy_change")
+        assert {c["metricSectionId"] for c in charts.values()} == {s["uuid"] for s in state["compareRunSections"]}
+        with urllib.request.urlopen(page + "&compareRunsMode=CHART", timeout=30) as answer:
+            assert answer.status == 200
+
+        rows = client.search_runs([experiment_id], filter_string=state["searchFilter"], order_by=["metrics.speedup DESC"])
+        assert sorted(r.info.run_name for r in rows) == sorted(LABELS)  # one row per combination, named after it
+        complete = [r for r in rows if r.data.tags["ablate.state"] == "complete"]
+        assert len(complete) == 4 and rows[:4] == complete  # measured ones first, fastest first
+        speedups = [r.data.metrics["speedup"] for r in complete]
+        assert speedups == sorted(speedups, reverse=True)
+        for r in complete:
+            m, tags = r.data.metrics, r.data.tags
+            assert m["speedup_low"] <= m["speedup"] <= m["speedup_high"]  # full precision: the data
+            assert INTERVAL.match(tags["speed-up"]), tags["speed-up"]  # rounded: the display
+            assert tags["speed-up"].startswith(f"x{m['speedup']:.2f}")
+            assert tags["accuracy change"] == f"{m['accuracy_change']:+.2f} pts"
+            # The verdict with its interval; which verdict depends on the run's drawn training seeds (ablate.store.seeds).
+            assert re.fullmatch(r"(ok|below|uncertain) \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\] \(\d+ seeds?\)", tags["parity"])
+            for column in state["selectedColumns"]:
+                kind, key = column.split(".", 1)
+                assert key.strip("`") in (r.data.params if kind == "params" else tags), column
+        baseline = next(r for r in complete if r.info.run_name == "baseline")
+        assert baseline.data.tags["speed-up"] == "x1.00 [1.00, 1.00]"
+        assert all(r.data.tags["ablate.state"] == "skipped" and "speed-up" not in r.data.tags for r in rows[4:])
+        # Measurements that are not their combination's row keep their own names and stay out of the view.
+        others = client.search_runs([experiment_id], filter_string="tags.`ablate.row` = 'measurement'")
+        assert others and all(re.search(r" · block -?\d+ · #\d+$", r.info.run_name) for r in others)
+
+
+def test_compare_view_plots_the_dimensions_first(run):
+    """MLflow's Compare view plots the first three differing params in sorted order: the study's dimensions."""
+    results, _ = run
+    client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("ablate/tiny")
+    rows = client.search_runs([experiment.experiment_id], filter_string="tags.`ablate.row` = 'combination'")
+    params = sorted({k for r in rows for k in r.data.params})
+    assert params[:3] == ["dim.amp", "dim.num_workers", "dim.pin_memory"]
+    assert all(k.startswith("strategy.") for k in params[3:]) and "strategy.amp.dtype" in params
+
+
+def test_ui_on_a_busy_port_is_one_line_and_exit_2(run, capsys):
+    results, _ = run
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        code = main(["ui", "--results", str(results), "--port", str(busy.getsockname()[1])])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "in use" in err and "--port" in err
+
+
+def test_ui_without_a_store_is_one_line_and_creates_nothing(tmp_path, capsys):
+    code = main(["ui", "--results", str(tmp_path / "none")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no MLflow store" in err
+    assert not (tmp_path / "none").exists()
+
+
+def test_ui_on_a_tracking_server_says_to_open_it_instead(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    code = main(["ui", "--results", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "http://127.0.0.1:9" in err and "web browser" in err
