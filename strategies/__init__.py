@@ -38,7 +38,8 @@ REGISTRY: dict[str, type[Strategy]] = {
 
 __all__ = [
     "AMP", "ActivationCheckpointing", "AttentionBackend", "BatchSize", "CUDAGraphs", "ChannelsLast", "Compile",
-    "CompiledOptimizer", "ConflictError", "CudnnBenchmark", "DeviceResidentData", "Float8", "FusedOptimizer", "HalfPrecision", "NumWorkers", "PRESETS", "PinMemory", "REGISTRY",
+    "CompiledOptimizer", "ConflictError", "CudnnBenchmark", "DeviceResidentData", "Float8", "FusedOptimizer",
+    "HalfPrecision", "NumWorkers", "PRESETS", "PinMemory", "REGISTRY",
     "SetToNone", "Stack", "Strategy", "TF32", "TorchScript", "compose", "fp32_precision", "preset",
     "set_fp32_precision",
 ]

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 from torch.utils.checkpoint import checkpoint
+from typing_extensions import override
 
 from strategies.base import Strategy
 from strategies.blocks import repeated_blocks
@@ -57,6 +58,7 @@ class ActivationCheckpointing(Strategy):
             raise ValueError(f"ActivationCheckpointing: every must be a whole number >= 1, got {every!r}")
         self.every = every
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         for block in repeated_blocks(model, "ActivationCheckpointing")[::self.every]:
             if "forward" in vars(block):
@@ -65,5 +67,6 @@ class ActivationCheckpointing(Strategy):
             block.forward = types.MethodType(_checkpointed_forward, block)
         return model
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"every": self.every}

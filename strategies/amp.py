@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import Any, ContextManager
 
 import torch
+from typing_extensions import override
 
-from strategies.base import Strategy, as_device, capability_reason
-from strategies.stack import clip_and_step, clip_gradients
+from strategies.base import as_device, capability_reason
+from strategies.loss_scaling import LossScaling
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -26,47 +27,7 @@ def half_dtype_reason(device: torch.device | str, dtype: str, what: str) -> str 
     return None
 
 
-class SkipCounter:
-    """Steps a GradScaler skipped, counted on the device and read only when asked.
-
-    Reading the scale (``get_scale()``) or a found-inf flag on the host waits for
-    the device, and a fused optimizer lets GradScaler step with no such wait at
-    all; so the count is a device tensor, summed without leaving the device, and
-    read by `metrics()` between steps.
-    """
-
-    def __init__(self) -> None:
-        self._count: torch.Tensor | None = None
-
-    def add(self, scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> None:
-        """Call after ``scaler.step(optimizer)`` and before ``scaler.update()`` (which forgets the flags)."""
-        flags = list(scaler._found_inf_per_device(optimizer).values())  # 1.0 per device with an inf/nan gradient
-        if not flags:
-            return
-        skipped = flags[0] if len(flags) == 1 else torch.stack([f.to(flags[0].device) for f in flags]).amax()
-        self._count = skipped.clone() if self._count is None else self._count.add_(skipped)
-
-    @property
-    def value(self) -> int:
-        """The count so far (waits for the device)."""
-        return 0 if self._count is None else int(self._count.item())
-
-
-def scaled_step(scaler: torch.amp.GradScaler | None, optimizer: torch.optim.Optimizer,
-                max_grad_norm: float | None, skipped: SkipCounter) -> None:
-    """Optional clipping and the optimizer step through `scaler` (plain without one); a skipped step is counted in `skipped`."""
-    if scaler is None:
-        clip_and_step(optimizer, max_grad_norm)
-        return
-    if max_grad_norm is not None:
-        scaler.unscale_(optimizer)  # so the threshold applies to the true gradients
-        clip_gradients(optimizer, max_grad_norm)
-    scaler.step(optimizer)  # skips the step if any gradient is inf/nan
-    skipped.add(scaler, optimizer)
-    scaler.update()
-
-
-class AMP(Strategy):
+class AMP(LossScaling):
     """Runs the forward pass under ``torch.autocast`` in fp16 or bf16; scales fp16 losses.
 
     Autocast runs matmuls and convolutions in half precision (keeping
@@ -96,8 +57,7 @@ class AMP(Strategy):
         if not isinstance(growth_interval, int) or growth_interval < 1:
             raise ValueError(f"AMP: growth_interval must be a whole number >= 1, got {growth_interval!r}")
         self.dtype, self.init_scale, self.growth_interval = dtype, float(init_scale), growth_interval
-        self.scaler: torch.amp.GradScaler | None = None
-        self._skipped = SkipCounter()
+        super().__init__()
 
     def _ensure_scaler(self, device_type: str) -> None:
         if self.dtype == "fp16" and self.scaler is None:
@@ -105,33 +65,25 @@ class AMP(Strategy):
                 device_type, init_scale=self.init_scale, growth_interval=self.growth_interval
             )
 
+    @override
     def autocast(self, device: torch.device | str) -> ContextManager[None]:
         device_type = as_device(device).type
         self._ensure_scaler(device_type)
         return torch.autocast(device_type=device_type, dtype=DTYPES[self.dtype])
 
+    @override
     def backward(self, loss: torch.Tensor) -> None:
         self._ensure_scaler(loss.device.type)
-        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        self._scaled_backward(loss)
 
+    @override
     def step(self, optimizer: torch.optim.Optimizer, max_grad_norm: float | None = None) -> None:
-        scaled_step(self.scaler, optimizer, max_grad_norm, self._skipped)
+        self._scaled_step(optimizer, max_grad_norm)
 
-    @property
-    def skipped_steps(self) -> int:
-        """Steps skipped for inf/nan gradients so far (waits for the device: read between steps)."""
-        return self._skipped.value
-
-    @property
-    def loss_scale(self) -> float:
-        """The current loss scale (1.0 when no scaler is used)."""
-        return self.scaler.get_scale() if self.scaler else 1.0
-
+    @override
     def check(self, device: torch.device | str) -> str | None:
         return half_dtype_reason(device, self.dtype, "autocast")
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "init_scale": self.init_scale, "growth_interval": self.growth_interval}
-
-    def metrics(self) -> dict[str, float]:
-        return {"loss_scale": self.loss_scale, "skipped_steps": float(self.skipped_steps)}

@@ -5,6 +5,7 @@ from typing import Any, ContextManager
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from typing_extensions import override
 
 from strategies.base import Strategy, as_device, capability_reason
 
@@ -59,9 +60,11 @@ class AttentionBackend(Strategy):
             raise ValueError(f"AttentionBackend: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.backend = backend
 
+    @override
     def autocast(self, device: torch.device | str) -> ContextManager[None]:
         return sdpa_kernel(BACKENDS[self.backend])
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         device = as_device(device)
         what = f"the {self.backend} attention kernel"
@@ -76,6 +79,7 @@ class AttentionBackend(Strategy):
             return "this PyTorch build has no cuDNN"
         return capability_reason(device, CUDA_CAPABILITY[self.backend], what)
 
+    @override
     def check_with(self, others: tuple[Strategy, ...], device: torch.device | str) -> str | None:
         if as_device(device).type != "cuda" or self.backend not in HALF_ONLY_ON_CUDA:
             return None
@@ -84,5 +88,6 @@ class AttentionBackend(Strategy):
         return (f"the {self.backend} attention kernel on CUDA takes fp16/bf16 inputs only, and nothing in this "
                 f"combination lowers the precision; compose it with {' or '.join(HALF_PRECISION)}")
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"backend": self.backend}

@@ -21,10 +21,12 @@ strategy its owner even if `owns` does not say so (see `strategies.stack`).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ClassVar, ContextManager, Iterable
+from collections.abc import Sized
+from typing import Any, Callable, ClassVar, ContextManager, Iterable, cast
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
+from typing_extensions import override
 
 Batch = Any  # a tensor, or a tuple/list/dict of tensors, as a DataLoader yields
 
@@ -39,8 +41,8 @@ class Strategy:
             (workers, pinning, set-to-none).
         may_be_bitwise_equal: whether a strategy that may change the numbers may still,
             on a given machine and model, compute bitwise what the stack without it
-            computes (a graph capture that fuses nothing, a memory layout): a study checks
-            it there before training its accuracy apart (`ablate.run.bitwise`).
+            computes (a graph capture that fuses nothing, a memory layout), so a caller
+            may compare the two bit for bit there before training its accuracy apart.
         owns: the owned hooks it implements (``"backward"``, ``"step"``, ``"zero_grad"``,
             ``"make_loader"``).
         conflicts_with: names of strategies it cannot be composed with.
@@ -108,6 +110,7 @@ class Strategy:
         """Run-time values worth logging (AMP's loss scale, say); read them between steps."""
         return {}
 
+    @override
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({args})"
@@ -126,6 +129,7 @@ class _PersistentRandomSampler(RandomSampler):
 
     _epochs = 0
 
+    @override
     def __iter__(self) -> Any:
         if self._epochs:
             torch.empty((), dtype=torch.int64).random_(generator=self.generator)
@@ -138,7 +142,8 @@ def same_order_every_epoch(dataset: Dataset, kwargs: dict[str, Any]) -> dict[str
     if kwargs.get("persistent_workers") and kwargs.get("num_workers") and kwargs.get("shuffle") \
             and kwargs.get("generator") is not None:
         kwargs = dict(kwargs, shuffle=False)  # the sampler shuffles; DataLoader rejects a sampler with shuffle
-        kwargs["sampler"] = _PersistentRandomSampler(dataset, generator=kwargs["generator"])
+        # A shuffled dataset has a length (DataLoader's own RandomSampler takes it as Sized too).
+        kwargs["sampler"] = _PersistentRandomSampler(cast(Sized, dataset), generator=kwargs["generator"])
     return kwargs
 
 
@@ -186,7 +191,7 @@ def rebuild_optimizer(
     swap: Callable[[torch.Tensor], torch.Tensor] = lambda p: p,
     **settings: Any,
 ) -> torch.optim.Optimizer:
-    """A new optimizer of the same type and settings, with `settings` changed and each parameter `p` replaced by `swap(p)`.
+    """A new optimizer of the same type and settings, `settings` changed and each parameter `p` replaced by `swap(p)`.
 
     Rebuilding (rather than editing ``param_groups``) lets the constructor
     validate the new settings. Only before the first step: state is not carried.

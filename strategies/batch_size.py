@@ -5,6 +5,7 @@ import math
 from typing import Any
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy
 
@@ -51,6 +52,7 @@ class BatchSize(Strategy):
         self.baseline_batch_size: int | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
 
+    @override
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         self.baseline_batch_size = kwargs.get("batch_size", self.baseline_batch_size)
         kwargs["batch_size"] = self.n
@@ -67,6 +69,7 @@ class BatchSize(Strategy):
         ratio = self.n / self.baseline_batch_size
         return ratio if self.lr_scaling == "linear" else math.sqrt(ratio)
 
+    @override
     def prepare_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         factor = self.lr_factor
         if factor != 1.0:
@@ -84,5 +87,6 @@ class BatchSize(Strategy):
             optimizer.register_step_post_hook(torch.compiler.disable(lambda *_: scheduler.step()))
         return optimizer
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"n": self.n, "lr_scaling": self.lr_scaling, "warmup_steps": self.warmup_steps}

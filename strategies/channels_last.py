@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Batch, Strategy, map_tensors, move
 
@@ -30,9 +31,11 @@ class ChannelsLast(Strategy):
     may_be_bitwise_equal = True  # where the backend's kernels for both layouts accumulate alike
     order = 10  # after PinMemory's non-blocking copy (order 0), so the layout change runs on the device
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         return model.to(memory_format=torch.channels_last)
 
+    @override
     def to_device(self, batch: Batch, device: torch.device | str) -> Batch:
         # Move first: converting on the host would copy the batch twice.
         return map_tensors(move(batch, device), _nhwc)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-from typing import Any
+from typing import Any, cast
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy, as_device, capability_reason, cuda_reason
 from strategies.blocks import repeated_blocks
@@ -94,6 +95,7 @@ class Compile(Strategy):
         self.mode, self.fullgraph, self.backend, self.dynamic = mode, bool(fullgraph), backend, dynamic
         self.regional = regional
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if torch._dynamo.config.suppress_errors:
             # With it set, a failed compilation silently runs eager, and eager speed would be reported as compiled.
@@ -105,16 +107,19 @@ class Compile(Strategy):
         if self.backend == "inductor" and self.mode in CUDA_GRAPH_MODES:
             gradients_outside_graph_pool(model)
         if not self.regional:
-            return torch.compile(model, **options)
+            # An OptimizedModule (a Module) for a module; torch.compile's stubs only promise the callable's type.
+            return cast(torch.nn.Module, torch.compile(model, **options))
         for block in repeated_blocks(model, "Compile(regional=True)"):
             # In place, so the ModuleList and the parent's loop over it stay as they are; wrappers a strategy of
             # lower order put on a block (activation checkpointing) are inside the compiled region.
             block.compile(**options)
         return model
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         return inductor_reason(device) if self.backend == "inductor" else None
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"mode": self.mode, "fullgraph": self.fullgraph, "backend": self.backend, "dynamic": self.dynamic,
                 "regional": self.regional}

@@ -5,6 +5,7 @@ import types
 from typing import Any
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy, rebuild_optimizer
 from strategies.compile import inductor_reason
@@ -38,8 +39,10 @@ class CompiledOptimizer(Strategy):
     changes_numerics = True  # Inductor's generated update rounds differently from the eager one
     conflicts_with = frozenset({"fused_optimizer"})
     one_off_cost = True  # the step compiles at the first call
-    order = 150  # after the strategies that rebuild the optimizer (fp32 masters): a rebuild would drop the compiled step
+    # After the strategies that rebuild the optimizer (fp32 masters): a rebuild would drop the compiled step.
+    order = 150
 
+    @override
     def prepare_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         if any(isinstance(g["lr"], torch.Tensor) for g in optimizer.param_groups):
             raise ValueError("CompiledOptimizer: the optimizer's lr is already a tensor (prepared twice?)")
@@ -60,9 +63,11 @@ class CompiledOptimizer(Strategy):
                 raise ValueError("CompiledOptimizer: optimizers that take a closure (LBFGS) are not supported")
             update()
 
-        # A bound method, as the class's step is: LR schedulers wrap `optimizer.step.__func__`.
-        rebuilt.step = types.MethodType(step, rebuilt)
+        # A bound method, as the class's step is: LR schedulers wrap `optimizer.step.__func__`. Replacing it on
+        # the instance is the point, which mypy's method-assign check exists to question.
+        rebuilt.step = types.MethodType(step, rebuilt)  # type: ignore[method-assign]
         return rebuilt
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         return inductor_reason(device)

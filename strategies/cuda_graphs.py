@@ -1,9 +1,10 @@
 """CUDAGraphs: replay the model's forward and backward from CUDA graphs."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy, cuda_reason
 from strategies.compile import gradients_outside_graph_pool, inductor_reason
@@ -62,6 +63,7 @@ class CUDAGraphs(Strategy):
             raise ValueError(f"CUDAGraphs: kernels must be one of {', '.join(KERNELS)}, got {kernels!r}")
         self.kernels = kernels
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         from torch._inductor import config
 
@@ -69,18 +71,22 @@ class CUDAGraphs(Strategy):
         if hasattr(triton, "cudagraph_or_error"):  # process-wide, as trials run one per process
             triton.cudagraph_or_error = True
         gradients_outside_graph_pool(model)
+        # An OptimizedModule (a Module) for a module; torch.compile's stubs only promise the callable's type.
         if self.kernels == "inductor":
-            return torch.compile(model, mode="reduce-overhead")
-        return torch.compile(model, backend="cudagraphs")
+            return cast(torch.nn.Module, torch.compile(model, mode="reduce-overhead"))
+        return cast(torch.nn.Module, torch.compile(model, backend="cudagraphs"))
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         if reason := cuda_reason(device, "CUDA graph capture"):
             return reason
         return inductor_reason(device) if self.kernels == "inductor" else None
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"kernels": self.kernels}
 
+    @override
     def metrics(self) -> dict[str, float]:
         return {"cudagraph_skips": float(cudagraph_skips())}
 

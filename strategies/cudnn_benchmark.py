@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy, cuda_reason
 
@@ -22,10 +23,12 @@ class CudnnBenchmark(Strategy):
     changes_numerics = True  # other algorithms, other rounding
     one_off_cost = True  # autotuning at the first step of each shape
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         torch.backends.cudnn.benchmark = True
         return model
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         if reason := cuda_reason(device, "cuDNN autotuning"):
             return reason

@@ -5,6 +5,7 @@ from typing import Any, Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+from typing_extensions import override
 
 from strategies.base import Batch, Strategy, as_device
 
@@ -88,6 +89,7 @@ class DeviceResidentData(Strategy):
     conflicts_with = frozenset({"num_workers", "pin_memory"})
     one_off_cost = True  # the dataset is read and moved at the first step
 
+    @override
     def make_loader(self, dataset: Dataset, device: torch.device | str, **kwargs: Any) -> DeviceBatches:
         # DataLoader defaults (None, False, 0) ask for nothing; any other setting would be silently lost.
         unsupported = sorted(k for k, v in kwargs.items() if k not in ACCEPTED and v not in (None, False, 0))

@@ -5,6 +5,7 @@ import importlib.util
 from typing import Any
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy, capability_reason, cuda_reason
 
@@ -57,6 +58,7 @@ class Float8(Strategy):
             raise ValueError(f"Float8: recipe must be one of {', '.join(RECIPES)}, got {recipe!r}")
         self.recipe = recipe
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         try:
             from torchao.float8 import Float8LinearConfig, convert_to_float8_training
@@ -67,6 +69,7 @@ class Float8(Strategy):
         config = Float8LinearConfig.from_recipe_name(self.recipe)
         return convert_to_float8_training(model, module_filter_fn=float8_eligible, config=config)
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         if reason := cuda_reason(device, "float8 training"):
             return reason  # first: installing torchao would not help
@@ -74,5 +77,6 @@ class Float8(Strategy):
             return f"float8 training needs torchao, which is not installed ({INSTALL})"
         return capability_reason(device, RECIPES[self.recipe], f"float8 training ({self.recipe})")
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"recipe": self.recipe}

@@ -5,6 +5,7 @@ import inspect
 from typing import Any
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy, as_device, rebuild_optimizer
 
@@ -35,17 +36,20 @@ class FusedOptimizer(Strategy):
             raise ValueError(f"FusedOptimizer: impl must be one of {', '.join(IMPLS)}, got {impl!r}")
         self.impl = impl
 
+    @override
     def prepare_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         if self.impl not in inspect.signature(type(optimizer)).parameters:
             raise ValueError(f"FusedOptimizer: {type(optimizer).__name__} has no {self.impl} implementation")
         # Both set, so a default of foreach=True cannot clash with fused=True.
         return rebuild_optimizer(optimizer, fused=self.impl == "fused", foreach=self.impl == "foreach")
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         # Fused and foreach kernels exist for CPU and CUDA; whether this optimizer has them, prepare_optimizer says.
         if as_device(device).type == "cuda" and not torch.cuda.is_available():
             return "no CUDA device is available"
         return None
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"impl": self.impl}

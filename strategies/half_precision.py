@@ -4,13 +4,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from typing_extensions import override
 
-from strategies.amp import DTYPES, SkipCounter, half_dtype_reason, scaled_step
-from strategies.base import Strategy, map_tensors, rebuild_optimizer
+from strategies.amp import DTYPES, half_dtype_reason
+from strategies.base import map_tensors, rebuild_optimizer
+from strategies.loss_scaling import LossScaling
 from strategies.stack import clip_and_step
 
 
-class HalfPrecision(Strategy):
+class HalfPrecision(LossScaling):
     """Converts weights (and, by a forward pre-hook, floating inputs) to fp16 or bf16.
 
     Every op then runs in half precision - no per-op casts as under autocast,
@@ -52,22 +54,24 @@ class HalfPrecision(Strategy):
         self.dtype, self.master_weights = dtype, master_weights
         self._masters: dict[torch.Tensor, torch.Tensor] = {}  # half parameter -> its fp32 master
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # in the rebuilt optimizer's order
-        self.scaler: torch.amp.GradScaler | None = None
-        self._skipped = SkipCounter()
+        super().__init__()
 
     def _cast_inputs(self, module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
         dtype = DTYPES[self.dtype]
         return map_tensors(args, lambda t: t.to(dtype) if t.is_floating_point() else t)
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.master_weights:  # copied before the conversion, so the masters start exact
             self._masters = {p: p.detach().clone().float() for p in model.parameters()}
         model.to(DTYPES[self.dtype])  # in place: an optimizer built earlier still holds these parameters
         model.register_forward_pre_hook(self._cast_inputs)
         if self.master_weights:
-            model.register_forward_hook(lambda m, a, out: map_tensors(out, lambda t: t.float() if t.is_floating_point() else t))
+            model.register_forward_hook(
+                lambda m, a, out: map_tensors(out, lambda t: t.float() if t.is_floating_point() else t))
         return model
 
+    @override
     def prepare_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         if not self.master_weights:
             return optimizer
@@ -88,11 +92,13 @@ class HalfPrecision(Strategy):
 
         return rebuild_optimizer(optimizer, swap=master)
 
+    @override
     def backward(self, loss: torch.Tensor) -> None:
         if self.master_weights and self.dtype == "fp16" and self.scaler is None:
             self.scaler = torch.amp.GradScaler(loss.device.type)
-        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        self._scaled_backward(loss)
 
+    @override
     def step(self, optimizer: torch.optim.Optimizer, max_grad_norm: float | None = None) -> None:
         if not self.master_weights:
             clip_and_step(optimizer, max_grad_norm)
@@ -103,26 +109,15 @@ class HalfPrecision(Strategy):
         for p, m in self._pairs:
             m.grad = None if p.grad is None else p.grad.float()
             p.grad = None  # copied; the optimizer's zero_grad only reaches the masters
-        scaled_step(self.scaler, optimizer, max_grad_norm, self._skipped)
+        self._scaled_step(optimizer, max_grad_norm)
         with torch.no_grad():
             for p, m in self._pairs:
                 p.copy_(m)
 
-    @property
-    def skipped_steps(self) -> int:
-        """Steps skipped for inf/nan gradients so far (waits for the device: read between steps)."""
-        return self._skipped.value
-
-    @property
-    def loss_scale(self) -> float:
-        """The current loss scale (1.0 when no scaler is used)."""
-        return self.scaler.get_scale() if self.scaler else 1.0
-
+    @override
     def check(self, device: torch.device | str) -> str | None:
         return half_dtype_reason(device, self.dtype, "half precision")
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "master_weights": self.master_weights}
-
-    def metrics(self) -> dict[str, float]:
-        return {"loss_scale": self.loss_scale, "skipped_steps": float(self.skipped_steps)}

@@ -5,6 +5,7 @@ import os
 from typing import Any
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy
 
@@ -26,7 +27,7 @@ class NumWorkers(Strategy):
     workers' base seed from ``g`` each time it starts them, so persistent
     workers would skip that draw from epoch 2 on and shuffle differently from
     the plain loop. That costs a re-spawn per epoch, not a step: the first
-    epoch, where ablate measures, is the same either way.
+    epoch, all a short benchmark measures, is the same either way.
     """
 
     name = "num_workers"
@@ -35,9 +36,11 @@ class NumWorkers(Strategy):
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"NumWorkers: n must be a whole number >= 0, got {n!r}")
         if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
-            raise ValueError(f"NumWorkers: prefetch_factor must be a whole number >= 1 or None, got {prefetch_factor!r}")
+            raise ValueError(
+                f"NumWorkers: prefetch_factor must be a whole number >= 1 or None, got {prefetch_factor!r}")
         self.n, self.persistent, self.prefetch_factor = n, bool(persistent), prefetch_factor
 
+    @override
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         kwargs["num_workers"] = self.n
         seeded_shuffle = bool(kwargs.get("shuffle")) and kwargs.get("generator") is not None
@@ -47,11 +50,13 @@ class NumWorkers(Strategy):
             kwargs["prefetch_factor"] = self.prefetch_factor
         return kwargs
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         if self.n > cpus:
             return f"{self.n} workers on {cpus} CPUs only adds contention"
         return None
 
+    @override
     def params(self) -> dict[str, Any]:
         return {"n": self.n, "persistent": self.persistent, "prefetch_factor": self.prefetch_factor}

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Batch, Strategy, as_device, move
 
@@ -21,14 +22,17 @@ class PinMemory(Strategy):
 
     name = "pin_memory"
 
+    @override
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         kwargs["pin_memory"] = True
         return kwargs
 
+    @override
     def to_device(self, batch: Batch, device: torch.device | str) -> Batch:
         # non_blocking is only asynchronous for pinned sources; harmless otherwise.
         return move(batch, device, non_blocking=True)
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         if as_device(device).type != "cuda":
             return f"pinned memory only speeds host-to-GPU copies; the device here is {as_device(device).type}"

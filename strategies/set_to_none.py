@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy
 
@@ -20,5 +21,6 @@ class SetToNone(Strategy):
     name = "set_to_none"
     owns = frozenset({"zero_grad"})
 
+    @override
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         optimizer.zero_grad(set_to_none=True)

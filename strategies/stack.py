@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 from torch.utils.data import Dataset
+from typing_extensions import override
 
 from strategies.base import Batch, Strategy, move
 
@@ -73,10 +74,12 @@ class Stack(Strategy):
         self._owner = {hook: next((m for m in self.members if hook in owned_hooks(m)), None) for hook in OWNED_HOOKS}
 
     @property
+    @override
     def changes_numerics(self) -> bool:  # type: ignore[override]
         return any(m.changes_numerics for m in self.members)
 
     @property
+    @override
     def one_off_cost(self) -> bool:  # type: ignore[override]
         """True when any member pays a one-off cost (a preset holding a compiling strategy, say)."""
         return any(m.one_off_cost for m in self.members)
@@ -91,31 +94,37 @@ class Stack(Strategy):
     def __len__(self) -> int:
         return len(self.members)
 
+    @override
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         for member in self.members:
             kwargs = member.loader_kwargs(**kwargs)
         return kwargs
 
+    @override
     def make_loader(self, dataset: Dataset, device: torch.device | str, **kwargs: Any) -> Iterable[Batch]:
         kwargs = self.loader_kwargs(**kwargs)
         owner = self._owner["make_loader"]
         return owner.make_loader(dataset, device, **kwargs) if owner else super().make_loader(dataset, device, **kwargs)
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         for member in self.members:
             model = member.prepare_model(model)
         return model
 
+    @override
     def prepare_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         for member in self.members:
             optimizer = member.prepare_optimizer(optimizer)
         return optimizer
 
+    @override
     def to_device(self, batch: Batch, device: torch.device | str) -> Batch:
         for member in self.members:
             batch = member.to_device(batch, device)
         return move(batch, device)  # no-op for tensors a member already moved
 
+    @override
     @contextlib.contextmanager
     def autocast(self, device: torch.device | str) -> Iterator[None]:
         # Enter the members' contexts on `with`, not when this is called.
@@ -124,19 +133,23 @@ class Stack(Strategy):
                 stack.enter_context(member.autocast(device))
             yield
 
+    @override
     def backward(self, loss: torch.Tensor) -> None:
         owner = self._owner["backward"]
         owner.backward(loss) if owner else loss.backward()
 
+    @override
     def step(self, optimizer: torch.optim.Optimizer, max_grad_norm: float | None = None) -> None:
         owner = self._owner["step"]
         owner.step(optimizer, max_grad_norm) if owner else clip_and_step(optimizer, max_grad_norm)
         self.zero_grad(optimizer)
 
+    @override
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         owner = self._owner["zero_grad"]
         owner.zero_grad(optimizer) if owner else optimizer.zero_grad(set_to_none=False)
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         for member in self.members:
             others = tuple(m for m in self.members if m is not member)
@@ -144,12 +157,15 @@ class Stack(Strategy):
                 return f"{type(member).__name__}: {reason}"
         return None
 
+    @override
     def params(self) -> dict[str, Any]:
         return {f"{m.name}.{k}": v for m in self.members for k, v in m.params().items()}
 
+    @override
     def metrics(self) -> dict[str, float]:
         return {f"{m.name}.{k}": v for m in self.members for k, v in m.metrics().items()}
 
+    @override
     def __repr__(self) -> str:
         return f"compose({', '.join(repr(m) for m in self.members)})"
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy, capability_reason, cuda_reason
 
@@ -50,9 +51,11 @@ class TF32(Strategy):
     name = "tf32"
     changes_numerics = True
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         set_fp32_precision("tf32")
         return model
 
+    @override
     def check(self, device: torch.device | str) -> str | None:
         return cuda_reason(device, "TensorFloat-32") or capability_reason(device, (8, 0), "TensorFloat-32")

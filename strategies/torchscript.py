@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from typing_extensions import override
 
 from strategies.base import Strategy
 
@@ -25,5 +26,6 @@ class TorchScript(Strategy):
     one_off_cost = True  # scripting at prepare_model, then the JIT's profiling runs at the first steps
     order = 100  # wrap after every other model change
 
+    @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         return torch.jit.script(model)

@@ -1,11 +1,13 @@
 """`ablate run` on a tiny study: table, Optuna storage, MLflow runs, resume, accuracy sharing."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from structure import comparable, structure
 
 from ablate.cli import main
 from ablate.store.records import load
@@ -243,3 +245,13 @@ def test_no_interpreter_imported_while_a_trial_measured(first_run):
     # Every measurement's interpreter was imported (the first cold, the rest ahead), and none beside a measured span.
     assert len(imports) >= len(timelines) and len(measured) >= len(timelines)
     assert overlaps(imports, measured) == []
+
+
+def test_the_run_leaves_the_structure_it_left_before_the_move(first_run):
+    """Table columns, summary.json keys, stored attrs and MLflow params, metrics and tags, as at 46e5984 (before
+    ablate/ was split into packages): tests/support/before_the_move/structure.json."""
+    before = comparable(json.loads((TINY.parents[1] / "support" / "before_the_move" / "structure.json").read_text()))
+    now = comparable(structure(first_run))
+    assert sorted(now) == sorted(before)
+    for name in before:
+        assert now[name] == before[name], name

@@ -133,7 +133,8 @@ def test_accumulated_gradients_are_the_sum_of_unscaled_micro_batches(model, data
     for b in halves:
         stack.backward(_forward(stack, model, b))
     # unscale_ happens inside step when clipping; read the grads the optimizer then sees.
-    optimizer.register_step_pre_hook(lambda opt, args, kwargs: seen.update(g=[p.grad.clone() for p in model.parameters()]))
+    optimizer.register_step_pre_hook(
+        lambda opt, args, kwargs: seen.update(g=[p.grad.clone() for p in model.parameters()]))
     stack.step(optimizer, max_grad_norm=1e9)
     for g, p in zip(seen["g"], plain.parameters()):
         torch.testing.assert_close(g, p.grad, rtol=1e-2, atol=1e-5)
@@ -162,7 +163,8 @@ def test_invalid_dtype_names_valid_choices():
     assert "fp16" in message and "bf16" in message and "fp8" in message
 
 
-@pytest.mark.parametrize("kwargs", [{"init_scale": 0.0}, {"init_scale": -1.0}, {"growth_interval": 0}, {"growth_interval": 1.5}])
+@pytest.mark.parametrize(
+    "kwargs", [{"init_scale": 0.0}, {"init_scale": -1.0}, {"growth_interval": 0}, {"growth_interval": 1.5}])
 def test_invalid_scaler_settings_raise(kwargs):
     with pytest.raises(ValueError):
         AMP("fp16", **kwargs)

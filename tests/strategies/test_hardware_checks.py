@@ -117,17 +117,22 @@ def test_resident_data_that_does_not_fit_is_refused(volta, dataset):
 @contextlib.contextmanager
 def _torchao(installed: bool) -> Iterator[None]:
     real = importlib.util.find_spec
-    with mock.patch("importlib.util.find_spec",
-                    side_effect=lambda name, *a: (object() if installed else None) if name == "torchao" else real(name, *a)):
+
+    def find_spec(name, *a):
+        return (object() if installed else None) if name == "torchao" else real(name, *a)
+
+    with mock.patch("importlib.util.find_spec", side_effect=find_spec):
         yield
 
 
 def test_float8_needs_ada_or_hopper(volta):
     with _torchao(installed=True):
-        assert Float8().check("cuda") == "float8 training (tensorwise) needs compute capability >= 8.9; Tesla V100 has 7.0"
+        assert Float8().check("cuda") == \
+            "float8 training (tensorwise) needs compute capability >= 8.9; Tesla V100 has 7.0"
         with mock.patch("torch.cuda.get_device_capability", return_value=(8, 9)):
             assert Float8("tensorwise").check("cuda") is None
-            assert Float8("rowwise").check("cuda").startswith("float8 training (rowwise) needs compute capability >= 9.0")
+            assert Float8("rowwise").check("cuda").startswith(
+                "float8 training (rowwise) needs compute capability >= 9.0")
         with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
             assert Float8("rowwise").check("cuda") is None
 

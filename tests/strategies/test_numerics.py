@@ -57,7 +57,8 @@ def test_numerics_preserving_strategies_are_bitwise_identical(subset, model, dat
     assert losses == bare_losses
 
 
-@pytest.mark.parametrize("extra", [(), (SetToNone,), (lambda: BatchSize(32),)], ids=["alone", "set_to_none", "batch_size"])
+@pytest.mark.parametrize("extra", [(), (SetToNone,), (lambda: BatchSize(32),)],
+                         ids=["alone", "set_to_none", "batch_size"])
 def test_device_resident_data_is_bitwise_identical_to_the_dataloader(extra, model, dataset, bare_losses):
     # Same batches in the same order (the DataLoader's shuffle), so the very same losses.
     with_loader = stack_losses(compose(*(e() for e in extra)), model, dataset, STEPS + 20)

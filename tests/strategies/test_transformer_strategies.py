@@ -1,4 +1,4 @@
-"""The transformer techniques on a tiny transformer (tests/support/tiny_transformer.py): numerics against their references.
+"""The transformer techniques on a tiny transformer (tests/support/tiny_transformer.py): numerics against references.
 
 Tolerances are per loss over 5 Adam steps (losses ~5.5, ln 256). Reordered fp32 arithmetic (recomputation,
 a compiled update, another attention kernel) drifts by ~1e-6 relative here, so 1e-4 is "equal within float

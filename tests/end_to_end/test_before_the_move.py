@@ -1,0 +1,45 @@
+"""A study stored by the code before ablate/ was split into packages (commit 46e5984) still resumes.
+
+tests/support/before_the_move/ holds the tiny study stopped during screening at that commit, and the structure
+its complete run had then (checked against today's run in test_end_to_end.py)."""
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+import optuna
+import pytest
+
+from ablate.cli import main
+
+BEFORE = Path(__file__).resolve().parents[1] / "support" / "before_the_move"
+TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
+# Where the stopped study was written: its MLflow experiment keeps that folder as its artifact root.
+STORED_AT = Path(tempfile.gettempdir()) / "ablate-stored-before-the-move"
+
+
+@pytest.fixture
+def stored_before_the_move():
+    shutil.rmtree(STORED_AT, ignore_errors=True)
+    with tarfile.open(BEFORE / "tiny_stopped.tgz") as archive:
+        archive.extractall(STORED_AT, filter="data")
+    yield STORED_AT
+    shutil.rmtree(STORED_AT, ignore_errors=True)
+
+
+def test_a_study_stopped_before_the_move_resumes_and_keeps_its_measurements(stored_before_the_move, mnist):
+    storage = f"sqlite:///{stored_before_the_move / 'tiny' / 'optuna.db'}"
+    kept = {t.number: t.user_attrs["metrics"]["throughput"]
+            for t in optuna.load_study(study_name="tiny:grid:cpu", storage=storage).get_trials()
+            if t.user_attrs.get("state") == "complete"}
+    assert len(kept) == 6  # as it was stopped: part of screening measured
+
+    assert main(["run", str(TINY), "--device", "cpu", "--results", str(stored_before_the_move)]) == 0
+    trials = optuna.load_study(study_name="tiny:grid:cpu", storage=storage).get_trials()
+    assert {t.number: t.user_attrs["metrics"]["throughput"] for t in trials if t.number in kept} == kept
+    assert {t.user_attrs["phase"] for t in trials} >= {"screen", "race", "parity"}  # the rest ran after the resume
+    assert all(t.state.is_finished() for t in trials)  # nothing left queued or running
+    rows = (stored_before_the_move / "tiny" / "grid-cpu.csv").read_text().splitlines()
+    assert sum(",complete," in row for row in rows) == 4  # every combination a CPU runs has its row
