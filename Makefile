@@ -20,7 +20,9 @@ $(STAMP): pyproject.toml
 ablation: $(STAMP)  ## make ablation STUDY=mnist_cnn [ARGS="--search optuna --trials 20"]
 	$(BIN)/ablate run $(STUDY) $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP)  ## the linter, the type check, then the suite (all configured in pyproject.toml)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(ARGS)
 
 bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (2 CPU cores: the grid alone 57-71 min; ARGS=--no-grid 45 min where bf16 is emulated) [ARGS="--no-grid"]

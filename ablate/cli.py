@@ -11,7 +11,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from ablate.config import study as studies
 from ablate.render.terminal import width, wrapped
@@ -30,7 +30,7 @@ RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, as for every bad input
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, as for every bad input
         if choice := re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message):
             valid = re.findall(r"'([^']*)'", choice[3])  # argparse's own message, with the nearest choice added
             message = f"argument {choice[1]}: {unknown('choice', [choice[2]], valid)}"
@@ -175,7 +175,7 @@ def _run(args: argparse.Namespace) -> int:
                                  f"on cuda:i), this machine has {torch.cuda.device_count()}")
     if database := sqlite_path(storage):
         _writable(database.parent, "storage folder", "--storage")
-    data.load(study.dataset, **study.dataset_kwargs)  # fails early, before anything is written, when the data is missing
+    data.load(study.dataset, **study.dataset_kwargs)  # fails early, before anything is written, if the data is missing
     if study.data_note:  # how text reaches a library model: its tokenizer, or bytes as token ids
         print(f"{study.name}: {study.data_note}")
     machine = describe(str(device))
@@ -284,7 +284,8 @@ def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
 
 
 def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optuna.Study, str]:
-    """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates nothing)."""
+    """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates
+    nothing)."""
     import optuna
 
     from ablate.store.storage import check, default_storage, optuna_study_name, sqlite_path
@@ -299,32 +300,32 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
     try:
         if database and not database.exists():  # reading must not create an empty database
             raise KeyError(name)
-        found = optuna.load_study(study_name=name, storage=storage)
+        optuna_study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise studies.StudyError(f"no stored trials for {name} in {storage}; run `ablate run {args.study}"
                                  f"{' --search optuna --trials N' if args.search == 'optuna' else ''}` first") from None
-    return device, study, found, storage
+    return device, study, optuna_study, storage
 
 
 def _report(args: argparse.Namespace) -> int:
     from ablate.render import results
     from ablate.stats import comparison
-    from ablate.store import records
+    from ablate.store import records, study_record
     from ablate.tracking.parent_run import write_reports
     from ablate.tracking.tracker import Tracker
     from ablate.trial.machine import describe
 
-    device, study, found, storage = _stored(args)
-    stored = records.load(found)
+    device, study, optuna_study, storage = _stored(args)
+    stored = records.load(optuna_study)
     if not any(r.complete for r in stored):
-        raise studies.StudyError(f"{found.study_name} in {storage} has no complete trial yet ({len(stored)} finished: "
-                                 "skipped or failed); nothing to analyse")
+        raise studies.StudyError(f"{optuna_study.study_name} in {storage} has no complete trial yet "
+                                 f"({len(stored)} finished: skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
     # The table too: a study stopped before its end (Ctrl-C, a time limit) wrote none.
-    attrs = records.from_study(found)
+    attrs = study_record.from_study(optuna_study)
     compared = comparison.compare_stored(study, stored, attrs)
-    _, table = results.save(compared, study, args.results, args.search, device.type)
-    print(f"results table: {table}")
+    _, csv_path = results.save(compared, study, args.results, args.search, device.type)
+    print(f"results table: {csv_path}")
     for built in write_reports(study, compared, args.search, args.results, tracker, attrs):
         print(built.summary())
     if tracker.offline:
@@ -335,21 +336,22 @@ def _report(args: argparse.Namespace) -> int:
 def _sync(args: argparse.Namespace) -> int:
     from ablate.render import results
     from ablate.stats import comparison
-    from ablate.store import records
+    from ablate.store import records, study_record
     from ablate.tracking.parent_run import write_reports
     from ablate.tracking.sync import push_missing
     from ablate.tracking.tracker import Tracker
     from ablate.trial.machine import describe
 
-    device, study, found, _ = _stored(args)
+    device, study, optuna_study, _ = _stored(args)
     with study_lock(args.results / study.name, study.name):  # a running study logs its own trials
         tracker = Tracker(study, describe(str(device)), args.results, warn=False)  # push_missing says it, once
         csv = results.csv_path(args.results, study.name, args.search, device.type)
-        pushed = push_missing(study, found, args.search, tracker, [study.path, csv])
-        stored = records.load(found)
+        pushed = push_missing(study, optuna_study, args.search, tracker, [study.path, csv])
+        stored = records.load(optuna_study)
         if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run
-            attrs = records.from_study(found)
-            write_reports(study, comparison.compare_stored(study, stored, attrs), args.search, args.results, tracker, attrs)
+            attrs = study_record.from_study(optuna_study)
+            write_reports(study, comparison.compare_stored(study, stored, attrs), args.search, args.results, tracker,
+                          attrs)
     print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
           f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0

@@ -92,7 +92,8 @@ def _input_size(model: str) -> tuple[int, int]:
     if prefix == "timm":
         import timm
 
-        channels, side, _ = timm.get_pretrained_cfg(ref).input_size if timm.get_pretrained_cfg(ref) else (3, 224, 224)
+        cfg = timm.get_pretrained_cfg(ref)
+        channels, side, _ = cfg.input_size if cfg else (3, 224, 224)
         return channels, side
     return 3, 299 if ref.startswith("inception") else 224
 

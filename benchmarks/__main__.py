@@ -28,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=default_device())
     parser.add_argument("--pairs", type=int, default=9, help="alternated overhead pairs (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=5, help="repeated baseline trials (default: %(default)s)")
-    parser.add_argument("--no-grid", action="store_true", help="skip the full mnist_cnn grid (about 13 min on 2 CPU cores)")
-    parser.add_argument("--steps", type=int, default=40, help="training steps per overhead block (default: %(default)s)")
+    parser.add_argument("--no-grid", action="store_true",
+                        help="skip the full mnist_cnn grid (about 13 min on 2 CPU cores)")
+    parser.add_argument("--steps", type=int, default=40,
+                        help="training steps per overhead block (default: %(default)s)")
     parser.add_argument("--study", default="mnist_cnn",
                         help="the study whose baseline trials time start-up and noise (default: %(default)s; the "
                              "grid is always mnist_cnn)")
@@ -41,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     kind = device.type
     lines = [f"<!-- bench:{kind}:start (written by `make bench`; edit outside these markers) -->",
              f"## `make bench` on {kind.upper()}: {machine.device_name}", "",
-             f"- Host {machine.host}; Python {platform.python_version()}; torch {machine.torch}; commit {machine.commit}; "
+             f"- Host {machine.host}; Python {platform.python_version()}; torch {machine.torch}; "
+             f"commit {machine.commit}; "
              f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.", ""]
 
     end = f"<!-- bench:{kind}:end -->"
@@ -50,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         """Keep every finished part, on stdout and in the file, so a later failure loses nothing measured."""
         lines.extend(part)
         print("\n".join(part), flush=True)
-        rewrite(args.output, kind, "\n".join(lines + ([f"*Still measuring: {pending}.*", ""] if pending else []) + [end]))
+        rewrite(args.output, kind,
+                "\n".join(lines + ([f"*Still measuring: {pending}.*", ""] if pending else []) + [end]))
 
     print("1/4 framework overhead ...", file=sys.stderr)
     add(_overhead(overhead.measure(device, pairs=args.pairs, steps=args.steps), args.pairs), "start-up, noise, grid")
@@ -73,7 +77,8 @@ def _overhead(results: list[overhead.Overhead], pairs: int) -> list[str]:
            "|---|---:|---:|---:|---|---|"]
     for r in results:
         excess = r.median - 1
-        verdict = "met" if abs(excess) <= TARGET_OVERHEAD else f"missed by {100 * (abs(excess) - TARGET_OVERHEAD):.1f} points"
+        verdict = ("met" if abs(excess) <= TARGET_OVERHEAD
+                   else f"missed by {100 * (abs(excess) - TARGET_OVERHEAD):.1f} points")
         out.append(f"| {r.variant} | {r.ablate_step_ms:.2f} | {r.hand_step_ms:.2f} | {r.median:.3f} | "
                    f"{min(r.ratios):.3f} - {max(r.ratios):.3f} ({pairs} pairs) | {verdict} |")
     return out + [""]
@@ -92,10 +97,10 @@ def _startup(runs: trials.TrialRuns) -> list[str]:
             f"{_summary(runs.startup('data_load_s'))}.",
             f"- The first trial of a run (its interpreter started cold): {trials.startup_s(runs.first):.2f} s.",
             "- Each trial is a new interpreter (spawn), for a fresh address-space layout per measurement (see "
-            "`ablate/trial/process.py`); its `import torch` runs ahead, and only outside every measured stretch: imports "
-            "are stopped while a trial measures (`ablate/trial/interpreters.py`), and what the unmeasured time cannot "
-            "hide is waited for at the next launch. DataLoader workers start with the platform default (fork), as in a user's own "
-            "script.", ""]
+            "`ablate/trial/process.py`); its `import torch` runs ahead, and only outside every measured stretch: "
+            "imports are stopped while a trial measures (`ablate/trial/interpreters.py`), and what the unmeasured time "
+            "cannot hide is waited for at the next launch. DataLoader workers start with the platform default (fork), "
+            "as in a user's own script.", ""]
 
 
 def _noise(runs: trials.TrialRuns, kind: str, meter: cpu_time.Meter) -> list[str]:
@@ -117,7 +122,9 @@ def _noise(runs: trials.TrialRuns, kind: str, meter: cpu_time.Meter) -> list[str
 
 
 def _grid(run: grid.GridRun) -> list[str]:
-    table = re.search(r"^combination .*?(?=\n\n|\Z)", run.output, flags=re.S | re.M).group(0)
+    found = re.search(r"^combination .*?(?=\n\n|\Z)", run.output, flags=re.S | re.M)
+    assert found is not None, "the grid's output has no results table"
+    table = found.group(0)
     report = run.report.read_text()
     minutes, seconds = divmod(round(run.wall_s), 60)
     return ["### 4. Full mnist_cnn grid", "",
@@ -134,7 +141,8 @@ def _trim(table: str) -> str:
     cut = rows[0].index("reason")
     kept = [r[:cut].rstrip() for r in rows if " skipped " not in r]
     skipped = len(rows) - len(kept)
-    return "\n".join(kept) + (f"\n({skipped} skipped rows not shown; the report lists their reasons)" if skipped else "")
+    return "\n".join(kept) + (f"\n({skipped} skipped rows not shown; the report lists their reasons)"
+                              if skipped else "")
 
 
 def _section(markdown: str, heading: str) -> list[str]:

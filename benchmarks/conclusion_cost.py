@@ -48,7 +48,8 @@ def startup_s(metrics: dict) -> float | None:
     if "startup_s" in metrics:
         return metrics["startup_s"]
     parts = [metrics.get(k) for k in ("process_start_s", "data_load_s", "setup_s")]
-    return None if None in parts else sum(parts)
+    known = [p for p in parts if p is not None]
+    return sum(known) if len(known) == len(parts) else None
 
 
 def breakdown(optuna_db: Path, study_name: str) -> dict:
@@ -57,6 +58,7 @@ def breakdown(optuna_db: Path, study_name: str) -> dict:
     kinds: dict[str, list[float]] = {}
     starts = []
     for t in trials:
+        assert t.datetime_complete is not None and t.datetime_start is not None  # a COMPLETE trial has both
         kinds.setdefault(_kind(t), []).append((t.datetime_complete - t.datetime_start).total_seconds())
         if t.user_attrs.get("state") == "complete":
             start = startup_s(t.user_attrs.get("metrics", {}))
@@ -84,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     epoch = (before + after) / 2
     name = Path(args.study).stem  # a study file's name, or the study's
     found = breakdown(args.results / name / "optuna.db", f"{name}:grid:{args.device.split(':')[0]}")
-    summary = {"study": args.study, "single_pass": args.single_pass, "machine": machine.device_name, "torch": machine.torch, "commit": machine.commit,
+    summary = {"study": args.study, "single_pass": args.single_pass, "machine": machine.device_name,
+               "torch": machine.torch, "commit": machine.commit,
                "wall_s": done.wall_s, "reference_epoch_s": [before, after],
                "reference_epochs": done.wall_s / epoch, "cpu_time_pct": meter.shares, **found}
     (args.results / "cost.json").write_text(json.dumps(summary, indent=1))

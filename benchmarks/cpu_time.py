@@ -17,6 +17,9 @@ def _read() -> dict[str, int] | None:
 class Meter:
     """Context manager: the share of each kind of CPU time between enter and exit."""
 
+    start: dict[str, int] | None
+    shares: dict[str, float] | None  # kind -> percent of the CPU time; None: /proc/stat could not be read
+
     def __enter__(self) -> Meter:
         self.start, self.shares = _read(), None
         return self

@@ -31,8 +31,8 @@ def run(study: str, results: Path, device: str, extra: tuple[str, ...] = ()) -> 
     with tempfile.TemporaryDirectory(prefix="ablate-inductor-") as cache:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
         began = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "ablate", "run", study, "--device", device, "--results", str(results),
-                               "--full-table", *extra],
+        done = subprocess.run([sys.executable, "-m", "ablate", "run", study, "--device", device,
+                               "--results", str(results), "--full-table", *extra],
                               env=env, stdout=subprocess.PIPE, text=True)  # progress (stderr) stays visible
         wall = time.perf_counter() - began
     if done.returncode != 0:

@@ -60,7 +60,8 @@ class Overhead:
 
 def _batches(steps: int, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(0)
-    return [(torch.randn(BATCH, 1, 28, 28, generator=g).to(device), torch.randint(0, 10, (BATCH,), generator=g).to(device))
+    return [(torch.randn(BATCH, 1, 28, 28, generator=g).to(device),
+             torch.randint(0, 10, (BATCH,), generator=g).to(device))
             for _ in range(steps)]
 
 
@@ -69,7 +70,8 @@ def _ablate_block(variant: Variant, model: torch.nn.Module, device: torch.device
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     samples = BATCH * len(batches)
     budget = Budget(train_samples=samples, warmup_samples=BATCH, window_samples=BATCH, windows=1)
-    return lambda: train(stack, Classification(), model, optimizer, batches, device, StepClock(budget, device, True), variant.max_grad_norm)
+    return lambda: train(stack, Classification(), model, optimizer, batches, device, StepClock(budget, device, True),
+                         variant.max_grad_norm)
 
 
 def _hand_block(variant: Variant, model: torch.nn.Module, device: torch.device, batches: list) -> Callable[[], None]:

@@ -94,7 +94,8 @@ def compare(first: dict, second: dict) -> Comparison:
     b = {s["combination"]: s for s in second["speedups"] if s["combination"] != "baseline"}
     both = sorted(set(a) & set(b))
     agreeing = sum(_agree(a[c], b[c]) for c in both)
-    rho = float(spearmanr([a[c]["speedup"] for c in both], [b[c]["speedup"] for c in both])[0]) if len(both) > 2 else None
+    rho = (float(spearmanr([a[c]["speedup"] for c in both], [b[c]["speedup"] for c in both])[0])
+           if len(both) > 2 else None)
     width = [(r["high"] / r["low"]) if (r := s["recommendation"]) and r["low"] else None for s in (first, second)]
     from scipy.stats import chi2
 
@@ -105,9 +106,10 @@ def compare(first: dict, second: dict) -> Comparison:
                                       and s["combination"] != "baseline") for run in (first, second))
     sets = tuple(tuple(run["recommendation"].get("set") or [run["recommendation"]["combination"]])
                  for run in (first, second))
-    return Comparison(agreeing, len(both), (first["recommendation"]["combination"], second["recommendation"]["combination"]),
-                      (_pick_agrees(first, second), _pick_agrees(second, first)), tuple(width), rho,
-                      total, float(chi2.sf(total, len(zs))) if zs else math.nan, medians, sets,
+    return Comparison(agreeing, len(both),
+                      (first["recommendation"]["combination"], second["recommendation"]["combination"]),
+                      (_pick_agrees(first, second), _pick_agrees(second, first)), (width[0], width[1]), rho,
+                      total, float(chi2.sf(total, len(zs))) if zs else math.nan, medians, (sets[0], sets[1]),
                       (first.get("seeds"), second.get("seeds")), (float(sum(screened)), len(screened)), len(zs))
 
 

@@ -111,6 +111,39 @@ def every_group_decides(request):
         yield
 
 
+@pytest.fixture(scope="session")
+def tiny_study_file(tmp_path_factory) -> Path:
+    """tests/studies/tiny.yaml on a small CNN (tests/support/tiny_mnist.py): the same study, named tiny, for a
+    fraction of mnist_cnn's time a trial. Run it again, or report on it, by this file: the stored hash is its own."""
+    from tiny_mnist import tiny_study
+
+    return tiny_study(tmp_path_factory.mktemp("tiny-study"))
+
+
+@pytest.fixture(scope="session")
+def tiny_study_run(tmp_path_factory, tiny_study_file, mnist) -> tuple[Path, str]:
+    """`tiny_study_file` run once for the session into a --results folder of its own: the folder and what the run
+    printed.
+
+    For the modules that only read what a complete run leaves (tests/end_to_end/test_end_to_end.py,
+    tests/tracking/test_mlflow_view.py), which each ran the study before: minutes on 2 cores. A session fixture
+    is set up before any module's, so it applies `every_group_decides`'s verdict itself, as those modules see it.
+    """
+    import contextlib
+    import io
+
+    from ablate.cli import main
+    from ablate.stats import planner
+
+    results = tmp_path_factory.mktemp("tiny-run")
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.setattr(planner, "slower_than_baseline", lambda *args, **kwargs: False)
+        code = main(["run", str(tiny_study_file), "--device", "cpu", "--results", str(results)])
+    assert code == 0, out.getvalue()
+    return results, out.getvalue()
+
+
 @pytest.fixture
 def model_factory():
     """Call it to get a fresh TinyCNN with the same initial weights every time."""

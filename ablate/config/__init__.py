@@ -1,7 +1,8 @@
 """The study file and the choices of a combination: YAML parsed into validated, frozen objects."""
 from ablate._lazy import exports
 
-__all__ = ["Budget", "Option", "ProtocolSettings", "Study", "StudyError", "available", "compose_options", "load"]
+__all__ = ["BASELINE", "Budget", "Option", "ProtocolSettings", "Study", "StudyError", "available", "compose_options",
+           "load"]
 __getattr__, __dir__ = exports(__name__, {
     "Study": "study",
     "Budget": "study",
@@ -9,6 +10,7 @@ __getattr__, __dir__ = exports(__name__, {
     "available": "study",
     "StudyError": "validate",
     "Option": "choices",
+    "BASELINE": "choices",
     "compose_options": "choices",
     "ProtocolSettings": "design",
 })

@@ -1,22 +1,48 @@
-"""A search dimension's choices: off, a strategy with its settings, or a preset.
+"""A search dimension's choices (off, a strategy with its settings, or a preset), and the combinations they make.
 
 What a choice changes (the numbers, a one-off cost, the strategies it
 brings) is answered from the strategy classes, without building one with
-the choice's settings (a preset's classes come from its bundle), and
-`compose_options` is the one place a combination's choices become a stack.
+the choice's settings (a preset's classes come from its bundle).
+
+A combination is one choice per dimension. It takes several forms, and this
+module holds every conversion between them:
+
+- its labels, {dimension: choice label}: a trial's Optuna params and `Record.levels`;
+- its `Levels`, the same as sorted (dimension, label) pairs, hashable: what the
+  planner hands the protocol as a slot's combination (`ablate.stats.protocol.Key`);
+  `levels_of` makes them, `dict` undoes them;
+- its options, a tuple of `Option`s in the study's dimension order
+  (`Study.combination` names them from labels, with `Study.options`; `by_dimension`
+  is every dimension's lookup at once, what `grid` and `baseline_levels` walk);
+- its label, "amp(dtype=bf16) + compile" or `BASELINE` (`combination_label`): the
+  name it is stored, tabled and logged under; `short_label` for the terminal,
+  `techniques` for how many it combines; and its accuracy group's label (`accuracy_group`);
+- its stack (`compose_options`), the one place its choices become strategies.
 """
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ablate.config.validate import StudyError, choice, mapping, reject_unknown
 from ablate.workload.registry import unknown
 from strategies import PRESETS, REGISTRY, Stack, Strategy, compose, preset
 
+if TYPE_CHECKING:
+    from ablate.config.study import Study
+
 OFF = "off"
 PRESET = "preset"  # {preset: O2} in a dimension's choices: a named bundle from strategies.PRESETS
+BASELINE = "baseline"  # the label of the combination with every dimension off
+JOIN = " + "  # between the labels of a combination's choices
+Levels = tuple[tuple[str, str], ...]  # a combination: sorted (dimension, choice label) pairs
+# Long strategy names, shortened on the terminal only (`short_label`; the CSV, report and MLflow keep the full labels).
+SHORT = {"activation_checkpointing": "act_ckpt", "attention_backend": "attn", "compiled_optimizer": "compiled_opt",
+         "device_resident_data": "device_data", "fused_optimizer": "fused_opt", "half_precision": "half",
+         "cudnn_benchmark": "cudnn_bench", "channels_last": "ch_last", "num_workers": "workers",
+         "pin_memory": "pin", "batch_size": "batch", "set_to_none": "to_none", "torchscript": "script"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +101,59 @@ def compose_options(options: Sequence[Option]) -> Stack:
     return compose(*(s for s in (o.build() for o in options) if s is not None))
 
 
+def by_dimension(study: Study) -> dict[str, dict[str, Option]]:
+    """Every dimension's choices by label (`Study.options`), in the study's dimension order."""
+    return {dim: study.options(dim) for dim, _ in study.space}
+
+
+def levels_of(labels: Mapping[str, str]) -> Levels:
+    """A combination's labels ({dimension: choice label}) as its `Levels`."""
+    return tuple(sorted(labels.items()))
+
+
+def combination_label(options: Sequence[Option]) -> str:
+    return JOIN.join(o.label for o in options if o.name) or BASELINE
+
+
+def accuracy_group(options: Sequence[Option]) -> str:
+    """Combinations with the same numerics-changing strategies train to the same accuracy."""
+    changing = [o.label for o in options if o.changes_numerics]
+    return JOIN.join(changing) or BASELINE
+
+
+def techniques(label: str) -> int:
+    """How many choices a combination's label combines (the baseline: none)."""
+    return 0 if label == BASELINE else len(label.split(JOIN))
+
+
+def short_label(label: str) -> str:
+    """`amp(dtype=bf16) + compile(regional=True)` -> `amp(bf16) + compile(regional)`: option names dropped where
+    the value says enough, a true flag by its name, long strategy names shortened (SHORT)."""
+    def option(match: re.Match) -> str:
+        key, value = match.group(1), match.group(2)
+        return key if value == "True" else f"no {key}" if value == "False" else value.strip("'")
+
+    parts = []
+    for part in label.split(JOIN):
+        name, _, args = part.partition("(")
+        args = re.sub(r"(\w+)=('[^']*'|[^,)]+)", option, args)
+        parts.append(SHORT.get(name, name) + (f"({args}" if args else ""))
+    return JOIN.join(parts)
+
+
+def grid(options: Mapping[str, Mapping[str, Option]]) -> list[Levels]:
+    """Every combination of `by_dimension`'s choices."""
+    combos: list[dict[str, str]] = [{}]
+    for dim, opts in options.items():
+        combos = [{**c, dim: label} for c in combos for label in opts]
+    return [levels_of(c) for c in combos]
+
+
+def baseline_levels(options: Mapping[str, Mapping[str, Option]]) -> Levels:
+    """The baseline: every dimension's `off` choice (`parse` requires one per dimension)."""
+    return levels_of({dim: next(label for label, o in opts.items() if o.name is None) for dim, opts in options.items()})
+
+
 def parse(choices: Any, where: str) -> tuple[Option, ...]:
     """A dimension's choices from the study file: a non-empty list, no choice twice, `off` among them."""
     if not isinstance(choices, list) or not choices:
@@ -111,7 +190,7 @@ def _option(given: Any, where: str) -> Option:
     if given in (None, False, OFF):  # YAML reads a bare `off` as False
         return Option(None)
     if isinstance(given, str):
-        name, kwargs = given, {}
+        name, kwargs = given, dict[str, Any]()  # no options
     elif isinstance(given, dict) and len(given) == 1:
         name, kwargs = next(iter(given.items()))
         if name == PRESET:

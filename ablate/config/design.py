@@ -41,4 +41,5 @@ class ProtocolSettings:
                        if self.racing else "; no racing")
 
 
-SINGLE_PASS = ProtocolSettings(block_size=SINGLE_BLOCK, race_blocks=0, screen_baselines=1, confirm_blocks=0, seeds=1)  # the design before blocks
+# The design before blocks.
+SINGLE_PASS = ProtocolSettings(block_size=SINGLE_BLOCK, race_blocks=0, screen_baselines=1, confirm_blocks=0, seeds=1)

@@ -1,4 +1,4 @@
-"""Study files: YAML loaded with `yaml.safe_load` into frozen, validated objects.
+"""Study files: YAML read by a safe loader that refuses a repeated key (`_UniqueKeys`), into frozen, validated objects.
 
 A study names a model, a dataset, a baseline loop, a search space and a
 measurement budget; ``devices:`` overrides the space and budget per device
@@ -24,7 +24,8 @@ from ablate.workload import tasks
 from ablate.workload.registry import lookup, unknown
 from ablate.workload.tasks import Task
 
-STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"  # shipped in the package: a non-editable install lists them
+# Shipped in the package: a non-editable install lists them.
+STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ class Budget:
         """The timed windows in words, for reports."""
         cap = "" if self.window_seconds is None else f" (or of the steps that end once {self.window_seconds:g} s " \
             "have passed, if sooner)"
-        return f"{self.windows} timed windows of {self.window_samples:,}{cap} after {self.warmup_samples:,} warm-up ones"
+        return (f"{self.windows} timed windows of {self.window_samples:,}{cap} after {self.warmup_samples:,} "
+                "warm-up ones")
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ class Study:
 
     @property
     def dataset_kwargs(self) -> dict[str, Any]:
-        """What `ablate.workload.data.load` passes to the dataset: its options, and a text dataset's window, the seq_len."""
+        """What `ablate.workload.data.load` passes to the dataset: its options, and a text dataset's window, the
+        seq_len."""
         from ablate.workload.data import TEXT_DATASETS
 
         if self.dataset not in TEXT_DATASETS:
@@ -275,7 +278,8 @@ def _dataset_options(dataset: str, value: Any, where: str) -> dict[str, Any]:
         reject_unknown(options, DATASET_OPTIONS[dataset], where, noun="option")
         if "path" in DATASET_OPTIONS[dataset] and not isinstance(options.get("path"), str):
             raise StudyError(f"{where}.path: dataset {dataset} needs the path of its "
-                             f"{'text file' if dataset == 'text' else 'folder'} (absolute, or relative to the data root)")
+                             f"{'text file' if dataset == 'text' else 'folder'} "
+                             "(absolute, or relative to the data root)")
         for key in DATASET_OPTIONS[dataset] - {"path"}:
             if key in options and (not isinstance(options[key], int) or isinstance(options[key], bool)
                                    or options[key] < 1):

@@ -12,21 +12,22 @@ from typing import Any
 
 import numpy as np
 
+from ablate.config.choices import BASELINE
 from ablate.config.study import Study
 from ablate.stats import parity, protocol, variance
 from ablate.stats.analysis import BreakEven, Speedup, TimeToTarget
 from ablate.stats.comparison import Comparison
-from ablate.stats.contrasts import EQUIVALENCE_CONFIDENCE
+from ablate.stats.contrasts import EQUIVALENCE_CONFIDENCE, Contrast
 from ablate.stats.verdicts import Recommendation
-from ablate.store.records import BASELINE, Record
+from ablate.store.records import Record
 from ablate.words import count, factor, points
 
 
-def _x(s: Speedup | None) -> str:
+def _speedup_factor(s: Speedup | None) -> str:
     if s is None:
         return "n/a"
     f = s.factor
-    return factor(s.point, f and f.low, f and f.high, no_interval=" (no interval)")
+    return factor(s.point, f.low if f else None, f.high if f else None, no_interval=" (no interval)")
 
 
 def within(estimate: protocol.Estimate) -> float | None:
@@ -35,10 +36,21 @@ def within(estimate: protocol.Estimate) -> float | None:
     return None if bounds is None else max(abs(math.expm1(b)) for b in bounds)
 
 
-def recommendation_lines(rec: Recommendation, found: dict[str, Speedup], tolerance: float) -> list[str]:
+def _tie(c: Contrast[str] | None) -> str:
+    """A contender the race could not tell apart from the leader: the leader over it, in the answer's words."""
+    bounds = c.interval() if c else None
+    near = c.equivalence() if c else None  # None exactly when `bounds` is: no standard error
+    if c is None or bounds is None or near is None:
+        return " (too few shared blocks to compare)"
+    low, high = bounds
+    return (f" (leader/it {factor(math.exp(c.diff), math.exp(low), math.exp(high))} over {c.blocks} shared race "
+            f"blocks; within {100 * near:.0f}% of the leader)")
+
+
+def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], tolerance: float) -> list[str]:
     """The recommendation section's words after the compose line."""
     leader, simplest = rec.leader, rec.simplest
-    s = found.get(leader.combination)
+    s = speedup_of.get(leader.combination)
     if leader.combination == BASELINE:
         # Every other estimate is a ratio to the baseline, so its x1.00 cannot read high and needs no confirmation.
         out = [f"The race's leader is **{BASELINE}**: no raced combination's estimate was above its throughput "
@@ -46,21 +58,15 @@ def recommendation_lines(rec: Recommendation, found: dict[str, Speedup], toleran
     else:
         basis = ("from its confirmation blocks, which its selection never saw" if rec.confirmed else
                  "from the blocks that selected it: no confirmation blocks ran, so it may read high")
-        out = [f"The race's leader is **{leader.combination}**: {_x(s)} the baseline's throughput ({basis}"
+        out = [f"The race's leader is **{leader.combination}**: {_speedup_factor(s)} the baseline's throughput ({basis}"
                + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "") + ")."]
     others = [m for m in rec.members if m is not leader]
     if others:
-        parts = []
-        for m in others:
-            c = rec.contrasts.get(m.combination)
-            bounds = c.interval() if c else None
-            parts.append(f"{m.combination}" + (f" (leader/it {factor(*(math.exp(x) for x in (c.diff, *bounds)))} "
-                                               f"over {c.blocks} shared race blocks; "
-                                               f"within {100 * c.equivalence():.0f}% of the leader)"
-                                               if c and bounds else " (too few shared blocks to compare)"))
+        parts = [m.combination + _tie(rec.contrasts.get(m.combination)) for m in others]
         out += ["", f"The race could not tell these apart from the leader (paired contrasts against the "
-                    f"studentized range of the field, alpha spent over the race's looks): {'; '.join(parts)}. Any of them is an answer; the simplest, "
-                    f"**{simplest.combination}** ({_x(found.get(simplest.combination))}), is named first."]
+                    f"studentized range of the field, alpha spent over the race's looks): {'; '.join(parts)}. "
+                    f"Any of them is an answer; the simplest, **{simplest.combination}** "
+                    f"({_speedup_factor(speedup_of.get(simplest.combination))}), is named first."]
     if rec.eliminated:
         told = [f"{c} (x{math.exp(rec.contrasts[c].diff):.2f} slower)" if c in rec.contrasts else c
                 for c in rec.eliminated]
@@ -100,7 +106,8 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
                    f"{len(members.get(g, []))} |")
     measured = {r.accuracy_group for r in records if r.complete and not r.accuracy_note}
     untrained = sorted(g for g in measured - set(groups) if g and g != BASELINE)
-    failed = {m.accuracy_group for r in records for m in r.measurements if m.phase == protocol.PARITY and not m.complete}
+    failed = {m.accuracy_group for r in records for m in r.measurements
+              if m.phase == protocol.PARITY and not m.complete}
     out += [f"| {g} | not trained: {'its training failed' if g in failed else 'slower than the baseline in screening'}"
             f" | 0 | | {len(members[g])} |" for g in untrained]
     return out + [""]
@@ -165,8 +172,8 @@ def pareto_lines(front: list[Comparison], unit: str) -> list[str]:
         p = c.parity
         change = ("the baseline" if c.is_baseline else f"{points(p.change, p.low, p.high)} points, {p.verdict}"
                   if p else "no parity verdict")
-        out.append(f"- {c.combination}: {c.throughput:.0f} {unit}/s, {_x(c.speedup)}; {c.record.accuracy:.2f}% "
-                   f"({change})")
+        out.append(f"- {c.combination}: {c.throughput:.0f} {unit}/s, {_speedup_factor(c.speedup)}; "
+                   f"{c.record.accuracy:.2f}% ({change})")
     return out + [""]
 
 

@@ -1,8 +1,10 @@
-"""The report's figures (matplotlib, PNG): each readable on its own, with a title and axis labels that say what is shown."""
+"""The report's figures (matplotlib, PNG): each readable on its own, with a title and axis labels that say what is
+shown."""
 from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -12,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 from ablate.stats.analysis import EffectFit  # noqa: E402
-from ablate.stats.comparison import DeviceComparisons  # noqa: E402
+from ablate.stats.comparison import Comparison, DeviceComparisons  # noqa: E402
 
 FACTOR_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7, 10, 20, 50)
 GOOD, FLAGGED, NOISE, PICK = "tab:blue", "tab:red", "tab:gray", "tab:green"
@@ -23,14 +25,17 @@ def speedup_chart(path: Path, compared: DeviceComparisons, picked: int | None, t
     fig, ax = plt.subplots(figsize=(11, 1.6 + 0.27 * len(rows)))
     for y, c in enumerate(rows):
         f = c.interval
+        assert f is not None  # rows keeps only those with an interval
         color = PICK if c.record.number == picked else FLAGGED if c.parity_failed else GOOD
         ax.errorbar(f.estimate, y, xerr=[[f.estimate - f.low], [f.high - f.estimate]], fmt="o", color=color,
                     ecolor=color, capsize=3, markersize=4)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(rows)), [c.combination for c in rows], fontsize=7)
     _factor_axis(ax)
-    ax.set_xlabel("speed-up over the baseline (throughput ratio, log scale), 95% CI from the blocks (between-process noise)")
-    ax.set_title(f"{title}\ngreen: recommended; red: accuracy below the baseline by more than the tolerance", fontsize=10)
+    ax.set_xlabel("speed-up over the baseline (throughput ratio, log scale), "
+                  "95% CI from the blocks (between-process noise)")
+    ax.set_title(f"{title}\ngreen: recommended; red: accuracy below the baseline by more than the tolerance",
+                 fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
 
@@ -61,8 +66,8 @@ def _forest(ax: plt.Axes, fit: EffectFit | str, log: bool, xlabel: str) -> None:
     for y, e in enumerate(effects):
         i = e.interval.exp() if log else e.interval
         color = GOOD if e.interval.distinguishable else NOISE
-        ax.errorbar(i.estimate, y, xerr=[[i.estimate - i.low], [i.high - i.estimate]], fmt="s" if e.interaction else "o",
-                    color=color, ecolor=color, capsize=3, markersize=4)
+        ax.errorbar(i.estimate, y, xerr=[[i.estimate - i.low], [i.high - i.estimate]],
+                    fmt="s" if e.interaction else "o", color=color, ecolor=color, capsize=3, markersize=4)
     ax.axvline(1.0 if log else 0.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(effects)), [e.term for e in effects], fontsize=7)
     if log:
@@ -84,28 +89,26 @@ def pareto_chart(path: Path, compared: DeviceComparisons, picked: int | None, ti
     tolerance, front, base = compared.tolerance, compared.front, compared.baseline
     ok = [c for c in done if not c.parity_failed]
     bad = [c for c in done if c.parity_failed]
-    ax.scatter([c.throughput for c in ok], [c.record.accuracy for c in ok], color=GOOD, s=18, label="combination")
+    ax.scatter(*_xy(ok), color=GOOD, s=18, label="combination")
     if bad:
-        ax.scatter([c.throughput for c in bad], [c.record.accuracy for c in bad], color=FLAGGED, marker="x", s=30,
+        ax.scatter(*_xy(bad), color=FLAGGED, marker="x", s=30,
                    label=f"below baseline by more than {tolerance:g} points")
     if front:
-        line = sorted(front, key=lambda c: c.throughput)
-        ax.plot([c.throughput for c in line], [c.record.accuracy for c in line], color="black", linewidth=1,
+        line = sorted(front, key=lambda c: c.trade_off[0])
+        ax.plot(*_xy(line), color="black", linewidth=1,
                 label="Pareto front (no other combination is both faster and more accurate)")
         middle = sum(ax.get_xlim()) / 2
         for c in front:  # labels point inwards so they stay inside the axes
-            right = c.throughput > middle
-            ax.annotate(c.combination, (c.throughput, c.record.accuracy), fontsize=7, xytext=(-6 if right else 6, 6),
+            right = c.trade_off[0] > middle
+            ax.annotate(c.combination, c.trade_off, fontsize=7, xytext=(-6 if right else 6, 6),
                         textcoords="offset points", ha="right" if right else "left")
     if base is not None and base.record.accuracy is not None:
-        ax.scatter([base.throughput], [base.record.accuracy], color="black", marker="D", s=40, label="baseline",
-                   zorder=3)
+        ax.scatter(*_xy([base]), color="black", marker="D", s=40, label="baseline", zorder=3)
         ax.axhline(base.record.accuracy - tolerance, color=FLAGGED, linestyle="--", linewidth=0.8,
                    label=f"accuracy tolerance ({tolerance:g} points)")
     chosen = next((c for c in done if c.record.number == picked), None)
     if chosen:
-        ax.scatter([chosen.throughput], [chosen.record.accuracy], color=PICK, marker="*", s=200, label="recommended",
-                   zorder=4)
+        ax.scatter(*_xy([chosen]), color=PICK, marker="*", s=200, label="recommended", zorder=4)
     ax.set_xlabel(f"training throughput, {unit}/s (the baseline's times the speed-up)")
     ax.set_ylabel("test accuracy, %")
     ax.set_title(f"{title}\nthroughput against accuracy", fontsize=10)
@@ -113,6 +116,11 @@ def pareto_chart(path: Path, compared: DeviceComparisons, picked: int | None, ti
     # Below the axes, never over a point (the below-tolerance ones sit in the lower corners).
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return _save(fig, path)
+
+
+def _xy(rows: Sequence[Comparison]) -> tuple[list[float], list[float]]:
+    """The rows' throughputs and accuracies, for rows that have both."""
+    return [c.trade_off[0] for c in rows], [c.trade_off[1] for c in rows]
 
 
 def _factor_axis(ax: plt.Axes) -> None:

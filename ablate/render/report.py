@@ -9,19 +9,23 @@ import base64
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import markdown
 
+from ablate.config.choices import BASELINE
 from ablate.config.study import Study
-from ablate.render import answer, plots, summaries
-from ablate.stats import analysis, protocol
-from ablate.stats.analysis import BreakEven, Effect, EffectFit, Interval, Speedup
+from ablate.render import answer, effects, plots, summaries
+from ablate.stats import analysis, parity, protocol
+from ablate.stats.analysis import BreakEven, EffectFit, Interval, Speedup
 from ablate.stats.comparison import Comparison, DeviceComparisons, followed
 from ablate.store import seeds
-from ablate.store.records import BASELINE, Record, StudyRecord, baseline
+from ablate.store.records import Record, baseline
+from ablate.store.study_record import StudyRecord
+from ablate.trial import metrics as metric
 from ablate.trial.mfu import peak
 from ablate.trial.process import BASELINE_FP32
 from ablate.words import count, factor, interval, points
@@ -38,7 +42,7 @@ class Report:
     recommended: Record | None
     compose: tuple[str, str] | None  # for `recommended`: the simplest of the set
     metrics: dict[str, float] = field(default_factory=dict)
-    seeds: dict | None = None
+    seeds: Mapping[str, int] | None = None
     leader: str | None = None  # the race's leader (the set's fastest)
     members: tuple[str, ...] = ()  # the recommended set, simplest first
 
@@ -98,7 +102,7 @@ def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: P
     accuracy = analysis.fit_effects(analysis.accuracy_observations(records), numeric_dims, "test accuracy")
     picked = rec.leader.number if rec else None
     compose = analysis.compose_line(rec.simplest, study) if rec else None
-    breaks = analysis.break_even(records, study, compared.found)
+    breaks = analysis.break_even(records, study, compared.speedup_of)
     title = f"{study.name} ({search}) on {device}"
 
     figures = [
@@ -154,7 +158,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     records, device, rec = compared.records, compared.device, compared.recommendation
     base = baseline(records)
     states = Counter(r.state for r in records)
-    mfu = peak(device) if any("mfu" in r.metrics for r in records) else None  # `device` is the device's name
+    mfu = peak(device) if any(metric.MFU in r.metrics for r in records) else None  # `device` is the device's name
     device_type = "cuda" if any(str(r.machine.get("device", "")).startswith("cuda") for r in records) else "cpu"
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     out = [
@@ -162,7 +166,8 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         "",
         f"- Device: **{device}**; torch {', '.join(machines['torch'])}; commit {', '.join(machines['commit'])}; "
         f"host {', '.join(machines['host'])}",
-        f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, dataset `{study.dataset}`; "
+        f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, "
+        f"dataset `{study.dataset}`; "
         f"budget {study.budget.train_samples:,} training {_samples(study)} for accuracy, "
         f"{study.budget.describe_windows()}; "
         f"throughput in {study.throughput_unit}/s",
@@ -187,17 +192,18 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         "",
     ]
     tol = study.accuracy_tolerance
-    found = compared.found
+    speedup_of = compared.speedup_of
     if rec and compose:
         pick = rec.simplest
-        s = found.get(pick.combination)
+        s = speedup_of.get(pick.combination)
         out += [f"Recommended{' (the simplest of a set the race could not tell apart)' if len(rec.members) > 1 else ''}"
                 f": **{pick.combination}**, {_factor(s.factor, s) if s else 'n/a'} the baseline's throughput "
-                f"({_basis(s) if s else ''}), "
-                + (f"test accuracy {pick.accuracy:.2f}% ({points(pick.accuracy - base.accuracy) if base else ''})."
+                f"({_estimated_from(s) if s else ''}), "
+                + (f"test accuracy {pick.accuracy:.2f}% "
+                   f"({points(pick.accuracy - base.accuracy) if base and base.accuracy is not None else ''})."
                    if pick.accuracy is not None else "accuracy not measured."),
                 "", "```python", *compose, "```", ""]
-        out += answer.recommendation_lines(rec, found, tol)
+        out += answer.recommendation_lines(rec, speedup_of, tol)
     else:
         out += [f"None: no complete combination's test accuracy is within {tol:g} points of the baseline's "
                 "(every accuracy group is `below`).", ""]
@@ -230,12 +236,14 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
             f"|---|---:|---|---:|---|---:|---:|---:|---|---:|{'---:|' if mfu else ''}"]
     for c in (c for c in compared.rows if c.speedup):
         r, s = c.record, c.speedup
+        assert s is not None  # the rows with a speed-up only
         out.append(f"| {r.combination} | {c.throughput:.0f} | {_factor(s.factor, s)} | {c.blocks or ''} | "
                    f"{'' if c.is_baseline else c.noise} | {'' if r.accuracy is None else f'{r.accuracy:.2f}'} | "
                    f"{'' if c.accuracy_change is None else points(c.accuracy_change)} | "
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
                    f"{_parity_cell(c.parity)} | {_memory(c, compared.baseline)} |"
-                   + (f" {100 * r.metrics['mfu']:.1f}% |" if mfu and 'mfu' in r.metrics else " |" if mfu else ""))
+                   + (f" {100 * r.metrics[metric.MFU]:.1f}% |" if mfu and metric.MFU in r.metrics
+                      else " |" if mfu else ""))
     out += ["", MEMORY[device_type]]
     if mfu:
         out += ["", f"MFU: {study.throughput_unit}/s x the model's training FLOPs per token / the device's dense "
@@ -249,7 +257,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     if any(isinstance(f, EffectFit) for f in (throughput, accuracy)):  # else the figure would be text only
         pairs = any(f.pairs() for f in (throughput, accuracy) if isinstance(f, EffectFit))
         out += [f"![{'main effects and interactions' if pairs else 'main effects'}](effects.png)", ""]
-    out += _effects_section(throughput, accuracy, numeric_dims)
+    out += effects.section(throughput, accuracy, numeric_dims)
 
     out += ["## One-off costs: compilation and its break-even", ""]
     if breaks:
@@ -263,8 +271,9 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
             pays = sorted(b.steps for b in mine if b.steps is not None)
             cost = sorted(b.extra_s for b in mine)[len(mine) // 2]
             out.append(f"- **{technique}**: median one-off cost {cost:.2f} s; faster per step in {len(pays)} of "
-                       f"{count(len(mine), 'combination')}" + (f", paying for itself after {count(round(pays[len(pays) // 2]), 'step')} "
-                                                      "(median of those)" if pays else "") + ".")
+                       f"{count(len(mine), 'combination')}"
+                       + (f", paying for itself after {count(round(pays[len(pays) // 2]), 'step')} "
+                          "(median of those)" if pays else "") + ".")
         out += answer.break_even_rows(breaks)
         out.append("")
     else:
@@ -290,68 +299,21 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     return "\n".join(out)
 
 
-def _effects_section(throughput: EffectFit | str, accuracy: EffectFit | str, numeric_dims: list[str]) -> list[str]:
-    out = []
-    if isinstance(throughput, str):
-        return [f"Effects on throughput not estimated: {throughput}.", ""]
-    out += [throughput.note, "",
-            "A main effect is the throughput factor when the technique is switched on"
-            + ("; an interaction (a x b) is the extra factor when both are on, beyond the product of their separate "
-               "factors (x1.00 = they add up). " if throughput.pairs() else ". ")
-            + f"The intervals are 95% simultaneous over the {count(len(throughput.effects), 'term')} (Bonferroni), "
-            "and \"yes\" means the interval excludes no effect: in at most one study in twenty does any term without "
-            "an effect read \"yes\", however many terms the table has.", ""]
-    acc = {e.term: e for e in accuracy.effects} if isinstance(accuracy, EffectFit) else {}
-    out += ["| technique | throughput (95% CI) | distinguishable | accuracy, points (95% CI) | distinguishable |",
-            "|---|---|---|---|---|"]
-    for e in throughput.main():
-        a = acc.get(e.term)
-        out.append(f"| {e.term} | {_factor(e.interval.exp())} | {_yes(e)} | "
-                   f"{_points_ci(a.interval) if a else 'n/a' if e.dims[0] in numeric_dims else '0 by construction'} | "
-                   f"{_yes(a) if a else ''} |")
-    if throughput.pairs():
-        out += ["", "| interaction | throughput (95% CI) | distinguishable | accuracy, points (95% CI) | distinguishable |",
-                "|---|---|---|---|---|"]
-    for e in throughput.pairs():
-        a = acc.get(e.term)
-        out.append(f"| {e.term} | {_factor(e.interval.exp())} | {_yes(e)} | {_points_ci(a.interval) if a else ''} | "
-                   f"{_yes(a) if a else ''} |")
-    out.append("")
-    if isinstance(accuracy, EffectFit):
-        out += [f"Accuracy effects: {accuracy.note} Only techniques that may change the numbers "
-                f"({', '.join(numeric_dims)}) enter; the others leave the losses bitwise identical (tested), so "
-                "their effect on accuracy is zero by construction. Their intervals are simultaneous over their own "
-                f"{count(len(accuracy.effects), 'term')}.", ""]
-    else:
-        out += [f"Effects on accuracy not estimated: {accuracy}.", ""]
-    return out
-
-
 def _metrics(compared: DeviceComparisons, throughput: EffectFit | str, accuracy: EffectFit | str,
              cv: float | None) -> dict[str, float]:
     m: dict[str, float] = {"parity_failures": float(len(compared.flagged))}
     if cv is not None:
         m["baseline_cv_across_blocks"] = cv
-    for fit, kind, exp in ((throughput, "throughput_factor", True), (accuracy, "accuracy_points", False)):
-        if isinstance(fit, EffectFit):
-            for e in fit.effects:
-                i = e.interval.exp() if exp else e.interval
-                key = _metric_key(f"effect.{kind}.{e.term}")
-                m.update({key: i.estimate, f"{key}.low": i.low, f"{key}.high": i.high})
+    m.update(effects.metrics(throughput, accuracy))
     rec = compared.recommendation
     c = compared.get(rec.simplest.combination) if rec else None
     if c and c.factor is not None and not c.interval:
         m["recommended.speedup"] = c.factor
-    elif c and c.interval:
+    elif c and c.interval and c.speedup:  # an interval is its speed-up's
         m.update({"recommended.speedup": c.interval.estimate, "recommended.speedup.low": c.interval.low,
                   "recommended.speedup.high": c.interval.high, "recommended.blocks": float(c.speedup.estimate.blocks),
                   "recommended.trial": float(c.record.number)})
     return m
-
-
-def _metric_key(text: str) -> str:
-    """MLflow metric names allow letters, digits, _ - . / and spaces only."""
-    return re.sub(r"[^\w\-./ ]+", "_", text).strip("_")
 
 
 def _slug(text: str) -> str:
@@ -364,23 +326,15 @@ def _factor(i: Interval | None, s: Speedup | None = None) -> str:
     return factor(i.estimate, i.low, i.high)
 
 
-def _parity_cell(p) -> str:
+def _parity_cell(p: parity.Parity | None) -> str:
     return "" if p is None else f"{p.verdict} {interval(p.low, p.high, signed=True)}"
 
 
-def _basis(s: Speedup) -> str:
+def _estimated_from(s: Speedup) -> str:
     e = s.estimate
     if s.record.combination == BASELINE:
         return "the baseline itself"
     return f"{e.blocks} {e.phase} block{'s' if e.blocks != 1 else ''}, noise from {e.noise}, {e.df} degrees of freedom"
-
-
-def _points_ci(i: Interval) -> str:
-    return points(i.estimate, i.low, i.high)
-
-
-def _yes(e: Effect | None) -> str:
-    return "" if e is None else "yes" if e.interval.distinguishable else "no"
 
 
 def _html(text: str, figures: list[Path], title: str) -> str:

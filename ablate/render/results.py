@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import re
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -10,24 +9,26 @@ from typing import Any, Mapping
 
 from tabulate import tabulate
 
+from ablate.config.choices import short_label
 from ablate.stats.comparison import DeviceComparisons
+from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
 
-COLUMNS = ["combination", "state", "samples/s", "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc", "acc from",
-           "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
+COLUMNS = ["combination", "state", "samples/s", "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc",
+           "acc from", "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
 RATE = "samples/s"  # the throughput column's key; its header names the study's unit (`columns`)
 NOT_REACHED = "not reached"
 COMPACT_WIDTH = 100  # the default table fits a 100-column terminal; the full one is behind --full-table
-# Long strategy names, shortened in the compact table only (the CSV, report and MLflow keep the full labels).
-SHORT = {"activation_checkpointing": "act_ckpt", "attention_backend": "attn", "compiled_optimizer": "compiled_opt",
-         "device_resident_data": "device_data", "fused_optimizer": "fused_opt", "half_precision": "half",
-         "cudnn_benchmark": "cudnn_bench", "channels_last": "ch_last", "num_workers": "workers",
-         "pin_memory": "pin", "batch_size": "batch", "set_to_none": "to_none", "torchscript": "script"}
 
 
 def columns(unit: str = "samples") -> list[str]:
     """The table's columns, the throughput one named in the study's unit (tokens/s for a language model)."""
-    return [f"{unit}/s" if c == RATE else c for c in COLUMNS]
+    return [_header(c, unit) for c in COLUMNS]
+
+
+def _header(key: str, unit: str) -> str:
+    """A column's key as its header says it: the throughput column's (`RATE`) in the study's unit."""
+    return f"{unit}/s" if key == RATE else key
 
 
 def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
@@ -56,11 +57,11 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "seeds": p.seeds if p else None,
                 "acc from": r.accuracy_from,
                 # Time to the study's target accuracy: measured in the trials that trained accuracy.
-                "to target s": _to_target(m, "time_to_target_s"),
-                "to target e2e s": _to_target(m, "time_to_target_e2e_s"),
+                "to target s": _to_target(m, metric.TIME_TO_TARGET_S),
+                "to target e2e s": _to_target(m, metric.TIME_TO_TARGET_E2E_S),
                 "peak MB": c.peak_memory_mb,
-                "first step s": m.get("first_step_s"),
-                "data wait %": 100 * m["data_wait_fraction"] if "data_wait_fraction" in m else None,
+                "first step s": m.get(metric.FIRST_STEP_S),
+                "data wait %": 100 * m[metric.DATA_WAIT_FRACTION] if metric.DATA_WAIT_FRACTION in m else None,
                 "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else ""),
                 "device": c.device,
                 "host": r.machine.get("host", "unknown"),
@@ -73,9 +74,9 @@ def csv_path(results_dir: Path, study_name: str, search: str, device_type: str) 
 
 
 def _to_target(metrics: Mapping[str, float], key: str) -> float | str | None:
-    if "target_reached" not in metrics:
+    if metric.TARGET_REACHED not in metrics:
         return None
-    return metrics[key] if metrics["target_reached"] else NOT_REACHED
+    return metrics[key] if metrics[metric.TARGET_REACHED] else NOT_REACHED
 
 
 def render(table: list[dict[str, Any]], unit: str = "samples") -> str:
@@ -101,23 +102,8 @@ def render(table: list[dict[str, Any]], unit: str = "samples") -> str:
         if key == "95% CI":
             return "" if row["ci low"] is None else interval(row["ci low"], row["ci high"])
         return cell(key, row[key])
-    headers = [f"{unit}/s" if k == RATE else k for k in shown]
+    headers = [_header(k, unit) for k in shown]
     return tabulate([[value(r, k) for k in shown] for r in table], headers=headers, disable_numparse=True)
-
-
-def short_label(combination: str) -> str:
-    """`amp(dtype=bf16) + compile(regional=True)` -> `amp(bf16) + compile(regional)`: option names dropped where
-    the value says enough, a true flag by its name, long strategy names shortened (SHORT)."""
-    def option(match: re.Match) -> str:
-        key, value = match.group(1), match.group(2)
-        return key if value == "True" else f"no {key}" if value == "False" else value.strip("'")
-
-    parts = []
-    for part in combination.split(" + "):
-        name, _, args = part.partition("(")
-        args = re.sub(r"(\w+)=('[^']*'|[^,)]+)", option, args)
-        parts.append(SHORT.get(name, name) + (f"({args}" if args else ""))
-    return " + ".join(parts)
 
 
 def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = COMPACT_WIDTH) -> str:
@@ -186,4 +172,4 @@ def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") ->
         writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "parity", "parity low",
                                                "parity high", "seeds", "device", "host"])
         writer.writeheader()
-        writer.writerows({f"{unit}/s" if k == RATE else k: v for k, v in row.items()} for row in table)
+        writer.writerows({_header(k, unit): v for k, v in row.items()} for row in table)

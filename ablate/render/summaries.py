@@ -13,18 +13,21 @@ from ablate.config.study import Study
 from ablate.render import answer
 from ablate.stats import analysis
 from ablate.stats.comparison import Comparison, DeviceComparisons
-from ablate.store.records import StudyRecord
+from ablate.store.study_record import StudyRecord
+from ablate.trial import metrics as metric
 
 
 def entry(c: Comparison, unit: str) -> dict[str, Any]:
     """One combination, as summary.json carries it (`c` has a speed-up estimate)."""
     s = c.speedup
+    assert s is not None, c.combination
     e, r, p = s.estimate, c.record, c.parity
     return {"combination": r.combination, "speedup": e.factor,
             "low": c.interval.low if c.interval else None, "high": c.interval.high if c.interval else None,
             "blocks": e.blocks, "log_se": e.se, "df": e.df, "phase": e.phase, "noise": e.noise,
-            "throughput": c.throughput, "throughput_unit": f"{unit}/s",
-            "peak_memory_mb": c.peak_memory_mb, "mfu": r.metrics.get("mfu"), "accuracy": r.accuracy,
+            # Named as a trial's metrics are.
+            metric.THROUGHPUT: c.throughput, "throughput_unit": f"{unit}/s",
+            metric.PEAK_MEMORY_MB: c.peak_memory_mb, metric.MFU: r.metrics.get(metric.MFU), "accuracy": r.accuracy,
             "accuracy_change": c.accuracy_change,
             "parity": p and {"verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds},
             "within_of_no_effect": answer.within(e) if s.log and not s.log.distinguishable else None}

@@ -136,7 +136,8 @@ class _Steps:
     """A clock for `ablate.trial.train.train` that stops after `n` steps and keeps every step's loss."""
 
     def __init__(self, n: int) -> None:
-        self.n, self.losses = n, []
+        self.n = n
+        self.losses: list[Any] = []  # each step's loss tensor, as `_trained` returns them
 
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
         return itertools.islice(itertools.chain.from_iterable(itertools.repeat(loader)), self.n)

@@ -5,7 +5,7 @@ holding its slot (a queued measurement) or none (`--search optuna`: TPE
 picked its combination, and it is placed in the screening blocks here). It
 claims its combination (`ablate.store.claim`), starts its MLflow run, skips what
 cannot run here, then trains and times it in a fresh process
-(`ablate.trial.process`) and records the result through `ablate.store.records`. Accuracy
+(`ablate.trial.process`); each way it can end is one call of its `Recorder`. Accuracy
 is trained once per accuracy group and borrowed by the group's other
 combinations (`accuracy_donor`).
 """
@@ -15,25 +15,25 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import optuna
 from optuna.trial import Trial, TrialState
 
-from ablate.config.choices import compose_options
+from ablate.config.choices import combination_label, compose_options, short_label
 from ablate.config.study import Study
-from ablate.render import results
+from ablate.run.recorder import Recorder
 from ablate.stats import protocol
-from ablate.stats.planner import Planner, combination_label
+from ablate.stats.planner import Planner
 from ablate.store import claim, records, seeds
 from ablate.store.records import Record, State
 from ablate.tracking.parent_run import ParentRun
 from ablate.tracking.tracker import Tracker, trial_params
 from ablate.trial import compile_cache
-from ablate.trial.failures import INTERRUPTED
+from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import Machine
-from ablate.trial.process import ACCURACY_NOT_MEASURED, TIMELINE, TrialFailed, TrialSpec, run_in_fresh_process
+from ablate.trial.process import TrialFailed, TrialSpec, run_in_fresh_process
 from strategies import ConflictError
 
 
@@ -44,7 +44,7 @@ class Objective:
     study: Study
     machine: Machine
     search: str
-    optuna: optuna.Study
+    optuna_study: optuna.Study
     planner: Planner
     tracker: Tracker
     parent: ParentRun
@@ -59,46 +59,45 @@ class Objective:
         labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in options_by_dim.items()}
         options = self.study.combination(labels)
         combination = combination_label(options)
+        end = Recorder(trial, self.tracker)
         if not records.from_trial(trial).has_slot:
             if self.search == "grid":  # nothing queued was left for this worker: another took the last one
-                records.mark(trial, State.DUPLICATE)
-                raise claim.Duplicate("no queued measurement was left")
-            screened = self.planner.tpe_screened(self.optuna.get_trials(deepcopy=False))
+                raise end.duplicate("no queued measurement was left")
+            screened = self.planner.tpe_screened(self.optuna_study.get_trials(deepcopy=False))
             size = self.planner.tpe_block_size
             records.place(trial, screened // size, screened % size, protocol.SCREEN)
         queued = records.from_trial(trial)
         block = queued.block
         if self.search == "grid" and (owner := claim.earlier_owner(
-                self.optuna, trial.number, labels, len(options_by_dim), queued.slot, poll=self.poll)):
+                self.optuna_study, trial.number, labels, len(options_by_dim), queued.slot, poll=self.poll)):
             why = f"trial #{owner.number} has this combination in block {block}"
-            records.mark(trial, State.DUPLICATE, f"duplicate: {why}")
-            raise claim.Duplicate(why)
+            raise end.duplicate(why, reason=f"duplicate: {why}")
         records.start(trial, combination, dataclasses.asdict(self.machine), f"{self.machine.host}:{os.getpid()}")
-        where = f"block {block}: {results.short_label(combination)}"
+        where = f"block {block}: {short_label(combination)}"
         self.show(where)
         try:
             stack = compose_options(options)
         except ConflictError as error:
-            return self._skip(trial, None, str(error))
-        run_id = self.tracker.start_trial(self.parent.id, trial.number, combination,
-                                          trial_params(labels, stack.params()), block=block)
-        records.set_run(trial, run_id)
+            raise end.skip(str(error))
+        end.run_started(self.tracker.start_trial(self.parent.id, trial.number, combination,
+                                                 trial_params(labels, stack.params()), block=block))
         reason = stack.check(self.machine.device)
         if reason:
-            return self._skip(trial, run_id, reason)
+            raise end.skip(reason)
 
         group = self.planner.accuracy_group(options)
         # Accuracy is trained after the timed windows: at every seed in parity measurements, and (unless the
         # planner defers it to them) once per group in the screening measurement that first meets the group.
         # Race measurements time their windows only.
         phase = queued.phase
-        donor = None if phase == protocol.PARITY else accuracy_donor(self.optuna, group, self.machine.device_name)
+        donor = (None if phase == protocol.PARITY
+                 else accuracy_donor(self.optuna_study, group, self.machine.device_name))
         train = phase == protocol.PARITY or (not self.planner.defer_accuracy and donor is None
                                              and phase in (protocol.SCREEN, protocol.FULL))
         seed = seeds.training(self.seeds, queued.seed_index)
         records.set_training(trial, group, seed)
         study = dataclasses.replace(self.study, budget=dataclasses.replace(self.study.budget, seed=seed))
-        own = (compile_cache.folder(self.results_dir / self.study.name, self.optuna.study_name, combination,
+        own = (compile_cache.folder(self.results_dir / self.study.name, self.optuna_study.study_name, combination,
                                     self.machine.device_name, self.machine.torch)
                if compile_cache.reusable(options) else None)
         spec = TrialSpec(study, options, self.machine.device, train_for_accuracy=train,
@@ -107,33 +106,25 @@ class Objective:
             metrics = run_in_fresh_process(spec, on_phase=lambda doing: self.show(f"{where} · {doing}"),
                                            interpreters=self.interpreters)
         except TrialFailed as error:
-            records.mark(trial, State.FAILED, str(error))
-            self.tracker.finish_trial(run_id, *records.mlflow_payload(records.from_trial(trial)))
+            end.fail(error)
             raise
         except KeyboardInterrupt:
-            records.mark(trial, State.INTERRUPTED, INTERRUPTED)  # Optuna fails it next; this says why
+            end.interrupted()  # Optuna fails it next; this says why
             raise
-        timeline = metrics.pop(TIMELINE)  # when it measured, and the imports beside it
-        note = metrics.pop(ACCURACY_NOT_MEASURED, None)  # stand-in data, or a task without an accuracy
+        timeline = metrics.pop(metric.TIMELINE)  # when it measured, and the imports beside it
+        note = metrics.pop(metric.ACCURACY_NOT_MEASURED, None)  # stand-in data, or a task without an accuracy
         trained = train and records.trained_figures(metrics)  # stand-in data trains for nothing
         if not trained and donor is not None:  # every held-out figure: accuracy, loss, bits per byte
             metrics.update(records.held_out(donor.metrics))
-        records.result(trial, metrics, timeline, note, accuracy_trained=trained,
-                       accuracy_from=trial.number if trained else donor.number if donor else None)
-        self.tracker.finish_trial(run_id, *records.mlflow_payload(records.from_trial(trial)))
+        end.complete(metrics, timeline, note, accuracy_trained=trained,
+                     accuracy_from=trial.number if trained else donor.number if donor else None)
         # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
-        return metrics["throughput"], metrics.get("test_accuracy", 0.0)
-
-    def _skip(self, trial: Trial, run_id: str | None, reason: str) -> Any:
-        records.mark(trial, State.SKIPPED, reason)
-        if run_id:
-            self.tracker.finish_trial(run_id, *records.mlflow_payload(records.from_trial(trial)))
-        raise optuna.TrialPruned(reason)
+        return metrics[metric.THROUGHPUT], metrics.get(metric.TEST_ACCURACY, 0.0)
 
 
-def accuracy_donor(study: optuna.Study, group: str, device_name: str) -> Record | None:
+def accuracy_donor(optuna_study: optuna.Study, group: str, device_name: str) -> Record | None:
     """The measurement that trained `group`'s accuracy on this device at the run's own seed, if one has."""
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+    for t in optuna_study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         r = records.from_trial(t)
         # Same device only: another GPU model (or a CPU) may round differently.
         if (r.accuracy_group == group and r.accuracy_trained
@@ -153,13 +144,12 @@ class ProgressLines:
     def line(self, r: Record) -> str | None:
         """`r`'s line; None for a skip whose reason was already given (a study on the wrong device skips dozens
         alike)."""
-        m = r.metrics
         if r.state != State.COMPLETE:
             detail = r.reason
-        elif "test_accuracy" not in m:
-            detail = f"{m['throughput']:.0f} {self.unit}/s, accuracy not measured"
+        elif r.accuracy is None:
+            detail = f"{r.throughput:.0f} {self.unit}/s, accuracy not measured"
         else:
-            detail = (f"{m['throughput']:.0f} {self.unit}/s, test acc {m['test_accuracy']:.2f}%"
+            detail = (f"{r.throughput:.0f} {self.unit}/s, test acc {r.accuracy:.2f}%"
                       f"{' (trained)' if r.accuracy_trained else ' (from #' + str(r.accuracy_from) + ')'}")
         if r.state == State.SKIPPED:
             if detail in self._skip_reasons:

@@ -11,7 +11,7 @@ import optuna
 from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.store import claim, records
+from ablate.store import claim, records, study_record
 from ablate.store.storage import requeue
 from ablate.tracking.tracker import Tracker
 from ablate.trial.failures import INTERRUPTED
@@ -22,8 +22,9 @@ def _same_slot(a: FrozenTrial, b: FrozenTrial) -> bool:
 
 
 class Recovery:
-    def __init__(self, study: optuna.Study, tracker: Tracker, n_dims: int, heartbeat: bool, grace_s: float) -> None:
-        self.study, self.tracker, self.n_dims = study, tracker, n_dims
+    def __init__(self, optuna_study: optuna.Study, tracker: Tracker, n_dims: int, heartbeat: bool,
+                 grace_s: float) -> None:
+        self.optuna_study, self.tracker, self.n_dims = optuna_study, tracker, n_dims
         self.heartbeat, self.grace_s = heartbeat, grace_s
         self.paramless_since: dict[int, float] = {}  # RUNNING trials without parameters -> first seen (monotonic)
 
@@ -37,13 +38,13 @@ class Recovery:
         result) or is queued again itself.
         """
         # With a heartbeat, RUNNING trials may be live workers': Optuna fails only the stale ones (see stale).
-        for t in [] if self.heartbeat else self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            records.mark_interrupted(self.study, t)
-            self.study.tell(t.number, state=TrialState.FAIL)
-        trials = self.study.get_trials(deepcopy=False)
-        ids = records.run_ids(self.study)
+        for t in [] if self.heartbeat else self.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            records.mark_interrupted(self.optuna_study, t)
+            self.optuna_study.tell(t.number, state=TrialState.FAIL)
+        trials = self.optuna_study.get_trials(deepcopy=False)
+        ids = records.run_ids(self.optuna_study)
         stopped = [t for t in trials if records.stopped(t)]
-        self.tracker.kill_stopped(records.from_study(self.study).parent_run_id,
+        self.tracker.kill_stopped(study_record.from_study(self.optuna_study).parent_run_id,
                                   {t.number: ids.get(t.number) for t in stopped}, INTERRUPTED)
         for t in stopped:
             # A later trial on the slot takes it over if it holds it or is queued again itself; a duplicate that
@@ -51,7 +52,7 @@ class Recovery:
             later = any(u.number > t.number and _same_slot(u, t) and (claim.owns(u) or records.stopped(u))
                         for u in trials)
             if not later and len(claim.params(t)) == self.n_dims:
-                requeue(self.study, t)
+                requeue(self.optuna_study, t)
 
     def stale(self) -> None:
         """Dead workers' trials: failed, their runs KILLED and their measurements queued again (see `dead`).
@@ -63,25 +64,25 @@ class Recovery:
         """
         if not self.heartbeat:
             return
-        fail_stale_trials(self.study)
+        fail_stale_trials(self.optuna_study)
         now = time.monotonic()
-        paramless = {t.number: t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        paramless = {t.number: t for t in self.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                      if not t.params}
         self.paramless_since = {n: self.paramless_since.get(n, now) for n in paramless}
         for number, since in self.paramless_since.items():
             if now - since > self.grace_s:
                 trial = paramless[number]
                 try:
-                    failed = self.study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+                    failed = self.optuna_study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
                 except optuna.exceptions.UpdateFinishedTrialError:  # another worker failed it first
                     failed = False
                 if failed:
-                    self.dead(self.study, trial)
+                    self.dead(self.optuna_study, trial)
 
-    def dead(self, study: optuna.Study, trial: FrozenTrial) -> None:
+    def dead(self, optuna_study: optuna.Study, trial: FrozenTrial) -> None:
         """Optuna's heartbeat callback for a trial whose worker died (called once, by the worker that failed it):
         its MLflow run KILLED, its measurement queued again."""
-        self.tracker.kill_stopped(records.from_study(study).parent_run_id,
+        self.tracker.kill_stopped(study_record.from_study(optuna_study).parent_run_id,
                                   {trial.number: records.from_trial(trial).mlflow_run_id}, INTERRUPTED)
         if len(claim.params(trial)) == self.n_dims:  # a queued measurement it had taken counts too
-            requeue(study, trial)
+            requeue(optuna_study, trial)

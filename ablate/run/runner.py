@@ -24,6 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
+from ablate.config.choices import accuracy_group, by_dimension, combination_label, levels_of
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study, StudyError
 from ablate.render import report, results, terminal
@@ -32,8 +33,8 @@ from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_ke
 from ablate.run.objective import Objective, ProgressLines
 from ablate.run.recovery import Recovery
 from ablate.stats import comparison
-from ablate.stats.planner import Planned, Planner, accuracy_group, combination_label
-from ablate.store import claim, records, seeds
+from ablate.stats.planner import Planned, Planner
+from ablate.store import claim, records, seeds, study_record
 from ablate.store.records import State
 from ablate.store.storage import create_study, metric_names, optuna_study_name, shared, sqlite_path
 from ablate.tracking.parent_run import ParentRun, write_reports
@@ -68,7 +69,7 @@ class Runner:
         self.study, self.machine, self.search, self.n_trials = study, machine, search, n_trials
         self.design = design or study.protocol
         self.results_dir = results_dir
-        self.options = {dim: study.options(dim) for dim, _ in study.space}
+        self.options = by_dimension(study)
         sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.options.items()}, seed=study.budget.seed)
                    if search == "grid" else optuna.samplers.TPESampler(seed=study.budget.seed))
         if database := sqlite_path(storage):
@@ -78,14 +79,15 @@ class Runner:
         # On a shared database a dead worker's trial is found by Optuna's heartbeat (stale after the grace
         # period) and queued again; SQLite is one process's, recovered by Recovery.interrupted.
         self.heartbeat, grace_s = shared(storage), 3 * heartbeat_s
-        self.recovery: Recovery | None = None
-        heartbeat = dict(heartbeat_interval=heartbeat_s, grace_period=grace_s,
-                         heartbeat_stale_trial_callback=lambda s, t: self.recovery.dead(s, t)) if self.heartbeat else None
-        self.optuna, self.created = create_study(
+        self.recovery: Recovery  # set below, once the study exists: its heartbeat calls back only from `optimize`
+        heartbeat = None if not self.heartbeat else dict(
+            heartbeat_interval=heartbeat_s, grace_period=grace_s,
+            heartbeat_stale_trial_callback=lambda optuna_study, trial: self.recovery.dead(optuna_study, trial))
+        self.optuna_study, self.created = create_study(
             storage, heartbeat, metric_names(study.throughput_unit), sampler=sampler,
             study_name=optuna_study_name(study, search, machine.device_type),
             directions=["maximize", "maximize"])  # throughput, accuracy
-        stored = records.from_study(self.optuna)
+        stored = study_record.from_study(self.optuna_study)
         if stored.file_hash and stored.file_hash != study.file_hash:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored.file_hash} "
                              f"-> {study.file_hash}); move {results_dir / study.name} away or pass --storage to start "
@@ -95,21 +97,22 @@ class Runner:
                 {**dataclasses.asdict(ProtocolSettings()), **planned} != dataclasses.asdict(self.design):
             raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
                              f"run with the same protocol, or pass --results or --storage to start afresh")
-        records.set_file_hash(self.optuna, study.file_hash)
-        records.set_protocol(self.optuna, self.design)
+        study_record.set_file_hash(self.optuna_study, study.file_hash)
+        study_record.set_protocol(self.optuna_study, self.design)
         self.seeds = seeds.resolve(stored.seeds, study.budget.seed if study.seed_pinned else None)
-        records.set_seeds(self.optuna, self.seeds)
+        study_record.set_seeds(self.optuna_study, self.seeds)
         if search != "grid":  # TPE's picks follow the run's protocol seed too
-            self.optuna.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
-        self.recovery = Recovery(self.optuna, self.tracker, len(self.options), self.heartbeat, grace_s)
+            self.optuna_study.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
+        self.recovery = Recovery(self.optuna_study, self.tracker, len(self.options), self.heartbeat, grace_s)
         # A raced grid trains accuracy only where it can decide the answer (Planner.parity); TPE needs one per pick.
         defer = search == "grid" and self.design.racing and study.task.has_accuracy
         self.planner = Planner(study, self.design, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
                                n_trials, defer_accuracy=defer)
-        self.parent = ParentRun(study, self.optuna, self.tracker, search, wait=self.heartbeat and not self.created)
+        self.parent = ParentRun(study, self.optuna_study, self.tracker, search,
+                                wait=self.heartbeat and not self.created)
         self.progress: tqdm | None = None
         self.interpreters = Interpreters()  # trial interpreters started ahead (ablate.trial.interpreters)
-        self.objective = Objective(study, machine, search, self.optuna, self.planner, self.tracker, self.parent,
+        self.objective = Objective(study, machine, search, self.optuna_study, self.planner, self.tracker, self.parent,
                                    self.seeds, results_dir, self.interpreters, self.recovery.stale, self._show)
         self.lines = ProgressLines(study.throughput_unit)
         self.signals = DeferredInterrupts()
@@ -140,16 +143,17 @@ class Runner:
         """Which accuracy groups train bitwise as a simpler one on this device (`ablate.run.bitwise`): checked before
         the first measurement and stored, so a resume and every worker group alike."""
         name = self.machine.device_name
-        answers = records.from_study(self.optuna).bitwise.get(name)
+        answers = study_record.from_study(self.optuna_study).bitwise.get(name)
         if answers is None:
             # A study that began without the check (an older version) keeps its groups as they trained.
-            began = any(records.has_result(t) for t in self.optuna.get_trials(deepcopy=False))
+            began = any(records.has_result(t) for t in self.optuna_study.get_trials(deepcopy=False))
             todo = {} if began else bitwise.candidates(self.planner.runnable_combinations(), accuracy_group)
             checks = bitwise.check(todo, self.study, self.machine.device, self.interpreters, self._show)
             answers = {c.group: (c.trains_as, c.why) for c in checks}
-            records.set_bitwise(self.optuna, name, answers)
-            for c in checks if self.progress else ():
-                self.progress.write(terminal.wrapped(f"accuracy group {c.group}: {c.why}"))
+            study_record.set_bitwise(self.optuna_study, name, answers)
+            if self.progress:
+                for c in checks:
+                    self.progress.write(terminal.wrapped(f"accuracy group {c.group}: {c.why}"))
         self.planner.trains_as = {group: trains_as for group, (trains_as, _) in answers.items()}
 
     def _work(self) -> None:
@@ -161,8 +165,8 @@ class Runner:
                 time.sleep(claim.POLL_S * 10)
                 continue
             with self.signals.held():
-                self.optuna.optimize(self.signals.deliver_in(self.objective), n_trials=1,
-                                     catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
+                self.optuna_study.optimize(self.signals.deliver_in(self.objective), n_trials=1,
+                                           catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
             if self.progress:
                 self.progress.total = max(self._to_measure()[1], self.progress.n)
                 self.progress.refresh()
@@ -170,7 +174,7 @@ class Runner:
     def _next_step(self) -> str:
         """"run" (a queued measurement, or one for TPE to pick), "wait" (others' trials run) or "done"."""
         self.recovery.stale()
-        trials = self.optuna.get_trials(deepcopy=False)
+        trials = self.optuna_study.get_trials(deepcopy=False)
         if self.search == "grid" and not any(records.from_trial(t).has_slot for t in trials):
             return self._queue(self.planner.screening())
         if self.search == "optuna" and (baseline := self.planner.tpe_baseline(trials)):
@@ -186,35 +190,35 @@ class Runner:
             return self._queue(planned)
         standing, planned = self.planner.race(stored)
         if standing is not None:
-            records.set_race(self.optuna, standing)
+            study_record.set_race(self.optuna_study, standing)
         return self._queue(planned) if planned else "done"
 
     def _stored(self) -> list[records.Record]:
-        return [r for r in records.load(self.optuna) if r.device == self.machine.device_name]
+        return [r for r in records.load(self.optuna_study) if r.device == self.machine.device_name]
 
     def _queue(self, planned: list[Planned]) -> str:
         for p in planned:
-            records.queue(self.optuna, dict(p.slot.combination), p.slot.block, p.slot.position, p.slot.phase,
+            records.queue(self.optuna_study, dict(p.slot.combination), p.slot.block, p.slot.position, p.slot.phase,
                           combination_label(self.planner.options_of(p.slot.combination)), p.seed_index)
         return "run"
 
     def _planned(self) -> int:
-        trials = self.optuna.get_trials(deepcopy=False)
+        trials = self.optuna_study.get_trials(deepcopy=False)
         owned = sum(1 for t in trials if claim.owns(t))
         return max(owned, self.n_trials or 0) if self.search == "optuna" else owned
 
     def _measured(self) -> int:
-        return len(records.load_measurements(self.optuna))
+        return len(records.load_measurements(self.optuna_study))
 
     def _to_measure(self) -> tuple[int, int]:
         """(measurements with a result, measurements planned), neither counting combinations skipped here."""
         done = planned = 0
-        for t in self.optuna.get_trials(deepcopy=False):
+        for t in self.optuna_study.get_trials(deepcopy=False):
             if not claim.owns(t) or records.from_trial(t).state == State.SKIPPED:
                 continue
             params = claim.params(t)
             if t.state == TrialState.WAITING and set(params) >= set(self.options) and \
-                    not self.planner.runnable(tuple(sorted((d, params[d]) for d in self.options))):
+                    not self.planner.runnable(levels_of({d: params[d] for d in self.options})):
                 continue  # will be skipped at once
             planned += 1
             done += records.has_result(t) and t.state in records.FINISHED
@@ -226,7 +230,7 @@ class Runner:
         if self.progress:
             terminal.show(self.progress, doing)
 
-    def _after(self, study: optuna.Study, trial: FrozenTrial) -> None:
+    def _after(self, optuna_study: optuna.Study, trial: FrozenTrial) -> None:
         r = records.from_trial(trial)
         if r.state == State.DUPLICATE:  # another worker's trial: not this worker's progress
             return
@@ -237,10 +241,10 @@ class Runner:
             self.progress.update(1)
 
     def _finish(self, ran: int) -> Outcome:
-        stored = records.load(self.optuna)
+        stored = records.load(self.optuna_study)
         compared = comparison.compare(stored, self.study.accuracy_tolerance, self.design)  # once: all render it
         table, csv = results.save(compared, self.study, self.results_dir, self.search, self.machine.device_type)
         reports = write_reports(self.study, compared, self.search, self.results_dir, self.tracker,
-                                records.from_study(self.optuna))
+                                study_record.from_study(self.optuna_study))
         self.parent.finish(stored, compared, csv)
         return Outcome(table, csv, ran, self.tracker.uri, self.parent.id, reports)

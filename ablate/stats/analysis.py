@@ -19,10 +19,11 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from ablate.config.choices import OFF
+from ablate.config.choices import BASELINE, OFF
 from ablate.config.study import Study
 from ablate.stats import protocol
-from ablate.store.records import BASELINE, WARM, Record, cold_measurement, fresh_start_extra_s
+from ablate.store.records import Record, cold_measurement, fresh_start_extra_s
+from ablate.trial import metrics as metric
 from ablate.words import count
 
 CONFIDENCE = 0.95
@@ -74,12 +75,13 @@ class Speedup:
         if a.se is None or b.se is None:
             return None
         log, se = a.log - b.log, math.hypot(a.se, b.se)
-        df = min(e.df for e in (a, b) if e.se > 0) if se > 0 else 1  # the baseline's own estimate is exact (x1.00)
+        # The baseline's own estimate is exact (x1.00).
+        df = min(e.df for e, e_se in ((a, a.se), (b, b.se)) if e_se > 0) if se > 0 else 1
         half = stats.t.ppf(0.5 + confidence / 2, max(1, df)) * se
         return Interval(log, log - half, log + half).exp()
 
 
-def protocol_measurements(records: list[Record]) -> list[protocol.Measurement]:
+def protocol_measurements(records: Sequence[Record]) -> list[protocol.Measurement[str]]:
     """The complete measurements of combination records, as the protocol reads them (keyed by combination)."""
     return [protocol.Measurement(r.combination, m.block, m.phase, m.log_throughput)
             for r in records for m in (r.measurements or (r,))
@@ -196,14 +198,16 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
 
     for with_pairs in (True, False):
         cols = main_cols + (list(pair_cols) if with_pairs else [])
-        design = np.column_stack([np.ones(len(y))] + [x[c] if c in x else pair_cols[c] for c in cols] + block_cols)
+        design = np.column_stack([np.ones(len(y))] + [x[c] if isinstance(c, str) else pair_cols[c] for c in cols]
+                                 + block_cols)
         residual_df = len(y) - design.shape[1]
         separable = np.linalg.matrix_rank(design) == design.shape[1]
         if residual_df >= MIN_RESIDUAL_DF and separable:
             break
     else:
         if residual_df < MIN_RESIDUAL_DF:
-            return (f"{count(len(y), 'measured combination')} are too few to separate {count(len(main_cols), 'technique')} from noise "
+            return (f"{count(len(y), 'measured combination')} are too few to separate "
+                    f"{count(len(main_cols), 'technique')} from noise "
                     f"(need at least {len(main_cols) + 1 + MIN_RESIDUAL_DF})")
         return "the measured combinations cannot tell some techniques apart (they were always switched together)"
 
@@ -222,8 +226,8 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
         most, least = max(per_cell.values()), min(per_cell.values())
         weights = ("averages over every combination of the other techniques, each weighing equally" if most == least
                    else f"averages over every combination of the other techniques, each weighted by its number of "
-                        f"measurements ({least} to {most}: the baseline and the raced ones weigh up to {most / least:g} "
-                        f"times as much as one measured {'once' if least == 1 else f'{least} times'})")
+                        f"measurements ({least} to {most}: the baseline and the raced ones weigh up to "
+                        f"{most / least:g} times as much as one measured {'once' if least == 1 else f'{least} times'})")
         note = (f"Full factorial ({len(cells)} combinations, {len(y)} measurements{blocked}): main effects are "
                 f"{weights}; the noise estimate is the residual after "
                 f"main effects{' and two-way interactions' if with_pairs else ''} ({residual_df} degrees of freedom).")
@@ -265,18 +269,20 @@ def _steps(extra_s: float, eager_step_s: float, factor: float) -> float | None:
 
 
 def _one_off_s(r: Record) -> float:
-    if "one_off_s" in r.metrics:  # the trial's own sum, which includes steps 2-3's one-off work
-        return r.metrics["one_off_s"]
-    return r.metrics.get("prepare_model_s", 0.0) + r.metrics.get("first_step_s", 0.0)
+    if metric.ONE_OFF_S in r.metrics:  # the trial's own sum, which includes steps 2-3's one-off work
+        return r.metrics[metric.ONE_OFF_S]
+    return r.metrics.get(metric.PREPARE_MODEL_S, 0.0) + r.metrics.get(metric.FIRST_STEP_S, 0.0)
 
 
 def _budget_s(r: Record, budget_samples: int, units_per_sample: int) -> tuple[float, bool]:
     # A training that started from a warm compile cache did not pay the one-off cost a fresh start pays: its
     # budget time is estimated from the cold one-off cost (ablate.store.records.combine) instead.
-    if r.accuracy_trained and r.metrics.get("train_time_s") and not r.metrics.get(WARM):
-        return r.metrics.get("prepare_model_s", 0.0) + r.metrics["train_time_s"], True
+    if r.accuracy_trained and r.metrics.get(metric.TRAIN_TIME_S) and not r.metrics.get(metric.COMPILE_CACHE_WARM):
+        return r.metrics.get(metric.PREPARE_MODEL_S, 0.0) + r.metrics[metric.TRAIN_TIME_S], True
     rest = max(0, budget_samples - (r.batch_size or 0))
-    return _one_off_s(r) + rest * units_per_sample / r.throughput, False
+    throughput = r.throughput
+    assert throughput is not None, r.combination  # a complete record's
+    return _one_off_s(r) + rest * units_per_sample / throughput, False
 
 
 def break_even(records: list[Record], study: Study, found: dict[str, Speedup] | None = None) -> list[BreakEven]:
@@ -296,18 +302,21 @@ def break_even(records: list[Record], study: Study, found: dict[str, Speedup] | 
             eager = index.get(tuple(sorted({**r.levels, dim: OFF}.items())))
             if eager is None or not r.batch_size:
                 continue
+            rate, eager_rate = r.throughput, eager.throughput
+            assert rate is not None and eager_rate is not None  # complete records
             extra = _one_off_s(r) - _one_off_s(eager)
-            eager_step_s = r.batch_size * per_sample / eager.throughput
+            eager_step_s = r.batch_size * per_sample / eager_rate
             # The paired speed-up over the eager counterpart where both have one: drift between their blocks cancels.
             mine, theirs = found.get(r.combination), found.get(eager.combination)
             factor = mine.over(theirs) if mine and theirs else None
-            point = factor.estimate if factor else r.throughput / eager.throughput
+            point = factor.estimate if factor else rate / eager_rate
             spread = _half_width([m.log_throughput for m in eager.measurements or (eager,)
                                   if m.log_throughput is not None and m.phase != protocol.PARITY])
             # Steps fall as the eager step time and the speed-up grow: each bound takes both at their matching ends
             # (two 95% intervals: the pair covers at least 90%, and in practice more, since the ends rarely meet).
-            bounds = (_steps(extra, eager_step_s * math.exp(spread), factor.high),
-                      _steps(extra, eager_step_s * math.exp(-spread), factor.low)) if factor and spread is not None else None
+            bounds = ((_steps(extra, eager_step_s * math.exp(spread), factor.high),
+                       _steps(extra, eager_step_s * math.exp(-spread), factor.low))
+                      if factor and spread is not None else None)
             (budget, m1), (eager_budget, m2) = (_budget_s(r, study.budget.train_samples, per_sample),
                                                 _budget_s(eager, study.budget.train_samples, per_sample))
             out.append(BreakEven(r, eager, level, extra, eager_step_s * (1 - 1 / point),
@@ -331,9 +340,11 @@ class TimeToTarget:
         """The mean over seeds with a 95% t interval from their spread; None unless every seed (two or more)
         reached the target (a seed that never reached it has no time to average)."""
         xs = self.e2e_seconds if e2e else self.seconds
-        if len(xs) < 2 or None in xs:
+        reached = [x for x in xs if x is not None]
+        if len(xs) < 2 or len(reached) < len(xs):
             return None
-        mean, half = float(np.mean(xs)), _half_width(xs)
+        mean, half = float(np.mean(reached)), _half_width(reached)
+        assert half is not None  # two seeds or more
         return Interval(mean, mean - half, mean + half)
 
 
@@ -344,10 +355,10 @@ def time_to_target(records: list[Record]) -> list[TimeToTarget]:
     for r in records:
         cold = cold_measurement(r.measurements)
         for m in r.measurements or (r,):
-            if m.complete and m.accuracy_trained and "target_reached" in m.metrics:
-                reached, e2e = bool(m.metrics["target_reached"]), m.metrics.get("time_to_target_e2e_s")
+            if m.complete and m.accuracy_trained and metric.TARGET_REACHED in m.metrics:
+                reached, e2e = bool(m.metrics[metric.TARGET_REACHED]), m.metrics.get(metric.TIME_TO_TARGET_E2E_S)
                 found.setdefault(m.accuracy_group or m.combination, {}).setdefault(m.seed_index, (
-                    m.metrics.get("time_to_target_s") if reached else None,
+                    m.metrics.get(metric.TIME_TO_TARGET_S) if reached else None,
                     e2e + fresh_start_extra_s(m, cold) if reached and e2e is not None else None))
     out = [TimeToTarget(g, tuple(by_seed[k][0] for k in sorted(by_seed)), tuple(by_seed[k][1] for k in sorted(by_seed)))
            for g, by_seed in found.items()]

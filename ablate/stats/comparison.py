@@ -1,8 +1,8 @@
 """Every combination against its device's baseline, computed once: what the table, the CSV, the report, the plots,
 summary.json and MLflow all render, so no two of them can disagree.
 
-`compare` runs the speed-up estimator (`ablate.stats.protocol.estimates`) and the parity verdicts (`ablate.stats.parity`) once
-per device, and the race's recommendation on top of them (`ablate.stats.verdicts`).
+`compare` runs the speed-up estimator (`ablate.stats.protocol.estimates`) and the parity verdicts
+(`ablate.stats.parity`) once per device, and the race's recommendation on top of them (`ablate.stats.verdicts`).
 
 A row's throughput has one definition, consistent with its speed-up by construction: **the baseline's throughput
 times the combination's speed-up**. A measurement's throughput is the geometric mean of its timed windows
@@ -18,12 +18,15 @@ from functools import cached_property
 
 import optuna
 
+from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
 from ablate.stats import parity as parity_
 from ablate.stats import verdicts
 from ablate.stats.analysis import Interval, Speedup, speedups
-from ablate.store.records import BASELINE, Record, StudyRecord, baseline, by_device
+from ablate.store.records import Record, baseline, by_device
+from ablate.store.study_record import StudyRecord
+from ablate.trial import metrics as metric
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,13 @@ class Comparison:
 
     @property
     def peak_memory_mb(self) -> float | None:
-        return self.record.metrics.get("peak_memory_mb")
+        return self.record.metrics.get(metric.PEAK_MEMORY_MB)
+
+    @property
+    def trade_off(self) -> tuple[float, float]:
+        """(throughput, accuracy): the Pareto front's and the plot's coordinates, for a row known to have both."""
+        assert self.throughput is not None and self.record.accuracy is not None, self.combination
+        return self.throughput, self.record.accuracy
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,8 @@ class DeviceComparisons:
         return [c.speedup for c in self.rows if c.speedup]
 
     @property
-    def found(self) -> dict[str, Speedup]:
+    def speedup_of(self) -> dict[str, Speedup]:
+        """combination -> its estimated speed-up."""
         return {c.combination: c.speedup for c in self.rows if c.speedup}
 
     @property
@@ -111,9 +121,9 @@ class DeviceComparisons:
         if not done:
             return []
         scratch = optuna.create_study(directions=["maximize", "maximize"])
-        scratch.add_trials([optuna.trial.create_trial(values=[c.throughput, c.record.accuracy]) for c in done])
+        scratch.add_trials([optuna.trial.create_trial(values=list(c.trade_off)) for c in done])
         front = {t.number for t in scratch.best_trials}  # add_trials numbers them in order
-        return sorted((done[n] for n in front), key=lambda c: -c.throughput)
+        return sorted((done[n] for n in front), key=lambda c: -c.trade_off[0])
 
     @property
     def flagged(self) -> list[Record]:
@@ -139,7 +149,7 @@ def compare(records: list[Record], tolerance: float, settings: ProtocolSettings 
 
 def _one_device(device: str, records: list[Record], tolerance: float,
                 settings: ProtocolSettings | None) -> DeviceComparisons:
-    found = {s.record.combination: s for s in speedups(records)}
+    speedup_of = {s.record.combination: s for s in speedups(records)}
     groups = verdicts.parity_by_group(records, tolerance)
     verdict = verdicts.parity_of(records, tolerance, groups)
     base = baseline(records)
@@ -147,11 +157,11 @@ def _one_device(device: str, records: list[Record], tolerance: float,
     base_acc = base.accuracy if base else None
     rows = []
     for r in records:
-        s, p = found.get(r.combination), verdict.get(r.combination)
+        s, p = speedup_of.get(r.combination), verdict.get(r.combination)
         rate = base_rate * s.point if s and base_rate else r.throughput
         change = p.change if p else (r.accuracy - base_acc if r.accuracy is not None and base_acc is not None
                                      else None)
         rows.append(Comparison(r, s, rate, p, change))
     rows.sort(key=lambda c: (c.factor is None, -(c.factor or 0), -(c.throughput or 0)))
-    rec = verdicts.recommendation(records, tolerance, settings, found, verdict)
+    rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Hashable, Mapping, Sequence
+from typing import Generic, Hashable, Mapping, Sequence, TypeVar
 
 from scipy import stats
 
@@ -45,11 +45,11 @@ RACE_ALPHA = ALPHA - SCREEN_ALPHA  # the rest, spent over the race's looks
 EQUIVALENCE_CONFIDENCE = 0.90  # two one-sided tests at 5%
 NOISIER_ALPHA = 0.25  # a pair's own spread replaces the variance model's when it is this significantly wider
 
-Key = Hashable
+Key = TypeVar("Key", bound=Hashable)  # a combination, as the caller names it
 
 
 @dataclass(frozen=True)
-class Contrast:
+class Contrast(Generic[Key]):
     """log(leader) - log(other), paired over their shared blocks."""
 
     other: Key
@@ -72,7 +72,7 @@ class Contrast:
 
 
 def paired(leader: Mapping[int, float], other: Mapping[int, float], key: Key,
-           model: tuple[float, int] | None = None) -> Contrast:
+           model: tuple[float, int] | None = None) -> Contrast[Key]:
     """The contrast of two combinations from their per-block log throughputs (block -> value).
 
     `model`: the variance model's variance of one block's difference (the two combinations' process variances
@@ -104,7 +104,7 @@ def look_alpha(look: int, looks: int, alpha: float = RACE_ALPHA) -> float:
     return alpha * look ** 3 / sum(i ** 3 for i in range(1, looks + 1))
 
 
-def told_apart(contrasts: Sequence[Contrast], alpha: float, k: int | None = None) -> set[Key]:
+def told_apart(contrasts: Sequence[Contrast[Key]], alpha: float, k: int | None = None) -> set[Key]:
     """The combinations told apart from the leader at family-wise `alpha`: a contrast's t statistic, times
     sqrt(2), beyond the studentized range's 1 - alpha quantile for the `k` combinations of the look (default:
     the leader and every contrast) and the contrast's degrees of freedom."""
@@ -116,13 +116,19 @@ def told_apart(contrasts: Sequence[Contrast], alpha: float, k: int | None = None
     # smaller (every subset tested holds the leader and is the top of the field, so they nest), stopping at
     # the first that is not.
     out = set()
-    for c in sorted(testable, key=lambda c: c.diff / c.se if c.se > 0 else math.inf if c.diff > 0 else -math.inf,
-                    reverse=True):
+    for c in sorted(testable, key=_t, reverse=True):
+        assert c.se is not None  # `paired` gives a contrast a p-value only with its standard error
         if not beyond_range(c.diff, c.se, c.df, alpha, k):
             break
         out.add(c.other)  # only a contender behind the leader drops out; one ahead (a late entrant) stays
         k = max(2, k - 1)
     return out
+
+
+def _t(c: Contrast[Key]) -> float:
+    """A tested contrast's t statistic; an exact difference (se 0) is +inf if positive, else -inf."""
+    assert c.se is not None  # `paired` gives a contrast a p-value only with its standard error
+    return c.diff / c.se if c.se > 0 else math.inf if c.diff > 0 else -math.inf
 
 
 def beyond_range(diff: float, se: float, df: int, alpha: float, k: int) -> bool:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Hashable, Mapping
+from typing import Hashable, Mapping, TypeVar
 
 from scipy import stats
 
@@ -44,7 +44,7 @@ NOISE_DF = 4  # the seed-to-seed spread's degrees of freedom before any verdict:
 # summed over the groups besides the baseline's (t's 97.5% quantile: 12.7 at 1, 2.78 at 4)
 OK, BELOW, UNCERTAIN = "ok", "below", "uncertain"
 
-Group = Hashable
+Group = TypeVar("Group", bound=Hashable)  # an accuracy group, as the caller names it
 Accuracies = Mapping[Group, Mapping[int, float]]  # group -> seed index -> test accuracy (percent)
 
 
@@ -70,13 +70,13 @@ class Parity:
         return f"{points(self.change, self.low, self.high)} ({seeds}; tolerance {tolerance:g}): {self.verdict}"
 
 
-def _paired(accuracies: Accuracies, group: Group, baseline: Group) -> list[float]:
+def _paired(accuracies: Accuracies[Group], group: Group, baseline: Group) -> list[float]:
     """The group's change from the baseline at every seed both were trained with."""
     base, mine = accuracies.get(baseline, {}), accuracies.get(group, {})
     return [mine[s] - base[s] for s in sorted(mine) if s in base]
 
 
-def seed_noise(accuracies: Accuracies, baseline: Group) -> tuple[float | None, int]:
+def seed_noise(accuracies: Accuracies[Group], baseline: Group) -> tuple[float | None, int]:
     """The variance of one seed's paired change, pooled over the groups with two seeds or more, and its df."""
     ss, df = 0.0, 0
     for group in accuracies:
@@ -99,7 +99,7 @@ def binomial_floor(change: float, n_test: int | None) -> float:
     return 1e4 * max(d - d * d, 0.0) / n_test
 
 
-def judge(accuracies: Accuracies, group: Group, baseline: Group, tolerance: float, n_test: int | None,
+def judge(accuracies: Accuracies[Group], group: Group, baseline: Group, tolerance: float, n_test: int | None,
           noise: tuple[float | None, int] | None = None, confidence: float = CONFIDENCE) -> Parity | None:
     """`group`'s parity verdict; None when it shares no seed with the baseline. `noise`: `seed_noise`'s answer
     (computed here when not given)."""
@@ -116,7 +116,8 @@ def judge(accuracies: Accuracies, group: Group, baseline: Group, tolerance: floa
     return Parity(verdict, change, low, high, len(ds), se, dof)
 
 
-def verdicts(accuracies: Accuracies, baseline: Group, tolerance: float, n_test: int | None) -> dict[Group, Parity]:
+def verdicts(accuracies: Accuracies[Group], baseline: Group, tolerance: float,
+             n_test: int | None) -> dict[Group, Parity]:
     """Every group's verdict (the baseline's own: `ok` at +0.00 by definition)."""
     noise = seed_noise(accuracies, baseline)
     out = {g: p for g in accuracies if g != baseline
@@ -126,7 +127,7 @@ def verdicts(accuracies: Accuracies, baseline: Group, tolerance: float, n_test: 
     return out
 
 
-def next_seed(accuracies: Accuracies, baseline: Group, tolerance: float, n_test: int | None,
+def next_seed(accuracies: Accuracies[Group], baseline: Group, tolerance: float, n_test: int | None,
               max_seeds: int, worth: Mapping[Group, int] | None = None) -> tuple[int, list[Group]] | None:
     """The parity race's next step: (seed index, the groups to train at it, the baseline first), or None.
 

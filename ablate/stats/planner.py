@@ -28,31 +28,29 @@ from typing import Sequence
 from optuna.trial import FrozenTrial
 from scipy import stats
 
-from ablate.config.choices import Option, compose_options
+from ablate.config.choices import (
+    BASELINE,
+    Levels,
+    Option,
+    accuracy_group,
+    baseline_levels,
+    by_dimension,
+    compose_options,
+    grid,
+    levels_of,
+)
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
 from ablate.stats import analysis, contrasts, parity, protocol, racing, verdicts
 from ablate.store import claim, records
-from ablate.store.records import BASELINE, State
+from ablate.store.records import State
 from strategies import ConflictError
-
-Levels = tuple[tuple[str, str], ...]  # a combination: sorted (dimension, choice label) pairs
 
 
 @dataclass(frozen=True)
 class Planned:
     slot: protocol.Slot
     seed_index: int = 0  # 0: the run's own training seed; 1, 2...: parity seeds
-
-
-def combination_label(options: Sequence[Option]) -> str:
-    return " + ".join(o.label for o in options if o.name) or BASELINE
-
-
-def accuracy_group(options: Sequence[Option]) -> str:
-    """Combinations with the same numerics-changing strategies train to the same accuracy."""
-    changing = [o.label for o in options if o.changes_numerics]
-    return " + ".join(changing) or BASELINE
 
 
 def slower_than_baseline(estimate: protocol.Estimate, k: int, alpha: float = contrasts.ALPHA) -> bool:
@@ -115,19 +113,6 @@ def worth_more_seeds(stored: Sequence[records.Record], max_seeds: int) -> dict[s
     return seeds
 
 
-def grid(options: dict[str, dict[str, Option]]) -> list[Levels]:
-    """Every combination, as sorted (dimension, label) pairs."""
-    combos: list[dict[str, str]] = [{}]
-    for dim, opts in options.items():
-        combos = [{**c, dim: label} for c in combos for label in opts]
-    return [tuple(sorted(c.items())) for c in combos]
-
-
-def baseline_levels(options: dict[str, dict[str, Option]]) -> Levels:
-    """The baseline: every dimension's `off` choice (`ablate.config.choices.parse` requires one per dimension)."""
-    return tuple(sorted((dim, next(label for label, o in opts.items() if o.name is None)) for dim, opts in options.items()))
-
-
 class Planner:
     def __init__(self, study: Study, design: ProtocolSettings, protocol_seed: int, device: str, device_name: str,
                  n_trials: int | None = None, defer_accuracy: bool = False) -> None:
@@ -136,7 +121,7 @@ class Planner:
         self.study, self.design, self.seed, self.n_trials = study, design, protocol_seed, n_trials
         self.defer_accuracy = defer_accuracy
         self.device, self.device_name = device, device_name
-        self.options = {dim: study.options(dim) for dim, _ in study.space}
+        self.options = by_dimension(study)
         self._can_run: dict[Levels, bool] = {}
         self.trains_as: dict[str, str] = {}  # accuracy group -> the one it trains as here (ablate.run.bitwise)
 
@@ -162,7 +147,8 @@ class Planner:
         return [self.options_of(levels) for levels in grid(self.options) if self.runnable(levels)]
 
     def screening(self) -> list[Planned]:
-        runnable, unrunnable = [], []
+        runnable: list[Levels] = []
+        unrunnable: list[Levels] = []
         for levels in grid(self.options):
             (runnable if self.runnable(levels) else unrunnable).append(levels)
         plan = protocol.screening_plan(runnable, baseline_levels(self.options), self.design, self.seed, unrunnable)
@@ -201,7 +187,7 @@ class Planner:
         trainers = self.trainers(stored)
         worth = {g: n for g, n in worth_more_seeds(stored, self.design.seeds).items() if g in trainers}
         step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
-                                verdicts.test_size(stored), self.design.seeds, worth)
+                                verdicts.parity_sample_size(stored), self.design.seeds, worth)
         if step is None:
             return []
         index, groups = step
@@ -210,23 +196,23 @@ class Planner:
         if tried & set(groups):  # it failed at this seed (or gave no accuracy), and would again: its verdict stays
             return []
         # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
-        return [Planned(protocol.Slot(tuple(sorted(trainers[group].levels.items())), -1 - index, place,
-                                      protocol.PARITY), index) for place, group in enumerate(groups)]
+        return [Planned(protocol.Slot(levels_of(trainers[group].levels), -1 - index, place, protocol.PARITY), index)
+                for place, group in enumerate(groups)]
 
     @staticmethod
     def trainers(stored: list[records.Record]) -> dict[str, records.Record]:
         """Accuracy group -> the measurement whose combination trains it at every seed: the one that trained its
         first seed, else (its accuracy deferred) its first complete screened one. Groups whose accuracy cannot
         be measured (stand-in data, a loss-only task: `accuracy_note`) have none."""
-        measured = [m for r in stored for m in (r.measurements or (r,))
-                    if m.complete and m.accuracy_group and not m.accuracy_note]
-        out = {m.accuracy_group: m for m in measured if m.accuracy_trained and m.seed_index == 0}
-        for m in sorted(measured, key=lambda m: (m.block, m.position)):
+        measured = [(group, m) for r in stored for m in (r.measurements or (r,))
+                    if m.complete and (group := m.accuracy_group) and not m.accuracy_note]
+        out = {group: m for group, m in measured if m.accuracy_trained and m.seed_index == 0}
+        for group, m in sorted(measured, key=lambda gm: (gm[1].block, gm[1].position)):
             if m.phase in (protocol.SCREEN, protocol.FULL):
-                out.setdefault(m.accuracy_group, m)
+                out.setdefault(group, m)
         return out
 
-    def race(self, stored: list[records.Record]) -> tuple[racing.Race | None, list[Planned]]:
+    def race(self, stored: list[records.Record]) -> tuple[racing.Race[str] | None, list[Planned]]:
         """Where the race stands, and its next block (none: it is over, or this protocol does not race)."""
         if not self.design.racing:
             return None, []
@@ -235,7 +221,7 @@ class Planner:
         standing = racing.race(measurements, BASELINE, eligible, self.design)
         if standing.next_block is None:
             return standing, []
-        by_label = {r.combination: tuple(sorted(r.levels.items())) for r in stored}
+        by_label = {r.combination: levels_of(r.levels) for r in stored}
         block = 1 + max((m.block for m in measurements), default=-1)
         slots = protocol.race_plan([by_label[c] for c in standing.next_block], by_label[BASELINE], block,
                                    self.seed, standing.phase)

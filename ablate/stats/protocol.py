@@ -44,25 +44,25 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Sequence
+from typing import Callable, Generic, Hashable, Iterable, Sequence, TypeVar
 
 from scipy import stats
 
 from ablate.config.design import ProtocolSettings
 from ablate.stats import variance
+from ablate.store.records import PARITY  # a training run for accuracy parity: a phase records reads too
 
 CONFIDENCE = 0.95
 MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (its interval comes from them)
 MIN_POOLED_DF = 2  # fewer pooled degrees of freedom: fall back on the baseline's spread
 SCREEN, RACE, FULL = "screen", "race", "full"
 CONFIRM = "confirm"  # after the race: the leader's estimate, from blocks its selection never saw
-PARITY = "parity"  # a training run for accuracy parity at one of the run's seeds (ablate.stats.parity): no speed-up from it
 
-Key = Hashable  # a combination, as the caller names it
+Key = TypeVar("Key", bound=Hashable)  # a combination, as the caller names it (a label, levels, a test's int)
 
 
 @dataclass(frozen=True)
-class Slot:
+class Slot(Generic[Key]):
     """One planned measurement: a combination in a block, at a position in its random order."""
 
     combination: Key
@@ -72,21 +72,21 @@ class Slot:
 
 
 @dataclass(frozen=True)
-class Measurement:
+class Measurement(Generic[Key]):
     combination: Key
     block: int
     phase: str
     log_throughput: float  # mean log throughput of the process's timed windows
 
 
-def _ordered(block: int, members: Sequence[Key], phase: str, seed: int) -> list[Slot]:
+def _ordered(block: int, members: Sequence[Key], phase: str, seed: int) -> list[Slot[Key]]:
     order = list(members)
     random.Random(f"{seed}:{block}").shuffle(order)  # str seeds hash deterministically across processes
     return [Slot(c, block, i, phase) for i, c in enumerate(order)]
 
 
 def screening_plan(runnable: Sequence[Key], baseline: Key, settings: ProtocolSettings, seed: int,
-                   unrunnable: Sequence[Key] = ()) -> list[Slot]:
+                   unrunnable: Sequence[Key] = ()) -> list[Slot[Key]]:
     """The screening blocks (or every full block). `unrunnable` combinations (skipped on this machine) take no
     time, so they join block 0 without counting towards its size."""
     others = [c for c in runnable if c != baseline]
@@ -99,7 +99,8 @@ def screening_plan(runnable: Sequence[Key], baseline: Key, settings: ProtocolSet
     # Two baselines per screening block: a lucky or unlucky baseline process moves every screened
     # combination of its block, by half as much with two; and their difference measures a process's noise.
     return [s for b, chunk in enumerate(chunks) for s in
-            _ordered(b, [*[baseline] * settings.screen_baselines, *chunk, *(unrunnable if b == 0 else ())], SCREEN, seed)]
+            _ordered(b, [*[baseline] * settings.screen_baselines, *chunk, *(unrunnable if b == 0 else ())], SCREEN,
+                     seed)]
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class Estimate:
 BASELINE_ESTIMATE = Estimate(0.0, 0.0, 0, 0, SCREEN, "paired")  # x1.00 by definition
 
 
-def _by_block(measurements: Iterable[Measurement]) -> dict[Key, dict[int, tuple[str, list[float]]]]:
+def _by_block(measurements: Iterable[Measurement[Key]]) -> dict[Key, dict[int, tuple[str, list[float]]]]:
     """combination -> block -> (phase, its log throughputs in that block); parity runs left out."""
     acc: dict[Key, dict[int, tuple[str, list[float]]]] = {}
     for m in measurements:
@@ -172,7 +173,7 @@ def default_techniques(baseline: Key) -> Callable[[Key], frozenset]:
     return lambda c: frozenset() if c == baseline or not isinstance(c, str) else frozenset(c.split(" + "))
 
 
-def noise_sources(measurements: Iterable[Measurement], baseline: Key,
+def noise_sources(measurements: Iterable[Measurement[Key]], baseline: Key,
                   techniques: Callable[[Key], frozenset] | None = None) -> list[variance.Source]:
     """Every variance of one process's log throughput the measurements hold, none touched by drift between
     blocks: the baselines' spread within a block, and each combination's paired differences across the blocks
@@ -206,7 +207,7 @@ def _own_process(pairs: list[tuple[float, int]], base_var: float | None) -> floa
     return max(raw - base_var * statistics.fmean(1 / n for _, n in pairs), 0.5 * raw)
 
 
-def process_noise(measurements: Iterable[Measurement], baseline: Key) -> tuple[float | None, int, str]:
+def process_noise(measurements: Iterable[Measurement[Key]], baseline: Key) -> tuple[float | None, int, str]:
     """The pooled variance of one process's log throughput, its degrees of freedom, and where it came from
     ("paired": combinations measured in several blocks among the sources; "baseline": the baselines only)."""
     measurements = list(measurements)
@@ -218,7 +219,7 @@ def process_noise(measurements: Iterable[Measurement], baseline: Key) -> tuple[f
     return pooled.low, pooled.df, "paired" if len(sources) > from_baselines else "baseline"
 
 
-def estimates(measurements: Iterable[Measurement], baseline: Key,
+def estimates(measurements: Iterable[Measurement[Key]], baseline: Key,
               techniques: Callable[[Key], frozenset] | None = None) -> dict[Key, Estimate]:
     """The speed-up estimate of every combination measured in a block that also measured the baseline.
 
@@ -253,6 +254,7 @@ def estimates(measurements: Iterable[Measurement], baseline: Key,
             base_share = sum((sb if sb is not None else own_var) / n for _, n in pairs) / k
             mine = own_var + base_share
             if sb is not None:  # the two variances rest on different sources
+                assert base_var is not None  # sb is its variance
                 its_df = variance.satterthwaite([(own_var, own_df), (base_share, base_var.df)])
         own = _var([d for d, _ in pairs]) if k > 1 else None
         if own is not None and (mine is None or own > mine):
@@ -262,13 +264,13 @@ def estimates(measurements: Iterable[Measurement], baseline: Key,
     return out
 
 
-def baseline_cv(measurements: Iterable[Measurement], baseline: Key) -> float | None:
+def baseline_cv(measurements: Iterable[Measurement[Key]], baseline: Key) -> float | None:
     """The host's noise: the coefficient of variation of the baseline's throughput across blocks."""
     ys = [statistics.fmean(y) for _, y in _by_block(measurements).get(baseline, {}).values()]
     return statistics.stdev(ys) if len(ys) > 1 else None  # the SD of log throughput is the CV, to first order
 
 
-def race_plan(members: Sequence[Key], baseline: Key, block: int, seed: int, phase: str = RACE) -> list[Slot]:
+def race_plan(members: Sequence[Key], baseline: Key, block: int, seed: int, phase: str = RACE) -> list[Slot[Key]]:
     """One race (or confirmation) block: the contenders and the baseline, in the block's own random order."""
     return _ordered(block, [baseline, *members], phase, seed)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import AbstractSet, Callable, Generic, Iterable, Sequence, TypedDict
 
 from ablate.stats import variance
 from ablate.stats.contrasts import ALPHA, SCREEN_ALPHA, Contrast, beyond_range, look_alpha, paired, told_apart
@@ -49,7 +49,7 @@ from ablate.words import count
 
 
 @dataclass(frozen=True)
-class Race:
+class Race(Generic[Key]):
     """Where the race stands after the blocks measured so far."""
 
     leader: Key | None
@@ -58,13 +58,23 @@ class Race:
     next_block: tuple[Key, ...] | None  # the combinations of the next block (baseline added), None: stop
     why: str
     phase: str = RACE  # the next block's phase: RACE or CONFIRM
-    contrasts: tuple[Contrast, ...] = ()  # the leader against every other field member, at the last look
+    contrasts: tuple[Contrast[Key], ...] = ()  # the leader against every other field member, at the last look
     eliminated: tuple[Key, ...] = ()  # told apart from the leader, in the order they dropped out
     pending: tuple[Key, ...] = ()  # challengers never raced whose screening estimate beats the leader's
     confirm_blocks: int = 0
 
 
-def _values(measurements: Iterable[Measurement], phase: str) -> dict[Key, dict[int, float]]:
+class _Standing(TypedDict, Generic[Key]):
+    """The race's standing after its last look: the fields of `Race` that its next block and confirmation share."""
+
+    leader: Key
+    contenders: tuple[Key, ...]
+    race_blocks: int
+    contrasts: tuple[Contrast[Key], ...]
+    eliminated: tuple[Key, ...]
+
+
+def _values(measurements: Iterable[Measurement[Key]], phase: str) -> dict[Key, dict[int, float]]:
     """combination -> block -> its mean log throughput there, over the blocks of `phase`."""
     acc: dict[Key, dict[int, list[float]]] = {}
     for m in measurements:
@@ -80,21 +90,22 @@ def _relative(values: dict[Key, dict[int, float]], c: Key, baseline: Key, blocks
     return statistics.fmean(ds) if ds else None
 
 
-def _look(values, baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
-          model: Callable[[Key], tuple[float, int]] | None = None) -> tuple[Key, list[Contrast], set[Key]]:
+def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
+          model: Callable[[Key], tuple[float, int]] | None = None) -> tuple[Key, list[Contrast[Key]], set[Key]]:
     """The leader among `field` on `blocks`, its contrasts with the others, and those told apart from it.
     `model`: a combination's process variance from the variance model, with its degrees of freedom."""
     shown = {c: values.get(c, {}) for c in field}
     shown = {c: {b: v for b, v in by.items() if b in blocks} for c, by in shown.items()}
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
-    leader = max(sorted(field, key=str), key=lambda c: -math.inf if rel[c] is None else rel[c])
+    ranked = {c: -math.inf if r is None else r for c, r in rel.items()}
+    leader = max(sorted(field, key=str), key=lambda c: ranked[c])
     found = [paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None)
              for c in sorted(field, key=str) if c != leader]
     return leader, found, told_apart(found, alpha, len(field))
 
 
-def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key], settings: ProtocolSettings,
-         techniques: Callable[[Key], frozenset] | None = None) -> Race:
+def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
+         settings: ProtocolSettings, techniques: Callable[[Key], frozenset] | None = None) -> Race[Key]:
     """The next block, from every measurement so far and the eligible combinations (accuracy not `below`).
 
     Call it once every planned measurement has a result; it is deterministic, so workers that call it on the
@@ -121,7 +132,7 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
         return Race(first, tuple(c for c in field if c != first), 0, tuple(members), "racing")
     looks = max(1, settings.race_blocks - MIN_RACE_BLOCKS + 1)
     out: list[Key] = []
-    contrasts: list[Contrast] = []
+    contrasts: list[Contrast[Key]] = []
     for n in range(1, n_race + 1):  # replay the looks: the field of block n is who ran in it, less the eliminated
         # One that ran in an earlier race block but not in this one was dropped when this block was planned. The
         # replayed look may judge it otherwise (the variance model has learnt from later blocks since), but what
@@ -137,12 +148,14 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
         out += sorted(dropped, key=str)
     survivors = [c for c in field if c != leader and c not in out]
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
-    survivors.sort(key=lambda c: (-(rel[c] if rel[c] is not None else -math.inf), str(c)))
+    ranked = {c: r if r is not None else -math.inf for c, r in rel.items()}
+    survivors.sort(key=lambda c: (-ranked[c], str(c)))
     raced = set(values)
-    beat = rel[leader] if rel[leader] is not None else 0.0
+    leader_rel = rel[leader]
+    beat = leader_rel if leader_rel is not None else 0.0
     challengers = [c for c in screen_rank if c not in raced and c != baseline and est[c].log > beat]
-    standing = dict(leader=leader, contenders=tuple(survivors), race_blocks=n_race, contrasts=tuple(contrasts),
-                    eliminated=tuple(out))
+    standing = _Standing(leader=leader, contenders=tuple(survivors), race_blocks=n_race, contrasts=tuple(contrasts),
+                         eliminated=tuple(out))
     seats = max(0, max(1, settings.contenders) - 1 - len([c for c in survivors if c != baseline]))
     entering = challengers[:seats]
     if n_race < settings.race_blocks and (n_race < MIN_RACE_BLOCKS or survivors or entering):
@@ -157,8 +170,8 @@ def race(measurements: Sequence[Measurement], baseline: Key, eligible: set[Key],
     return _confirm(measurements, standing, why, challengers, baseline, settings, techniques)
 
 
-def _confirm(measurements, standing: dict, why: str, pending: list[Key], baseline: Key, settings: ProtocolSettings,
-             techniques: Callable[[Key], frozenset]) -> Race:
+def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key], why: str, pending: list[Key],
+             baseline: Key, settings: ProtocolSettings, techniques: Callable[[Key], frozenset]) -> Race[Key]:
     """After the race: blocks of the leader, the simplest of the set and the baseline, none seen by selection."""
     done = len({m.block for m in measurements if m.phase == CONFIRM})
     leader = standing["leader"]
@@ -185,7 +198,8 @@ def _screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
     return beyond_range(diff, se, df, SCREEN_ALPHA, max(2, k))
 
 
-def _not_raced(measurements, baseline: Key, est: dict[Key, Estimate], settings: ProtocolSettings) -> Race:
+def _not_raced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],
+               settings: ProtocolSettings) -> Race[Key]:
     """Screening only, or a full design: the leader of the estimates; in a full design every combination shares
     every block, so the contrasts are paired over all of them (one look: the whole alpha)."""
     leader = max(sorted(est, key=str), key=lambda c: est[c].log)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ablate.config.choices import BASELINE, techniques
 from ablate.config.design import ProtocolSettings
 from ablate.stats import analysis, parity, protocol, racing
 from ablate.stats.contrasts import Contrast
-from ablate.store.records import BASELINE, Record, baseline
+from ablate.store.records import Record, baseline
+from ablate.trial import metrics as metric
 
 
 def accuracies(records: list[Record]) -> dict[str, dict[int, float]]:
@@ -26,14 +28,14 @@ def accuracies(records: list[Record]) -> dict[str, dict[int, float]]:
     return out
 
 
-def test_size(records: list[Record]) -> int | None:
+def parity_sample_size(records: list[Record]) -> int | None:
     """The test set's size (the paired binomial error's n), where the trials recorded it."""
-    sizes = [m.metrics.get("test_samples") for r in records for m in (r.measurements or (r,))]
+    sizes = [m.metrics.get(metric.TEST_SAMPLES) for r in records for m in (r.measurements or (r,))]
     return int(max(s for s in sizes if s)) if any(sizes) else None
 
 
 def parity_by_group(records: list[Record], tolerance: float) -> dict[str, parity.Parity]:
-    return parity.verdicts(accuracies(records), BASELINE, tolerance, test_size(records))
+    return parity.verdicts(accuracies(records), BASELINE, tolerance, parity_sample_size(records))
 
 
 def _group(r: Record) -> str:
@@ -61,7 +63,8 @@ def eligible(records: list[Record], tolerance: float,
     """Complete combinations that may be raced and recommended: parity `ok` or `uncertain`, or any where
     accuracy could not be measured at all (stand-in data; the report says so)."""
     flagged = {r.number for r in parity_failures(records, tolerance, verdicts)}
-    return [r for r in records if r.complete and r.number not in flagged and (r.accuracy is not None or r.accuracy_note)]
+    return [r for r in records
+            if r.complete and r.number not in flagged and (r.accuracy is not None or r.accuracy_note)]
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,10 @@ class Recommendation:
     leader: Record
     speedup: analysis.Speedup | None
     members: tuple[Record, ...]  # the leader and its contenders, simplest first
-    contrasts: dict[str, Contrast]  # combination -> leader minus it (log), at the race's last look
+    contrasts: dict[str, Contrast[str]]  # combination -> leader minus it (log), at the race's last look
     eliminated: tuple[str, ...]  # told apart from the leader
     pending: tuple[str, ...]  # screened once, beating the leader's race estimate, never raced: not recommended
-    race: racing.Race
+    race: racing.Race[str]
     parity: parity.Parity | None
 
     @property
@@ -87,14 +90,10 @@ class Recommendation:
         return self.speedup is not None and self.speedup.estimate.phase == protocol.CONFIRM
 
 
-def _techniques(combination: str) -> int:
-    return 0 if combination == BASELINE else len(combination.split(" + "))
-
-
 def recommendation(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
-                   found: dict[str, analysis.Speedup] | None = None,
+                   speedup_of: dict[str, analysis.Speedup] | None = None,
                    verdicts: dict[str, parity.Parity] | None = None) -> Recommendation | None:
-    """The race's leader among the eligible combinations, never a combination screened once. `found` and
+    """The race's leader among the eligible combinations, never a combination screened once. `speedup_of` and
     `verdicts`: the speed-ups and parity verdicts when the caller has them already (`ablate.stats.comparison`)."""
     verdicts = parity_of(records, tolerance) if verdicts is None else verdicts
     ok = {r.combination: r for r in eligible(records, tolerance, verdicts)}
@@ -105,9 +104,9 @@ def recommendation(records: list[Record], tolerance: float, settings: ProtocolSe
     if standing.leader is None or standing.leader not in ok:
         return None
     order = [standing.leader, *standing.contenders]
-    members = sorted((c for c in order if c in ok), key=lambda c: (_techniques(c), order.index(c)))
-    found = analysis.speedup_of(records) if found is None else found
-    return Recommendation(ok[standing.leader], found.get(standing.leader), tuple(ok[c] for c in members),
+    members = sorted((c for c in order if c in ok), key=lambda c: (techniques(c), order.index(c)))
+    speedup_of = analysis.speedup_of(records) if speedup_of is None else speedup_of
+    return Recommendation(ok[standing.leader], speedup_of.get(standing.leader), tuple(ok[c] for c in members),
                           {c.other: c for c in standing.contrasts}, standing.eliminated, standing.pending, standing,
                           verdicts.get(standing.leader))
 

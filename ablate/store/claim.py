@@ -50,7 +50,7 @@ def slot(trial: FrozenTrial | optuna.Trial) -> tuple[int, int] | None:
     return from_trial(trial).slot
 
 
-def earlier_owner(study: optuna.Study, number: int, combination: dict[str, Any], n_dims: int,
+def earlier_owner(optuna_study: optuna.Study, number: int, combination: dict[str, Any], n_dims: int,
                   at: tuple[int, int] | None, poll: Callable[[], None] = lambda: None) -> FrozenTrial | None:
     """The trial that holds `combination` at slot `at` (block, place) ahead of trial `number`, or None when
     `number` runs it.
@@ -59,7 +59,7 @@ def earlier_owner(study: optuna.Study, number: int, combination: dict[str, Any],
     (failing stale trials there ends the wait for a worker that died before writing them).
     """
     while True:
-        trials = study.get_trials(deepcopy=False)
+        trials = optuna_study.get_trials(deepcopy=False)
         if any(t.number < number and t.state == TrialState.RUNNING and len(params(t)) < n_dims for t in trials):
             poll()
             time.sleep(POLL_S)

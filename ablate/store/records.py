@@ -6,29 +6,30 @@ source of truth for what ran; `load` reads it back as one `Record` per
 combination and device, holding its measurements, which is what the table,
 the analysis and the report read.
 
-This module is the only one that spells a stored key. A trial's user attrs
-are read back as a typed `Record` (`from_trial`) and written by the small
-functions below (`queue`, `place`, `start`, `mark`, `result`...); the Optuna
-study's own attrs (its file hash, protocol, seeds, race, MLflow runs) are
-read as a `StudyRecord` (`from_study`) and written by `set_*`. Why one owner:
-the stored format is what resumes, `ablate sync` and `ablate report` read
-back, so a key spelled twice is a key that can drift apart.
+This module is the only one that spells a trial's stored key. A trial's
+user attrs are read back as a typed `Record` (`from_trial`) and written by
+the small functions below (`queue`, `place`, `start`, `mark`, `result`...);
+the Optuna study's own attrs are `ablate.store.study_record`'s, and the keys
+inside a trial's `metrics` are `ablate.trial.metrics`'s. Why one owner: the
+stored format is what resumes, `ablate sync` and `ablate report` read back,
+so a key spelled twice is a key that can drift apart.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Sequence
 
 import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from ablate.config.design import ProtocolSettings
+from ablate.config.choices import BASELINE
+from ablate.store.study_record import from_study
+from ablate.trial import metrics as metric
 
-BASELINE = "baseline"
-PARITY = "parity"  # ablate.stats.protocol.PARITY: a training run at one of the seeds (records does not import the protocol)
+# The phase of a training for accuracy parity at one of the run's seeds (ablate.stats.parity): no speed-up or
+# throughput comes from it (`combine`). The protocol's other phases are ablate.stats.protocol's.
+PARITY = "parity"
 
 
 class State(str, Enum):
@@ -53,16 +54,7 @@ MLFLOW_STATE = {"complete": "complete", "skipped": "skipped", "pruned": "skipped
 # The user attrs a queued trial carries into its run: where it sits in the protocol, the training seed it
 # trains at (a parity run's), and whether TPE picked it (a requeued pick still counts as one).
 _SLOT = ("block", "position", "phase", "combination", "seed_index", "picked")
-# The Optuna study's own user attrs (`StudyRecord`); the names are the stored format, kept as they were.
-FILE_HASH_ATTR, PROTOCOL_ATTR, SEEDS_ATTR, RACE_ATTR = "file_hash", "protocol", "seeds", "race"
-PARENT_ATTR = "mlflow_parent_run_id"  # the study's MLflow parent run
 ACCURACY_FROM_TAG = "ablate.accuracy_from"  # an MLflow run's tag: the trial whose training gave its test accuracy
-WARM = "compile_cache_warm"  # 1.0: the measurement started from its combination's own compile cache
-ONE_OFF = ("prepare_model_s", "first_step_s", "early_steps_excess_s", "one_off_s")  # what a warm cache shortens
-# Trials that finished without an MLflow run get one from `ablate sync`; a finished Optuna trial's
-# user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
-RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
-BITWISE_ATTR = "bitwise"  # {device name: {accuracy group: [the group it trains as, why]}} (ablate.run.bitwise)
 
 
 @dataclass(frozen=True)
@@ -98,29 +90,28 @@ class Record:
 
     @property
     def throughput(self) -> float | None:
-        return self.metrics.get("throughput")
+        return self.metrics.get(metric.THROUGHPUT)
 
     @property
     def accuracy(self) -> float | None:
-        return self.metrics.get("test_accuracy")
+        return self.metrics.get(metric.TEST_ACCURACY)
 
     @property
     def windows(self) -> tuple[float, ...]:
         """Throughput of each timed window, in order."""
-        n = sum(1 for k in self.metrics if k.startswith("throughput_window_"))
-        return tuple(self.metrics[f"throughput_window_{i}"] for i in range(n))
+        return metric.windows(self.metrics)
 
     @property
     def log_throughput(self) -> float | None:
         """Mean log throughput of the timed windows: one process's measurement, as the protocol uses it."""
         if not self.complete or not self.windows:
             return None
-        return sum(math.log(w) for w in self.windows) / len(self.windows)
+        return metric.log_mean(self.windows)
 
     @property
     def batch_size(self) -> int | None:
-        steps = self.metrics.get("train_steps")
-        return round(self.metrics["train_samples"] / steps) if steps else None
+        steps = self.metrics.get(metric.TRAIN_STEPS)
+        return round(self.metrics[metric.TRAIN_SAMPLES] / steps) if steps else None
 
     @property
     def device(self) -> str:
@@ -171,22 +162,22 @@ def stopped(trial: FrozenTrial) -> bool:
         State.RUNNING, State.INTERRUPTED)
 
 
-def run_ids(study: optuna.Study) -> dict[int, str]:
+def run_ids(optuna_study: optuna.Study) -> dict[int, str]:
     """Trial number -> MLflow run id: the trial's own `mlflow_run_id`, or the one `ablate sync` recorded."""
-    ids = {t.number: t.user_attrs["mlflow_run_id"] for t in study.get_trials(deepcopy=False)
+    ids = {t.number: t.user_attrs["mlflow_run_id"] for t in optuna_study.get_trials(deepcopy=False)
            if t.user_attrs.get("mlflow_run_id")}
-    ids.update(from_study(study).runs)
+    ids.update(from_study(optuna_study).runs)
     return ids
 
 
-def load_measurements(study: optuna.Study) -> list[Record]:
+def load_measurements(optuna_study: optuna.Study) -> list[Record]:
     """Every trial with a result, as a record of its own, in trial order."""
-    return [from_trial(t) for t in study.get_trials(deepcopy=False, states=FINISHED) if has_result(t)]
+    return [from_trial(t) for t in optuna_study.get_trials(deepcopy=False, states=FINISHED) if has_result(t)]
 
 
-def load(study: optuna.Study) -> list[Record]:
+def load(optuna_study: optuna.Study) -> list[Record]:
     """One record per combination and device, holding its measurements (see `combine`)."""
-    return combine(load_measurements(study))
+    return combine(load_measurements(optuna_study))
 
 
 def combine(measurements: list[Record]) -> list[Record]:
@@ -200,9 +191,7 @@ def combine(measurements: list[Record]) -> list[Record]:
     (`ablate.stats.comparison`). The analysis reads the measurements; memory and accuracy come from the primary, and
     so do one-off costs, unless the primary started from the combination's warm compile cache
     (`ablate.trial.compile_cache`): then they come from its first cold measurement, and its end-to-end time to the
-    target adds the difference (`fresh_start_extra_s`). Why: the parity race trains a
-    compiled group after screening has measured it, so its trainer (the primary) compiles warm, and a one-off
-    cost read from it was a quarter of what a user pays on a fresh start (3.2 s against 13.1 s, mnist_cnn on a 2-core CPU).
+    target adds the difference (`fresh_start_extra_s`): a fresh start compiles cold (docs/measuring.md).
     """
     groups: dict[tuple[str, str], list[Record]] = {}
     trained: dict[tuple[str, str | None], Record] = {}  # (device, accuracy group) -> its first seed's training
@@ -216,13 +205,14 @@ def combine(measurements: list[Record]) -> list[Record]:
         primary = (next((m for m in done if m.accuracy_trained and m.seed_index == 0), None)
                    or next((m for m in done if m.phase != PARITY), None) or (done[0] if done else ms[-1]))
         metrics = dict(primary.metrics)
-        if metrics.get(WARM) and (cold := cold_measurement(done)):
+        if metrics.get(metric.COMPILE_CACHE_WARM) and (cold := cold_measurement(done)):
             extra = fresh_start_extra_s(primary, cold)
-            metrics.update({k: cold.metrics[k] for k in ONE_OFF if k in cold.metrics})
-            if "time_to_target_e2e_s" in metrics:
-                metrics["time_to_target_e2e_s"] += extra
+            metrics.update({k: cold.metrics[k] for k in metric.ONE_OFF_COSTS if k in cold.metrics})
+            if metric.TIME_TO_TARGET_E2E_S in metrics:
+                metrics[metric.TIME_TO_TARGET_E2E_S] += extra
         if timed := [m for m in done if m.phase != PARITY]:
-            metrics["throughput"] = math.exp(sum(math.log(m.throughput) for m in timed) / len(timed))
+            # A complete measurement has its throughput.
+            metrics[metric.THROUGHPUT] = metric.geometric_mean(m.metrics[metric.THROUGHPUT] for m in timed)
         donor = trained.get((primary.device, primary.accuracy_group)) if primary.accuracy_group else None
         if donor is not None and primary.complete and not trained_figures(metrics):  # its group trained later
             metrics.update(held_out(donor.metrics))
@@ -233,26 +223,26 @@ def combine(measurements: list[Record]) -> list[Record]:
 
 def cold_measurement(measurements: Sequence[Record]) -> Record | None:
     """A combination's first complete measurement that compiled cold (`ablate.trial.compile_cache`), if it has one."""
-    return next((m for m in measurements if m.complete and not m.metrics.get(WARM, 1.0)), None)
+    return next((m for m in measurements if m.complete and not m.metrics.get(metric.COMPILE_CACHE_WARM, 1.0)), None)
 
 
 def fresh_start_extra_s(measurement: Record, cold: Record | None) -> float:
     """What compiling cold adds to `measurement`'s end-to-end time: nothing unless it started from its
     combination's warm compile cache, else the `cold` measurement's one-off cost less its own. Why: a fresh start
     compiles cold, and the parity race trains a compiled group warm, after screening measured it."""
-    if cold is None or not measurement.metrics.get(WARM):
+    if cold is None or not measurement.metrics.get(metric.COMPILE_CACHE_WARM):
         return 0.0
-    return cold.metrics.get("one_off_s", 0.0) - measurement.metrics.get("one_off_s", 0.0)
+    return cold.metrics.get(metric.ONE_OFF_S, 0.0) - measurement.metrics.get(metric.ONE_OFF_S, 0.0)
 
 
 def held_out(metrics: Mapping[str, float]) -> dict[str, float]:
     """Every held-out figure of a training (accuracy, loss, bits per byte): what its group's other members borrow."""
-    return {k: v for k, v in metrics.items() if k.startswith("test_")}
+    return {k: v for k, v in metrics.items() if k.startswith(metric.HELD_OUT)}
 
 
 def trained_figures(metrics: Mapping[str, float]) -> bool:
     """Whether a measurement has its group's held-out figures (every training evaluates a test loss)."""
-    return "test_loss" in metrics
+    return metric.TEST_LOSS in metrics
 
 
 def baseline(records: list[Record]) -> Record | None:
@@ -291,11 +281,11 @@ def mlflow_payload(record: Record) -> tuple[str, str, dict[str, float], dict[str
 
 # -- writing a trial: each step of a measurement, in the order the worker takes them ------------------------
 
-def queue(study: optuna.Study, levels: Mapping[str, str], block: int, position: int, phase: str, combination: str,
-          seed_index: int) -> None:
+def queue(optuna_study: optuna.Study, levels: Mapping[str, str], block: int, position: int, phase: str,
+          combination: str, seed_index: int) -> None:
     """Queue one planned measurement with its slot; Optuna's storage hands each queued trial to exactly one worker."""
-    study.enqueue_trial(dict(levels), user_attrs={"block": block, "position": position, "phase": phase,
-                                                  "combination": combination, "seed_index": seed_index})
+    optuna_study.enqueue_trial(dict(levels), user_attrs={"block": block, "position": position, "phase": phase,
+                                                        "combination": combination, "seed_index": seed_index})
 
 
 def waiting_copy(trial: FrozenTrial, system_attrs: Mapping[str, Any]) -> FrozenTrial:
@@ -324,7 +314,7 @@ def set_run(trial: Trial, run_id: str | None) -> None:
 
 
 def set_training(trial: Trial, accuracy_group: str, training_seed: int) -> None:
-    """What it trains as: its accuracy group (`ablate.stats.planner.accuracy_group`) and its training seed."""
+    """What it trains as: its accuracy group (`ablate.config.choices.accuracy_group`) and its training seed."""
     trial.set_user_attr("accuracy_group", accuracy_group)
     trial.set_user_attr("training_seed", training_seed)
 
@@ -336,10 +326,10 @@ def mark(trial: Trial, state: State, reason: str | None = None) -> None:
         trial.set_user_attr("reason", reason)
 
 
-def mark_interrupted(study: optuna.Study, trial: FrozenTrial) -> None:
+def mark_interrupted(optuna_study: optuna.Study, trial: FrozenTrial) -> None:
     """A trial still RUNNING after its run was killed outright: interrupted (through the storage: a frozen trial
     has no setter, and the trial is still updatable until it is failed)."""
-    study._storage.set_trial_user_attr(trial._trial_id, "state", State.INTERRUPTED.value)
+    optuna_study._storage.set_trial_user_attr(trial._trial_id, "state", State.INTERRUPTED.value)
 
 
 def result(trial: Trial, metrics: Mapping[str, float], timeline: Any, accuracy_note: str | None = None,
@@ -355,71 +345,3 @@ def result(trial: Trial, metrics: Mapping[str, float], timeline: Any, accuracy_n
         trial.set_user_attr("accuracy_from", accuracy_from)
     trial.set_user_attr("metrics", dict(metrics))
     trial.set_user_attr("state", State.COMPLETE.value)
-
-
-# -- the Optuna study's own record ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class StudyRecord:
-    """What the Optuna study stores beside its trials: what a resume, `ablate sync` and `ablate report` read."""
-
-    file_hash: str | None = None  # the study file's hash when its measurements were taken
-    protocol: Mapping[str, Any] | None = None  # the protocol's settings (`ProtocolSettings` as a dict)
-    seeds: Mapping[str, int] | None = None  # the run's protocol and training seeds (`ablate.store.seeds`)
-    race: Mapping[str, Any] | None = None  # where the race stood when it ended: leader, why, blocks, pending
-    parent_run_id: str | None = None  # the study's MLflow parent run
-    runs: Mapping[int, str] = field(default_factory=dict)  # trial number -> the run `ablate sync` logged for it
-    # device name -> accuracy group -> (the group it trains as, why): `ablate.run.bitwise`'s checks on that device
-    bitwise: Mapping[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict)
-
-
-def from_study(study: optuna.Study) -> StudyRecord:
-    a = study.user_attrs
-    return StudyRecord(file_hash=a.get(FILE_HASH_ATTR), protocol=a.get(PROTOCOL_ATTR), seeds=a.get(SEEDS_ATTR),
-                       race=a.get(RACE_ATTR), parent_run_id=a.get(PARENT_ATTR),
-                       runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()},
-                       bitwise={device: {group: (trains_as, why) for group, (trains_as, why) in checks.items()}
-                                for device, checks in a.get(BITWISE_ATTR, {}).items()})
-
-
-def set_file_hash(study: optuna.Study, file_hash: str) -> None:
-    study.set_user_attr(FILE_HASH_ATTR, file_hash)
-
-
-def set_protocol(study: optuna.Study, settings: ProtocolSettings) -> None:
-    study.set_user_attr(PROTOCOL_ATTR, dataclasses.asdict(settings))
-
-
-def set_seeds(study: optuna.Study, seeds: Mapping[str, int]) -> None:
-    study.set_user_attr(SEEDS_ATTR, dict(seeds))  # a resume reads them back
-
-
-class RaceStanding(Protocol):
-    """What a resume reads back of the race (`ablate.stats.racing.Race` has these and more)."""
-
-    leader: str | None
-    why: str
-    race_blocks: int
-    confirm_blocks: int
-    pending: Sequence[str]
-
-
-def set_race(study: optuna.Study, race: RaceStanding) -> None:
-    study.set_user_attr(RACE_ATTR, {"leader": race.leader, "why": race.why, "race_blocks": race.race_blocks,
-                                    "confirm_blocks": race.confirm_blocks, "pending": list(race.pending)})
-
-
-def set_parent_run(study: optuna.Study, run_id: str) -> None:
-    study.set_user_attr(PARENT_ATTR, run_id)
-
-
-def set_runs(study: optuna.Study, runs: Mapping[int, str]) -> None:
-    """The runs `ablate sync` logged, all of them (written after each, so an interrupted sync logs none twice)."""
-    study.set_user_attr(RUNS_ATTR, {str(n): run_id for n, run_id in runs.items()})
-
-
-def set_bitwise(study: optuna.Study, device_name: str, trains_as: Mapping[str, tuple[str, str]]) -> None:
-    """`ablate.run.bitwise`'s answers on one device: accuracy group -> (the group it trains as, why)."""
-    stored = dict(study.user_attrs.get(BITWISE_ATTR, {}))
-    stored[device_name] = {group: list(answer) for group, answer in trains_as.items()}
-    study.set_user_attr(BITWISE_ATTR, stored)

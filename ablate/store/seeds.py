@@ -4,7 +4,7 @@ Why: two runs that share one randomization and one training seed are not
 independent: their screening plans and their accuracies are identical, so
 comparing them measures timing noise under one fixed design. Each run draws
 its own unless the study file pins `budget.seed`; they are stored with the
-run's measurements (`records.StudyRecord.seeds`), so a resume keeps them, and printed and written to
+run's measurements (`study_record.StudyRecord.seeds`), so a resume keeps them, and printed and written to
 summary.json (`seeds`). Parity's extra seeds (`ablate.stats.parity`) are the
 training seed plus their index: distinct within the run, reproducible from it.
 """

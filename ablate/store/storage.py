@@ -34,15 +34,15 @@ def sqlite_path(storage: str) -> Path | None:
     return Path(storage.removeprefix("sqlite:///")) if storage.startswith("sqlite:///") else None
 
 
-def requeue(study: optuna.Study, trial: FrozenTrial) -> None:
+def requeue(optuna_study: optuna.Study, trial: FrozenTrial) -> None:
     """Queue `trial`'s measurement to run again: its combination, in its block and place, keeping its grid point.
 
     Like `Study.enqueue_trial` with its slot (`records.queue`), plus the
     trial's `grid_id`: GridSampler reads the grid id of every finished trial
     when one grid point is left, and raises KeyError for a queued trial that has none.
     """
-    grid = {k: trial.system_attrs[k] for k in ("grid_id", "search_space") if k in trial.system_attrs}
-    study.add_trial(records.waiting_copy(trial, {"fixed_params": dict(claim.params(trial)), **grid}))
+    grid: dict[str, Any] = {k: trial.system_attrs[k] for k in ("grid_id", "search_space") if k in trial.system_attrs}
+    optuna_study.add_trial(records.waiting_copy(trial, {"fixed_params": dict(claim.params(trial)), **grid}))
 
 
 def check(storage: str) -> None:
@@ -101,13 +101,13 @@ def create_study(storage: str, heartbeat: dict[str, Any] | None, names: list[str
     raise AssertionError("unreachable")
 
 
-def _named(study: optuna.Study, names: list[str]) -> optuna.Study:
-    """`study` with its objectives named (also one stored before ablate named them)."""
-    if study.metric_names is None:
+def _named(optuna_study: optuna.Study, names: list[str]) -> optuna.Study:
+    """`optuna_study` with its objectives named (also one stored before ablate named them)."""
+    if optuna_study.metric_names is None:
         with warnings.catch_warnings():  # "experimental" since Optuna 3.2: a note for Optuna's users, not ablate's
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(names)
-    return study
+            optuna_study.set_metric_names(names)
+    return optuna_study
 
 
 def optuna_study_name(study: Study, search: str, device_type: str) -> str:

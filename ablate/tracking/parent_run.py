@@ -17,8 +17,9 @@ from optuna.trial import TrialState
 from ablate.config.study import Study
 from ablate.render import report
 from ablate.stats.comparison import DeviceComparisons
-from ablate.store import claim, records
-from ablate.store.records import Record, StudyRecord
+from ablate.store import claim, records, study_record
+from ablate.store.records import Record
+from ablate.store.study_record import StudyRecord
 from ablate.tracking import view
 from ablate.tracking.tracker import Tracker
 
@@ -28,25 +29,27 @@ PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for
 class ParentRun:
     def __init__(self, study: Study, optuna_study: optuna.Study, tracker: Tracker, search: str, wait: bool) -> None:
         """`wait`: another worker creates the parent run (this one did not create the Optuna study)."""
-        self.study, self.optuna, self.tracker, self.search, self.wait = study, optuna_study, tracker, search, wait
+        self.study, self.optuna_study, self.tracker = study, optuna_study, tracker
+        self.search, self.wait = search, wait
         self.id: str | None = None
 
     def open(self) -> None:
         """Start (or reopen) the study's MLflow parent run and record it in the Optuna study."""
         self.id = self.id or self.tracker.start_parent(self.search, self._stored())
         if self.id:  # offline (MLflow unreachable): keep the stored parent for resume and sync
-            records.set_parent_run(self.optuna, self.id)
+            study_record.set_parent_run(self.optuna_study, self.id)
 
     def stop(self) -> None:
         """After Ctrl-C or SIGTERM: the parent run KILLED, unless other workers' trials still run in it."""
-        if not self.optuna.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not self.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self.tracker.finish_parent(self.id, [], status="KILLED")
 
     def _stored(self) -> str | None:
         """The study's stored parent run. Workers started together share one: the worker that created the Optuna
         study makes it, and the others wait (up to PARENT_WAIT_S) for its id to appear in the study."""
         deadline = time.monotonic() + (PARENT_WAIT_S if self.wait else 0)
-        while (parent := records.from_study(self.optuna).parent_run_id) is None and time.monotonic() < deadline:
+        while ((parent := study_record.from_study(self.optuna_study).parent_run_id) is None
+               and time.monotonic() < deadline):
             time.sleep(claim.POLL_S * 5)
         return parent
 
@@ -55,12 +58,13 @@ class ParentRun:
         if not self.id:
             return
         # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
-        ids = records.run_ids(self.optuna)
+        ids = records.run_ids(self.optuna_study)
         pooled = view.rows(compared)
         for m in (m for r in stored for m in r.measurements):
             if ids.get(m.number) and (found := pooled.get((m.device, m.combination))):
                 metrics, tags = found.lent(m.metrics) if m.complete else ({}, {})
-                self.tracker.log_metrics(ids[m.number], {**found.metrics, **metrics}, {**found.tags_for(m.number), **tags})
+                self.tracker.log_metrics(ids[m.number], {**found.metrics, **metrics},
+                                         {**found.tags_for(m.number), **tags})
         self.tracker.finish_parent(self.id, [self.study.path, csv])
 
 

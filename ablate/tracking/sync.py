@@ -4,7 +4,7 @@ For trials that ran while MLflow was unreachable (or were logged to another
 tracking URI). The Optuna storage is the source: params, metrics, tags, state,
 reason, status and start/end times are rebuilt from each trial. Finished
 trials' user attrs are frozen in Optuna, so the new run ids are recorded in
-the Optuna study's record (`records.StudyRecord.runs`), after each run, so an
+the Optuna study's record (`study_record.StudyRecord.runs`), after each run, so an
 interrupted sync never logs a trial twice.
 """
 from __future__ import annotations
@@ -15,11 +15,10 @@ from pathlib import Path
 
 import optuna
 
-from ablate.config.choices import Option, compose_options
+from ablate.config.choices import Option, combination_label, compose_options
 from ablate.config.study import Study, StudyError
 from ablate.stats import comparison
-from ablate.stats.planner import combination_label
-from ablate.store import records
+from ablate.store import records, study_record
 from ablate.tracking import view
 from ablate.tracking.tracker import Tracker, trial_params
 from ablate.trial.failures import INTERRUPTED
@@ -27,25 +26,27 @@ from ablate.trial.machine import Machine
 from strategies import ConflictError, Stack
 
 
-def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Tracker, artifacts: list[Path]) -> int:
+def push_missing(study: Study, optuna_study: optuna.Study, search: str, tracker: Tracker,
+                 artifacts: list[Path]) -> int:
     """Create the missing parent and child runs; returns how many child runs were created."""
     if tracker.offline:
         raise StudyError(f"MLflow at {tracker.uri} is unreachable ({tracker.offline_reason}); nothing synced")
-    known = records.run_ids(stored)
-    missing = [(r, built) for r in map(records.from_trial, stored.get_trials(deepcopy=False, states=records.FINISHED))
+    known = records.run_ids(optuna_study)
+    finished = optuna_study.get_trials(deepcopy=False, states=records.FINISHED)
+    missing = [(r, built) for r in map(records.from_trial, finished)
                if r.state != records.DUPLICATE  # a concurrent duplicate never had a run of its own
                and (built := _composed(study, r)) is not None and not tracker.has_run(known.get(r.number))]
     if not missing:
         return 0
-    parent = records.from_study(stored).parent_run_id
+    parent = study_record.from_study(optuna_study).parent_run_id
     created = not tracker.has_run(parent)
     if created:
         parent = tracker.new_parent(search)
         if parent:
-            records.set_parent_run(stored, parent)
-    loaded = records.load(stored)
-    by_combination = view.rows(comparison.compare_stored(study, loaded, records.from_study(stored)))
-    mapping = dict(records.from_study(stored).runs)
+            study_record.set_parent_run(optuna_study, parent)
+    loaded = records.load(optuna_study)
+    by_combination = view.rows(comparison.compare_stored(study, loaded, study_record.from_study(optuna_study)))
+    mapping = dict(study_record.from_study(optuna_study).runs)
     pushed = 0
     for record, (options, stack) in missing:
         row = by_combination.get((record.device, record.combination))
@@ -53,7 +54,7 @@ def push_missing(study: Study, stored: optuna.Study, search: str, tracker: Track
         if not run_id:
             break  # MLflow went away mid-sync: the Tracker said so; what was pushed is recorded
         mapping[record.number] = run_id
-        records.set_runs(stored, mapping)
+        study_record.set_runs(optuna_study, mapping)
         pushed += 1
     if created:
         tracker.finish_parent(parent, [p for p in artifacts if p.exists()])
@@ -75,6 +76,7 @@ def _composed(study: Study, record: records.Record) -> tuple[tuple[Option, ...],
 def _push(tracker: Tracker, parent: str | None, record: records.Record, options: tuple[Option, ...], stack: Stack,
           row: view.Row | None) -> str | None:
     trial = record.trial
+    assert trial is not None, record.number  # a record loaded from the storage keeps its trial
     # The label `ablate run` stores with it (a function of its levels), also for a trial stopped before it had one.
     combination = combination_label(options)
     machine = Machine(**{f.name: record.machine[f.name] for f in dataclasses.fields(Machine)})

@@ -136,7 +136,15 @@ class Tracker:
             if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
                 raise
             # Workers started together: another one created it between our lookup and our create.
-            return self.client.get_experiment_by_name(name).experiment_id
+            created = self.client.get_experiment_by_name(name)
+            assert created is not None, f"MLflow says experiment {name!r} exists, then finds none"
+            return created.experiment_id
+
+    @property
+    def _online_experiment_id(self) -> str:
+        """The experiment's id: known whenever the tracker is online, so in every `_tolerant` method."""
+        assert self.experiment_id is not None, "no MLflow experiment: the tracker is offline"
+        return self.experiment_id
 
     @property
     def view_url(self) -> str | None:
@@ -164,8 +172,8 @@ class Tracker:
                 "ablate.throughput_unit": f"{self.study.throughput_unit}/s"}
 
     @_tolerant
-    def start_parent(self, search: str, run_id: str | None = None) -> str:
-        """A new parent run, or the given one reopened (a resumed study keeps its parent)."""
+    def start_parent(self, search: str, run_id: str | None = None) -> str | None:
+        """A new parent run, or the given one reopened (a resumed study keeps its parent); None: MLflow failed."""
         if run_id and self.has_run(run_id):
             self.client.update_run(run_id, status="RUNNING")
             return run_id
@@ -173,7 +181,8 @@ class Tracker:
 
     @_tolerant
     def new_parent(self, search: str) -> str:
-        run = self.client.create_run(self.experiment_id, run_name=f"{self.study.name} {search} on {self.machine.device_name}",
+        run = self.client.create_run(self._online_experiment_id,
+                                     run_name=f"{self.study.name} {search} on {self.machine.device_name}",
                                      tags={**self._tags(), "ablate.search": search})
         return run.info.run_id
 
@@ -189,13 +198,15 @@ class Tracker:
     @_tolerant
     def start_trial(self, parent_id: str | None, number: int, combination: str, params: dict[str, Any],
                     machine: Machine | None = None, start_time: int | None = None, block: int = 0) -> str | None:
-        """A child run for one measurement; `machine` and `start_time` (ms) default to this process's machine and now."""
+        """A child run for one measurement; `machine` and `start_time` (ms) default to this process's machine and
+        now."""
         if not parent_id:
             return None
         name = f"{combination} · block {block} · #{number}"
         tags = {**self._tags(machine), MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: name,
                 "ablate.trial_number": str(number), "ablate.combination": combination, "ablate.state": "running"}
-        run = self.client.create_run(self.experiment_id, start_time=start_time, tags=tags, run_name=tags[MLFLOW_RUN_NAME])
+        run = self.client.create_run(self._online_experiment_id, start_time=start_time, tags=tags,
+                                     run_name=tags[MLFLOW_RUN_NAME])
         self._log(run.info.run_id, params=params)
         return run.info.run_id
 
@@ -213,7 +224,7 @@ class Tracker:
         if not parent_id or not unrecorded:
             return
         found = self.client.search_runs(
-            [self.experiment_id], max_results=1000,
+            [self._online_experiment_id], max_results=1000,
             filter_string=f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'RUNNING'")
         for run in found:
             if run.data.tags.get("ablate.trial_number") in unrecorded:

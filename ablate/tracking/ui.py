@@ -38,5 +38,6 @@ def _free(port: int) -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as error:
-            raise StudyError(f"port {port} on 127.0.0.1 cannot be opened ({error.strerror}); choose another with --port, "
+            raise StudyError(f"port {port} on 127.0.0.1 cannot be opened ({error.strerror}); "
+                             f"choose another with --port, "
                              f"e.g. ablate ui --port {port + 1 if port < 65535 else 5001}") from None

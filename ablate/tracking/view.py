@@ -100,7 +100,8 @@ def display_tags(c: Comparison) -> dict[str, str]:
     """A combination's comparisons as the view's strings (two decimals: the interval is wider than that)."""
     tags = {}
     if c.factor is not None:
-        tags[SPEEDUP] = factor(c.factor, c.interval and c.interval.low, c.interval and c.interval.high)
+        i = c.interval
+        tags[SPEEDUP] = factor(c.factor, i.low if i else None, i.high if i else None)
     if c.accuracy_change is not None:
         p = c.parity
         tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"
@@ -126,7 +127,8 @@ class Row:
         `Planner.defer_accuracy`); nothing otherwise."""
         if trained_figures(measured) or not self.held_out:
             return {}, {}
-        return dict(self.held_out), ({ACCURACY_FROM_TAG: str(self.accuracy_from)} if self.accuracy_from is not None else {})
+        return dict(self.held_out), ({ACCURACY_FROM_TAG: str(self.accuracy_from)}
+                                     if self.accuracy_from is not None else {})
 
     def tags_for(self, number: int) -> dict[str, str]:
         """Its tags for measurement `number`; the primary is renamed after its combination alone (the row's name).

@@ -52,7 +52,7 @@ class Died(RuntimeError):
 
 
 @cache
-def _context() -> mp.context.BaseContext:
+def _context() -> mp.context.SpawnContext:
     return mp.get_context("spawn")  # a new interpreter and address-space layout each time (ablate.trial.process)
 
 
@@ -106,6 +106,12 @@ class Interpreter:
         return self.import_ended is None
 
     @property
+    def pid(self) -> int:
+        pid = self.process.pid
+        assert pid is not None  # started by `Interpreters.start` before anyone holds it
+        return pid
+
+    @property
     def stopped(self) -> bool:
         return bool(self.stops) and self.stops[-1][1] is None
 
@@ -119,26 +125,30 @@ class Interpreter:
                 raise Died(f"it did not start within {ARM_S:.0f} s")
         if self.stopped or not self.importing or not self.process.is_alive():
             return
-        os.kill(self.process.pid, signal.SIGSTOP)
-        _wait_stopped(self.process.pid)
+        os.kill(self.pid, signal.SIGSTOP)
+        _wait_stopped(self.pid)
         self.stops.append((time.perf_counter(), None))
 
     def resume(self) -> None:
         if self.stopped:
             self.stops[-1] = (self.stops[-1][0], time.perf_counter())  # before SIGCONT: the span errs wide
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGCONT)
+                os.kill(self.pid, signal.SIGCONT)
 
     def ran(self) -> list[tuple[float, float]]:
         """When it ran while importing: its import's span less its stops (imported: `import_ended` is known)."""
-        spans, begun = [], self.import_began
+        ended = self.import_ended
+        assert ended is not None, "asked before its import ended"
+        spans: list[tuple[float, float]] = []
+        begun: float | None = self.import_began
         for stopped, continued in self.stops:
-            if stopped >= self.import_ended:
+            if stopped >= ended:
                 break
+            assert begun is not None  # only the last stop may be not yet continued (`pause` after `resume`)
             spans.append((begun, stopped))
             begun = continued
-        if begun is not None and begun < self.import_ended:
-            spans.append((begun, self.import_ended))
+        if begun is not None and begun < ended:
+            spans.append((begun, ended))
         return spans
 
     def wait_imported(self, deadline: float | None) -> bool:

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from ablate.config.study import Budget
+from ablate.trial import metrics as metric
 from ablate.trial.failures import Diverged
 from ablate.workload.tasks import Quality
 
@@ -227,14 +228,9 @@ class StepClock:
         return self.evaluations[-1]
 
     def _window_lasted(self) -> bool:
-        """The open window has run `window_seconds` on the host's clock.
-
-        Read without synchronising: on CUDA the host may be ahead of the device, so the window closes a little
-        later than that; its length is still measured between synchronisations. Its samples and seconds are both
-        counted to the step boundary where it closes, so stopping by time leaves the small-sample bias of a
-        ratio of as many steps (well under 1% at a step-time spread of 10%, simulated in tests/trial/test_measure.py),
-        and where the cap is what closes the windows of a contender and its baseline alike, the two share it.
-        """
+        """The open window has run `window_seconds` on the host's clock: read without synchronising, so on CUDA
+        it closes a little later (its length is still measured between synchronisations). docs/measuring.md
+        gives the bias of stopping by time."""
         cap = self.budget.window_seconds
         return cap is not None and self._window_start is not None and time.perf_counter() - self._window_start >= cap
 
@@ -250,24 +246,22 @@ class StepClock:
 
     def summary(self) -> dict[str, float]:
         rates = [w.throughput * self.units_per_sample for w in self.windows]
-        # The geometric mean: the speed-ups average log throughput (ablate.stats.protocol), and a measurement's own
-        # figure must be the same estimate of its speed, or rows and their speed-ups disagree (ablate.stats.comparison).
-        rate = statistics.geometric_mean(rates)
+        rate = metric.geometric_mean(rates)
         return {
-            "throughput": rate,
-            # (max - min) / geometric mean over the windows, in percent
-            "throughput_spread_pct": 100 * (max(rates) - min(rates)) / rate,
-            "throughput_cv_pct": 100 * statistics.pstdev(rates) / statistics.mean(rates),
-            "data_wait_fraction": sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows),
-            "first_step_s": self.first_step_s,
-            # What steps 2-3 took beyond the steady-state speed: one-off work that lands after the first step
-            # (CUDA-graph recording, TorchScript's optimisation). 0 when the warm-up is too short to time them.
-            "early_steps_excess_s": max(0.0, self._early_s - self._early_samples * self.units_per_sample / rate) if self._early_s else 0.0,
-            "peak_memory_mb": self.peak_memory_mb,
-            "train_time_s": self.train_time_s,
-            "train_samples": float(self.samples),
-            "train_steps": float(self.steps),
-            **{f"throughput_window_{i}": r for i, r in enumerate(rates)},
+            metric.THROUGHPUT: rate,
+            metric.THROUGHPUT_SPREAD_PCT: 100 * (max(rates) - min(rates)) / rate,
+            metric.THROUGHPUT_CV_PCT: 100 * statistics.pstdev(rates) / statistics.mean(rates),
+            metric.DATA_WAIT_FRACTION: sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows),
+            metric.FIRST_STEP_S: self.first_step_s,
+            # One-off work that lands after the first step (CUDA-graph recording, TorchScript's optimisation);
+            # 0 when the warm-up is too short to time steps 2-3.
+            metric.EARLY_STEPS_EXCESS_S: (max(0.0, self._early_s - self._early_samples * self.units_per_sample / rate)
+                                       if self._early_s else 0.0),
+            metric.PEAK_MEMORY_MB: self.peak_memory_mb,
+            metric.TRAIN_TIME_S: self.train_time_s,
+            metric.TRAIN_SAMPLES: float(self.samples),
+            metric.TRAIN_STEPS: float(self.steps),
+            **{metric.window(i): r for i, r in enumerate(rates)},
             **self._accuracy_summary(),
         }
 
@@ -275,22 +269,22 @@ class StepClock:
         if not self.evaluations:
             return {}
         last = self.evaluations[-1].quality
-        out = {"test_loss": last.loss, "evaluations": float(len(self.evaluations)),
-               **{f"test_{name}": value for name, value in last.extra}}
+        out = {metric.TEST_LOSS: last.loss, metric.EVALUATIONS: float(len(self.evaluations)),
+               **{f"{metric.HELD_OUT}{name}": value for name, value in last.extra}}
         if last.accuracy is not None:
-            out["test_accuracy"] = last.accuracy
+            out[metric.TEST_ACCURACY] = last.accuracy
         budget = self.budget
         if budget.target_accuracy is not None or budget.target_loss is not None:
             reached = next((e for e in self.evaluations if e.reached(budget)), None)
             if budget.target_accuracy is not None:
-                out["target_accuracy"] = budget.target_accuracy
-            else:
-                out["target_loss"] = budget.target_loss
-            out["target_reached"] = float(reached is not None)
+                out[metric.TARGET_ACCURACY] = budget.target_accuracy
+            elif budget.target_loss is not None:
+                out[metric.TARGET_LOSS] = budget.target_loss
+            out[metric.TARGET_REACHED] = float(reached is not None)
             if reached:
-                out.update(samples_to_target=float(reached.samples),
-                           time_to_target_s=reached.train_s - self.first_step_s,
-                           time_to_target_e2e_s=reached.train_s)
+                out.update({metric.SAMPLES_TO_TARGET: float(reached.samples),
+                            metric.TIME_TO_TARGET_S: reached.train_s - self.first_step_s,
+                            metric.TIME_TO_TARGET_E2E_S: reached.train_s})
         return out
 
 

@@ -19,16 +19,15 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ablate.config.choices import Option, compose_options
 from ablate.config.study import Study
 from ablate.trial import compile_cache, failures
+from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Died, Interpreters, death
 
-TIMELINE = "timeline"  # the trial's perf_counter readings (ablate.trial.interpreters), not a metric
-ACCURACY_NOT_MEASURED = "accuracy_not_measured"
 BASELINE_FP32 = "ieee"  # strict IEEE fp32 matmuls and convolutions unless the TF32 strategy is on
 
 
@@ -36,12 +35,38 @@ def _no_phase(text: str) -> None:
     pass
 
 
-_phase: Callable[[str], None] = _no_phase  # in a trial process: sends what it is doing to the study's progress line
+@dataclass
+class Channel:
+    """The trial's channel to the study that runs it, over `conn`: `serve` opens one in a trial process. Outside
+    one (the default, `conn` None) nothing listens, and every call does nothing."""
+
+    conn: Any = None
+    marks: dict[str, Any] = field(default_factory=dict)  # perf_counter readings: its measured spans, its first batch
+
+    def phase(self, text: str) -> None:
+        """What the trial is doing now, for the study's progress line (microseconds, at phase changes only)."""
+        if self.conn is not None:
+            self.conn.send(("phase", text))
+
+    def measuring(self) -> float:
+        """A measured stretch begins: waits until no interpreter is importing; returns the seconds waited."""
+        if self.conn is None:
+            return 0.0
+        self.conn.send(("measuring",))
+        return self.conn.recv()[1]  # ("go", seconds waited)
+
+    def quiet(self) -> None:
+        """A measured stretch is over: interpreters may import."""
+        if self.conn is not None:
+            self.conn.send(("quiet",))
+
+
+_channel = Channel()  # `serve` replaces it in a trial process
 
 
 def phase(text: str) -> None:
     """Tell the study what this trial is doing now (a no-op outside a trial process)."""
-    _phase(text)
+    _channel.phase(text)
 
 
 class TrialFailed(RuntimeError):
@@ -125,21 +150,21 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     began, data_load_s = built.began, built.data_load_s
     flops_per_token = getattr(model, "flops_per_token", None)
     # The measured stretch (one-off cost, timed windows, time to accuracy) begins: no interpreter imports now.
-    waits = [_measuring()]
+    waits = [_channel.measuring()]
     started = time.perf_counter()
     measured = [[started, started]]  # its spans: a run that times windows only leaves its warm-up untimed
 
     def untimed(begins: bool) -> float:
         if begins:
             measured[-1][1] = time.perf_counter()
-            _quiet()
+            _channel.quiet()
             return 0.0
-        waits.append(_measuring())
+        waits.append(_channel.measuring())
         measured.append([time.perf_counter()] * 2)
         return waits[-1]
 
     try:
-        prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile is lazy and compiles at the first step
+        prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile compiles at the first step
     except Exception as error:
         if any(m.one_off_cost for m in stack):
             raise CompileFailed(str(error)) from error
@@ -155,33 +180,30 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                       units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=untimed)
     train(stack, task, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
     measured[-1][1] = time.perf_counter()
-    _marks.update(measured=measured, first_batch=clock.started_at)
-    _quiet()  # what is left (the last evaluation) measures no time: interpreters may start
+    _channel.marks.update(measured=measured, first_batch=clock.started_at)
+    _channel.quiet()  # what is left (the last evaluation) measures no time: interpreters may start
     clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
     if stack.metrics().get("cuda_graphs.cudagraph_skips"):  # a PyTorch without cudagraph_or_error fell back
         raise CompileFailed("skipping cudagraphs: torch.compile ran some graphs without CUDA graphs, so the timing "
                             "would not be of CUDA graphs")
-    metrics = clock.summary()
-    metrics["prepare_model_s"] = prepare_model_s
-    metrics["import_wait_s"] = sum(waits)  # before a measured stretch, while the study stopped the imports
-    metrics["data_load_s"] = data_load_s
-    metrics["test_samples"] = float(len(splits.test))  # the n of accuracy parity's paired binomial error
-    # Start-up inside the process, up to the first training step, without the data every trial must load.
-    metrics["setup_s"] = clock.started_at - began - data_load_s
-    # Compilation, scripting, worker start-up, and what steps 2-3 took beyond steady speed (CUDA-graph recording,
-    # TorchScript's optimisation).
-    metrics["one_off_s"] = prepare_model_s + metrics["first_step_s"] + metrics["early_steps_excess_s"]
-    if "time_to_target_e2e_s" in metrics:
-        metrics["time_to_target_e2e_s"] += prepare_model_s
+    metrics: dict[str, Any] = clock.summary()  # floats, and below the accuracy note (a str)
+    metrics[metric.PREPARE_MODEL_S] = prepare_model_s
+    metrics[metric.IMPORT_WAIT_S] = sum(waits)  # before a measured stretch, while the study stopped the imports
+    metrics[metric.DATA_LOAD_S] = data_load_s
+    metrics[metric.TEST_SAMPLES] = float(len(splits.test))
+    metrics[metric.SETUP_S] = clock.started_at - began - data_load_s  # the data every trial must load left out
+    metrics[metric.ONE_OFF_S] = prepare_model_s + metrics[metric.FIRST_STEP_S] + metrics[metric.EARLY_STEPS_EXCESS_S]
+    if metric.TIME_TO_TARGET_E2E_S in metrics:
+        metrics[metric.TIME_TO_TARGET_E2E_S] += prepare_model_s
     metrics.update(stack.metrics())
     if task.unit == "tokens" and callable(flops_per_token) and device.type == "cuda":
-        mfu = utilisation(metrics["throughput"], flops_per_token(), torch.cuda.get_device_name(device))
+        mfu = utilisation(metrics[metric.THROUGHPUT], flops_per_token(), torch.cuda.get_device_name(device))
         if mfu is not None:
-            metrics["mfu"] = mfu
+            metrics[metric.MFU] = mfu
     if splits.throughput_only:
-        metrics[ACCURACY_NOT_MEASURED] = splits.throughput_only  # a note, not a number: the runner takes it out
+        metrics[metric.ACCURACY_NOT_MEASURED] = splits.throughput_only  # a note, not a number: the runner takes it out
     elif not task.has_accuracy:
-        metrics[ACCURACY_NOT_MEASURED] = (f"task {task.name} is a loss function, with no accuracy: its held-out "
+        metrics[metric.ACCURACY_NOT_MEASURED] = (f"task {task.name} is a loss function, with no accuracy: its held-out "
                                           "loss is recorded (test_loss), and accuracy parity is not judged")
     return metrics
 
@@ -194,17 +216,9 @@ def _optimizer(study: Study, model: Any) -> Any:
     return torch.optim.Adam(model.parameters(), lr=study.baseline.lr)
 
 
-def _ask_to_measure() -> float:
-    return 0.0
-
-
-_measuring: Callable[[], float] = _ask_to_measure  # in a trial process: waits until no interpreter is importing
-_quiet: Callable[[], None] = lambda: None  # in a trial process: a measured stretch is over
-_marks: dict[str, Any] = {}  # perf_counter readings: this trial's measured spans and its first batch
-
-
 def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialSpec, launched: float) -> None:
-    """Run `target(spec)` in this interpreter (prepared by ablate.trial.interpreters), talking to the study over `conn`."""
+    """Run `target(spec)` in this interpreter (prepared by ablate.trial.interpreters), talking to the study over
+    `conn`."""
     # perf_counter is CLOCK_MONOTONIC on Linux, shared by every process: launch (the job sent) to its arrival.
     process_start_s = time.perf_counter() - launched
     # A spawned child inherits "spawn" as its default start method, so its
@@ -213,23 +227,18 @@ def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialS
     # script gets (fork on Linux up to Python 3.13). Measure what users get.
     mp.set_start_method(None, force=True)
     cache, succeeded = compile_cache.Use(spec.compile_cache), False
-    global _phase, _measuring, _quiet
-
-    def measuring() -> float:
-        conn.send(("measuring",))
-        return conn.recv()[1]  # ("go", seconds waited)
-
-    _phase = lambda text: conn.send(("phase", text))  # noqa: E731 - a few microseconds, at phase changes only
-    _measuring, _quiet = measuring, lambda: conn.send(("quiet",))
+    global _channel
+    _channel = Channel(conn)
+    marks = _channel.marks
     try:
         metrics = target(spec)
-        metrics["process_start_s"] = process_start_s
-        if "first_batch" in _marks:
-            metrics["startup_s"] = _marks["first_batch"] - launched  # launch to the first batch, minus nothing
-        metrics[TIMELINE] = {"launched": launched, **{k: v for k, v in _marks.items() if k != "first_batch"}}
+        metrics[metric.PROCESS_START_S] = process_start_s
+        if "first_batch" in marks:
+            metrics[metric.STARTUP_S] = marks["first_batch"] - launched  # launch to the first batch, minus nothing
+        metrics[metric.TIMELINE] = {"launched": launched, **{k: v for k, v in marks.items() if k != "first_batch"}}
         if spec.compile_cache:
-            metrics["compile_cache_warm"] = float(cache.warm)  # records.WARM (optuna stays out of trials)
-            metrics["compile_cache_hits"] = float(compile_cache.hits())
+            metrics[metric.COMPILE_CACHE_WARM] = float(cache.warm)
+            metrics[metric.COMPILE_CACHE_HITS] = float(compile_cache.hits())
         succeeded = True
         conn.send(("ok", metrics))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
@@ -245,7 +254,7 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     """Run `target(spec)` (by default: train and measure) in a fresh interpreter; `on_phase` hears what it does.
 
     The interpreter comes from `interpreters` (started ahead, see ablate.trial.interpreters), or is started now.
-    The metrics carry the trial's timeline under `TIMELINE` (not a number: the caller takes it out).
+    The metrics carry the trial's timeline under `metrics.TIMELINE` (not a number: the caller takes it out).
     Raises `TrialFailed` with a one-line reason (see `ablate.trial.failures`) when the
     trial raised, died, or ran past the study's `trial_timeout_s`. However the
     caller is interrupted (Ctrl-C, SIGTERM), the trial process does not outlive it.
@@ -279,7 +288,7 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     if message is None:
         raise TrialFailed(death(interpreter.process.exitcode))
     if message[0] == "ok":
-        message[1].setdefault(TIMELINE, {})["imports"] = pool.drain_imports()
+        message[1].setdefault(metric.TIMELINE, {})["imports"] = pool.drain_imports()
         return message[1]
     raise TrialFailed(message[1])
 

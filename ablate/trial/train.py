@@ -11,7 +11,8 @@ from strategies import Stack
 
 
 class Clock(Protocol):
-    """What the loop asks of its clock (`ablate.trial.measure.StepClock` in a trial; a step count in `ablate.run.bitwise`)."""
+    """What the loop asks of its clock (`ablate.trial.measure.StepClock` in a trial; a step count in
+    `ablate.run.bitwise`)."""
 
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]: ...
 

@@ -75,8 +75,8 @@ def _time_limited() -> Iterator[None]:
 def _torchvision(dataset: Callable[..., Dataset], root: Path, transform: Callable) -> Splits:
     """Both splits of a torchvision dataset, downloaded (time-limited) unless they are on disk or we are offline."""
     with _time_limited():
-        return Splits(*(dataset(root, train=train, download=not offline(), transform=transform)
-                        for train in (True, False)))
+        return Splits(dataset(root, train=True, download=not offline(), transform=transform),
+                      dataset(root, train=False, download=not offline(), transform=transform))
 
 
 def _why(error: Exception) -> str:
@@ -87,7 +87,8 @@ def _mnist(root: Path) -> Splits:
     from torchvision import datasets, transforms
 
     class MNIST(datasets.MNIST):
-        """torchvision's MNIST, its idx files parsed once (ablate.workload.datacache); samples still decoded one by one."""
+        """torchvision's MNIST, its idx files parsed once (ablate.workload.datacache); samples still decoded one by
+        one."""
 
         def _load_data(self) -> tuple[torch.Tensor, torch.Tensor]:
             prefix = "train" if self.train else "t10k"
@@ -125,7 +126,8 @@ def _cifar10(root: Path) -> Splits:
                 f"(random 32x32 images, random labels) stood in: throughput only, accuracy not measured")
 
     def fake(size: int, offset: int) -> Dataset:
-        return datasets.FakeData(size, image_size=(3, 32, 32), num_classes=10, transform=transform, random_offset=offset)
+        return datasets.FakeData(size, image_size=(3, 32, 32), num_classes=10, transform=transform,
+                                 random_offset=offset)
 
     # The real splits' sizes, so an epoch is as long; disjoint seeds for train and test.
     return Splits(fake(50_000, 0), fake(10_000, 50_000), throughput_only=note)

@@ -160,12 +160,13 @@ def decoder_flops_per_token(model: nn.Module, seq_len: int) -> float:
     """Training FLOPs per token of a decoder: 6 per matmul weight plus attention's 12 * layers * width * seq_len
     (PaLM, Chowdhery et al. 2022, appendix B), as `ByteGPT.flops_per_token`. Embedding tables are lookups and
     left out, except one tied to the output head, which is a matmul there and counts once."""
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    output_embeddings = getattr(model, "get_output_embeddings", None)  # a transformers model's, not nn.Module's
+    head = output_embeddings() if output_embeddings is not None else None
     head_weight = getattr(head, "weight", None)
     lookups = {id(m.weight): m.weight.numel() for m in model.modules()
                if isinstance(m, nn.Embedding) and m.weight is not head_weight}
     weights = sum(p.numel() for p in model.parameters()) - sum(lookups.values())
-    config = model.config
+    config: Any = model.config  # a transformers model's configuration: its fields depend on the architecture
     return 6.0 * weights + 12.0 * config.num_hidden_layers * config.hidden_size * seq_len
 
 

@@ -2,8 +2,8 @@
 
 The training loop only calls ``task.loss(model, batch)``, so any model can be
 ablated: an image classifier (``classification``), a language model
-(``next_token``), a Hugging Face causal LM on its own loss (``causal_lm``), or anything else through the user's own loss function named
-by import path (``task: mypackage.losses:my_loss``, called with the model and
+(``next_token``), a Hugging Face causal LM on its own loss (``causal_lm``), or anything else through the
+user's own loss function named by import path (``task: mypackage.losses:my_loss``, called with the model and
 the batch, after the batch has been moved to the device).
 
 Quality: classification and next-token prediction are judged on held-out
@@ -80,7 +80,7 @@ class _Counting(Task):
         for batch in batches:
             logits, targets = self._logits_and_targets(model, _move(batch, device))
             loss_sum += F.cross_entropy(logits, targets, reduction="sum").item()
-            correct += (logits.argmax(-1) == targets).sum().item()
+            correct += int((logits.argmax(-1) == targets).sum().item())
             count += targets.numel()
         return self._quality(loss_sum / count, 100.0 * correct / count)
 

@@ -221,7 +221,8 @@ def _merge(argv: list[str]) -> int:
     except (ValueError, OSError, tarfile.TarError) as error:
         print(f"merge: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
-    print(f"merge: wrote the {', '.join(written)} section(s) of benchmarks/RESULTS.md; results unpacked in results/gpu/")
+    print(f"merge: wrote the {', '.join(written)} section(s) of benchmarks/RESULTS.md; "
+          "results unpacked in results/gpu/")
     return 0
 
 

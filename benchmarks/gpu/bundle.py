@@ -43,7 +43,8 @@ def study_lines(results: Path) -> list[str]:
         rows = list(csv.DictReader(table.open()))
         states = Counter(row["state"] for row in rows)
         lines.append(f"- {table.parent.name}: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
-        reasons = Counter((row["state"], row["reason"].strip()) for row in rows if row["state"] in ("failed", "skipped"))
+        reasons = Counter((row["state"], row["reason"].strip()) for row in rows
+                          if row["state"] in ("failed", "skipped"))
         lines += [f"  - {state} x{n}: {reason or '(no reason recorded)'}" for (state, reason), n in reasons.items()]
     for summary in sorted(results.glob("*/report/**/summary.json")):
         data = json.loads(summary.read_text())
@@ -69,7 +70,8 @@ def pack(scratch: Path, tarball: Path) -> None:
     """The scratch folder as one gzipped tarball, written whole or not at all."""
     partial = tarball.with_suffix(".part")
     with tarfile.open(partial, "w:gz") as tar:
-        tar.add(scratch, arcname=scratch.name, filter=lambda info: None if info.name.endswith(SKIP_IN_TARBALL) else info)
+        tar.add(scratch, arcname=scratch.name,
+                filter=lambda info: None if info.name.endswith(SKIP_IN_TARBALL) else info)
     partial.replace(tarball)
 
 

@@ -30,7 +30,8 @@ def _ignore_sigint() -> None:
 def test_tests_pass_with_a_foreign_mlflow_store_and_sigint_ignored(tmp_path):
     foreign = tmp_path / "foreign.db"
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{foreign}", "COLUMNS": "40"}
-    selected = ["tests/run/test_deferred_interrupts.py", "tests/architecture/test_hermetic.py::test_sees_no_user_mlflow_settings",
+    selected = ["tests/run/test_deferred_interrupts.py",
+                "tests/architecture/test_hermetic.py::test_sees_no_user_mlflow_settings",
                 "tests/architecture/test_hermetic.py::test_sigint_raises_keyboard_interrupt",
                 "tests/architecture/test_hermetic.py::test_sees_no_terminal_width"]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selected], cwd=ROOT,

@@ -54,8 +54,8 @@ def test_every_strategy_is_in_a_default_step():
     from ablate.config.study import load
     from strategies import REGISTRY
 
-    named = {o.name for f in ("catalogue", "transformers") for d in dict(load(str(STEPS[f].study), "cuda").space).values()
-             for o in d}
+    named = {o.name for f in ("catalogue", "transformers")
+             for d in dict(load(str(STEPS[f].study), "cuda").space).values() for o in d}
     assert set(REGISTRY) <= named, set(REGISTRY) - named
 
 

@@ -1,12 +1,14 @@
 """Bad input through the CLI: exit status 2, one line on stderr naming the problem, no traceback, nothing written."""
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from in_process import ablate
 
 from ablate.cli import main
 
@@ -51,6 +53,13 @@ def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, **env})
 
 
+@pytest.fixture
+def in_process(monkeypatch, capsys):
+    """`_cli`'s answer from `main` in this process (tests/support/in_process.py), without a fresh interpreter's
+    imports: for the cases past the first of each kind, which keeps the real entry point in a fresh process."""
+    return functools.partial(ablate, monkeypatch, capsys)
+
+
 def test_a_yaml_tag_that_would_run_python_is_refused_and_never_runs(tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / "evil.yaml"
@@ -61,10 +70,11 @@ def test_a_yaml_tag_that_would_run_python_is_refused_and_never_runs(tmp_path):
     assert not marker.exists() and not (tmp_path / "results").exists()
 
 
-def test_an_unwritable_results_folder_is_one_line_before_anything_is_written(tmp_path):
+def test_an_unwritable_results_folder_is_one_line_before_anything_is_written(tmp_path, in_process):
     # Tests run as root, whom permissions do not stop: a folder below a regular file cannot be created by anyone.
+    # `run`'s exit status from a fresh process: test_bad_run_options_are_one_line_and_write_nothing's first case.
     (tmp_path / "afile").write_text("not a folder")
-    done = _cli("run", str(TINY), "--device", "cpu", "--results", str(tmp_path / "afile" / "sub"), cwd=tmp_path)
+    done = in_process("run", str(TINY), "--device", "cpu", "--results", str(tmp_path / "afile" / "sub"), cwd=tmp_path)
     assert done.returncode == 2
     _one_line(done.stderr, f"results folder {tmp_path / 'afile' / 'sub'} cannot be created")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
@@ -100,43 +110,51 @@ def _nothing_written(cwd: Path, done: subprocess.CompletedProcess, expected: str
 
 @pytest.mark.parametrize("args, expected", [
     (["--trials", "3"], "--trials applies to --search optuna; the grid runs all 8 combinations of tiny"),
-    (["--results", "/proc/x/results"], "results folder /proc/x/results cannot be created: /proc does not allow new folders"),
+    (["--results", "/proc/x/results"],
+     "results folder /proc/x/results cannot be created: /proc does not allow new folders"),
     (["--storage", "sqlite:////proc/x/optuna.db"], "storage folder /proc/x cannot be created"),
     (["--storage", "optuna.db"], "--storage 'optuna.db' is not a database URL; give sqlite:///PATH or postgresql://"),
     (["--storage", "postgres1://h/db"], "unknown database 'postgres1'; choose one of: sqlite, postgresql, mysql"),
-    (["--storage", "postgresql://ablate:secret@127.0.0.1:9/db"], "--storage postgresql://ablate:***@127.0.0.1:9/db cannot be opened (connection failed"),
+    (["--storage", "postgresql://ablate:secret@127.0.0.1:9/db"],
+     "--storage postgresql://ablate:***@127.0.0.1:9/db cannot be opened (connection failed"),
     (["--device", "cdua"], "unknown device 'cdua'; choose one of: cpu, cuda[:N]; did you mean 'cuda'?"),
-    (["--search", "optna"], "unknown choice 'optna'; choose one of: grid, optuna; did you mean 'optuna'? (see ablate run --help)"),
+    (["--search", "optna"],
+     "unknown choice 'optna'; choose one of: grid, optuna; did you mean 'optuna'? (see ablate run --help)"),
 ])
-def test_bad_run_options_are_one_line_and_write_nothing(args, expected, tmp_path):
-    # The default results folder is the working directory's: nothing may appear there either.
-    done = _cli("run", str(TINY), "--device", "cpu", *args, cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
+def test_bad_run_options_are_one_line_and_write_nothing(args, expected, tmp_path, in_process):
+    # The default results folder is the working directory's: nothing may appear there either. The first case
+    # through the real entry point in a fresh process, the others through the same `main` in this one.
+    cli = _cli if args[0] == "--trials" else in_process
+    done = cli("run", str(TINY), "--device", "cpu", *args, cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
     _nothing_written(tmp_path, done, expected)
 
 
 @pytest.mark.parametrize("args, expected", [
     (["run", "mnist_cn"], "unknown study 'mnist_cn'; choose one of: gpt_kjv, llama_tiny, mnist_cnn, mnist_cnn_gpu"),
-    (["rn", "mnist_cnn"], "unknown choice 'rn'; choose one of: list, new, report, run, sync, ui, worker; did you mean 'run'? "
-                          "(see ablate --help)"),
+    (["rn", "mnist_cnn"], "unknown choice 'rn'; choose one of: list, new, report, run, sync, ui, worker; "
+                          "did you mean 'run'? (see ablate --help)"),
     (["report", str(TINY), "--storage", "nowhere"], "--storage 'nowhere' is not a database URL"),
-    (["run", str(TINY), "--trails", "3"], "unknown option '--trails'; choose one of: --device, --full-table, --results, "
-                                          "--search, --single-pass, --storage, --trials, --workers, -h; did you mean "
-                                          "'--trials'? "
-                                          "(see ablate run --help)"),
+    (["run", str(TINY), "--trails", "3"],
+     "unknown option '--trails'; choose one of: --device, --full-table, --results, "
+     "--search, --single-pass, --storage, --trials, --workers, -h; did you mean "
+     "'--trials'? "
+     "(see ablate run --help)"),
     (["ui", "--prot", "5001"], "did you mean '--port'? (see ablate ui --help)"),
 ])
-def test_names_and_commands_suggest_the_nearest(args, expected, tmp_path):
-    done = _cli(*args, cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
+def test_names_and_commands_suggest_the_nearest(args, expected, tmp_path, in_process):
+    # An error `main` returns and one argparse exits with, each from a fresh process; the others in this one.
+    cli = _cli if args[0] in ("run", "rn") and args[1].startswith("mnist_cn") else in_process
+    done = cli(*args, cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
     _nothing_written(tmp_path, done, expected)
 
 
-def test_ui_on_a_busy_port_names_the_port_and_the_flag(tmp_path):
+def test_ui_on_a_busy_port_names_the_port_and_the_flag(tmp_path, in_process):
     import socket
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = _cli("ui", "--port", str(port), "--results", str(tmp_path / "results"), cwd=tmp_path)
-    _nothing_written(tmp_path, done, f"port {port} on 127.0.0.1 cannot be opened (Address already in use); choose another "
-                                     f"with --port, e.g. ablate ui --port {port + 1}")
+        done = in_process("ui", "--port", str(port), "--results", str(tmp_path / "results"), cwd=tmp_path)
+    _nothing_written(tmp_path, done, f"port {port} on 127.0.0.1 cannot be opened (Address already in use); "
+                                     f"choose another with --port, e.g. ablate ui --port {port + 1}")

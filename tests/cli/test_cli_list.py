@@ -15,7 +15,8 @@ def test_list_names_studies_strategies_and_presets_with_study_lines_that_fit(cap
     assert "mnist_cnn" in studies and all(len(line) <= 100 for line in studies.splitlines()), studies
     strategies, presets = rest.split("presets (")
     assert all(f"  {name} " in strategies for name in REGISTRY)
-    assert all(f"  {name} " in presets for name in PRESETS) and "HalfPrecision(dtype='fp16', master_weights=True)" in presets
+    assert all(f"  {name} " in presets for name in PRESETS)
+    assert "HalfPrecision(dtype='fp16', master_weights=True)" in presets
 
 
 def test_list_into_a_closed_pipe_is_quiet():

@@ -2,12 +2,14 @@
 network, a wrong option or task - one line, exit status 2, nothing written (as tests/cli/test_bad_input.py)."""
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from in_process import ablate
 
 pytest.importorskip("transformers", reason="the hf extra: pip install -e '.[hf]'")
 
@@ -27,6 +29,15 @@ def _cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
                                "ABLATE_RESULTS_DIR": str(cwd / "results"), **env})
 
 
+@pytest.fixture
+def in_process(monkeypatch, capsys):
+    """`_cli`'s answer from `main` in this process (tests/support/in_process.py), without a fresh interpreter's
+    imports (transformers' and timm's too): for the cases that need no fresh process. A true subprocess stays
+    where the environment must be there at import (the offline hub, an extra that cannot be imported) and for
+    `new`'s exit status from the real entry point."""
+    return functools.partial(ablate, monkeypatch, capsys, HF_HUB_OFFLINE="1")
+
+
 def _refused(cwd: Path, done: subprocess.CompletedProcess, expected: str, keep: set[str] = frozenset()) -> None:
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.strip().splitlines() if line]
@@ -43,17 +54,22 @@ def _refused(cwd: Path, done: subprocess.CompletedProcess, expected: str, keep: 
     ("hf:llama", "{next_token: {seq_len: 32}}", "is a Hugging Face causal LM: it trains with task {causal_lm"),
     ("timm:vit_tiny_patch16", "classification", "unknown timm model 'vit_tiny_patch16'"),
 ])
-def test_a_bad_library_model_is_one_line_and_writes_nothing(model, task, expected, tmp_path):
+def test_a_bad_library_model_is_one_line_and_writes_nothing(model, task, expected, tmp_path, in_process):
     (tmp_path / "s.yaml").write_text(LLAMA.format(model=model, task=task))
-    # An empty Hugging Face cache: a hub id can only come from the network, which HF_HUB_OFFLINE forbids.
-    done = _cli(tmp_path, "run", "s.yaml", "--device", "cpu", HF_HOME=str(tmp_path / "hf"))
+    # An empty Hugging Face cache: a hub id can only come from the network, which HF_HUB_OFFLINE forbids. The hub
+    # id in a fresh process (huggingface_hub reads both variables at import); the others reach no hub.
+    if model == "hf:meta-llama/Llama-3.2-1B":
+        done = _cli(tmp_path, "run", "s.yaml", "--device", "cpu", HF_HOME=str(tmp_path / "hf"))
+    else:
+        done = in_process("run", "s.yaml", "--device", "cpu", cwd=tmp_path, HF_HOME=str(tmp_path / "hf"),
+                          ABLATE_RESULTS_DIR=str(tmp_path / "results"))
     _refused(tmp_path, done, expected, keep={"s.yaml"})
 
 
-def test_a_misspelt_configuration_key_names_the_nearest(tmp_path):
+def test_a_misspelt_configuration_key_names_the_nearest(tmp_path, in_process):
     (tmp_path / "s.yaml").write_text(LLAMA.format(model="hf:llama", task="{causal_lm: {seq_len: 32}}")
                                      .replace("num_hidden_layers", "num_hiden_layers"))
-    done = _cli(tmp_path, "run", "s.yaml", "--device", "cpu")
+    done = in_process("run", "s.yaml", "--device", "cpu", cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
     _refused(tmp_path, done, "unknown option 'num_hiden_layers'; LlamaConfig keys include: num_hidden_layers",
              keep={"s.yaml"})
 
@@ -71,7 +87,7 @@ def test_a_missing_extra_names_the_pip_install(module, model, extra, tmp_path):
                          f"pip install 'ablate[{extra}]'")
 
 
-def test_new_writes_a_study_that_loads_and_refuses_to_overwrite_it(tmp_path, monkeypatch):
+def test_new_writes_a_study_that_loads_and_refuses_to_overwrite_it(tmp_path, monkeypatch, in_process):
     done = _cli(tmp_path, "new", "hf:llama")
     assert done.returncode == 0 and "wrote llama.yaml" in done.stdout, done.stderr
     text = (tmp_path / "llama.yaml").read_text()
@@ -81,16 +97,17 @@ def test_new_writes_a_study_that_loads_and_refuses_to_overwrite_it(tmp_path, mon
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     loaded = study.load(str(tmp_path / "llama.yaml"), "cpu")
     assert loaded.task_name == "causal_lm" and "bytes" in loaded.data_note
-    _refused(tmp_path, _cli(tmp_path, "new", "hf:llama"), "llama.yaml exists; choose another with --out",
+    _refused(tmp_path, in_process("new", "hf:llama", cwd=tmp_path), "llama.yaml exists; choose another with --out",
              keep={"llama.yaml"})
 
 
 @pytest.mark.parametrize("model", ["timm:vit_tiny_patch16_224", "torchvision:resnet18", "mnist_cnn"])
-def test_new_writes_a_loadable_study_for_every_kind_of_model(model, tmp_path):
-    done = _cli(tmp_path, "new", model, "--out", "s.yaml")
+def test_new_writes_a_loadable_study_for_every_kind_of_model(model, tmp_path, in_process):
+    # `new`'s exit status from the real entry point: test_new_writes_a_study_that_loads_and_refuses_to_overwrite_it.
+    done = in_process("new", model, "--out", "s.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"model: {model}" in (tmp_path / "s.yaml").read_text()
 
 
-def test_new_with_an_unknown_model_writes_nothing(tmp_path):
-    _refused(tmp_path, _cli(tmp_path, "new", "torchvision:resnet5"), "did you mean 'resnet50'?")
+def test_new_with_an_unknown_model_writes_nothing(tmp_path, in_process):
+    _refused(tmp_path, in_process("new", "torchvision:resnet5", cwd=tmp_path), "did you mean 'resnet50'?")

@@ -27,7 +27,8 @@ def test_mnist_cnn_has_96_combinations_and_the_literature_baseline():
 def test_presets_in_a_study_are_bundles_labelled_by_name(tmp_path):
     path = tmp_path / "presets.yaml"
     path.write_text("model: mnist_cnn\ndataset: mnist\n"
-                    "space: {precision: [{preset: O0}, {preset: O1}, {preset: O2}, {preset: O3}], cl: [off, channels_last]}\n")
+                    "space: {precision: [{preset: O0}, {preset: O1}, {preset: O2}, {preset: O3}], "
+                    "cl: [off, channels_last]}\n")
     study = load(str(path), "cpu")
     options = study.dimensions["precision"]
     assert [o.label for o in options] == ["off", "O1", "O2", "O3"]  # O0 is the plain fp32 loop: the baseline
@@ -103,7 +104,8 @@ def test_unknown_study_name_lists_the_studies():
 
 
 def test_an_unknown_study_name_suggests_the_nearest_and_still_lists_them():
-    with pytest.raises(StudyError, match="unknown study 'mnist_cn'; choose one of: gpt_kjv, llama_tiny, mnist_cnn, .*did you mean 'mnist_cnn'"):
+    with pytest.raises(StudyError, match="unknown study 'mnist_cn'; choose one of: gpt_kjv, llama_tiny, mnist_cnn, "
+                                         ".*did you mean 'mnist_cnn'"):
         load("mnist_cn", "cpu")
 
 
@@ -137,7 +139,8 @@ def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
 ])
 def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(args, expected, tmp_path):
     env = {**os.environ, "ABLATE_RESULTS_DIR": str(tmp_path / "results")}
-    done = subprocess.run([sys.executable, "-m", "ablate", *args], capture_output=True, text=True, env=env, cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-m", "ablate", *args], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], done.stderr

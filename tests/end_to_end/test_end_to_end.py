@@ -19,11 +19,11 @@ SCREENING_BLOCKS = 2  # 3 runnable combinations besides the baseline, in blocks 
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory, mnist):
-    results = tmp_path_factory.mktemp("results")
-    code = main(["run", str(TINY), "--device", "cpu", "--results", str(results)])
-    assert code == 0
-    return results
+def first_run(tiny_study_run):
+    """The session's one run of tiny.yaml on a small CNN (`tiny_study_file`, tests/conftest.py), shared with
+    tests/tracking/test_mlflow_view.py: what the tests here change in it (a second run, a rebuilt report) they
+    leave as the run left it. Run it again, or report on it, by `tiny_study_file`: its stored hash is that file's."""
+    return tiny_study_run[0]
 
 
 def _optuna(results: Path) -> optuna.Study:
@@ -57,7 +57,8 @@ def test_optuna_storage_has_every_combination_screened_once_and_each_block_its_b
             assert baseline_group in groups and len(groups) == len(set(groups))
             continue
         # Two baselines per screening block; one per race or confirmation block.
-        assert [t.user_attrs["combination"] for t in members].count("baseline") == (2 if block < SCREENING_BLOCKS else 1)
+        baselines = [t.user_attrs["combination"] for t in members].count("baseline")
+        assert baselines == (2 if block < SCREENING_BLOCKS else 1)
     race = [t for t in trials if t.user_attrs["phase"] == "race"]
     assert race and {t.user_attrs["block"] for t in race} == {SCREENING_BLOCKS}  # tiny.yaml: one race block
     states = [t.user_attrs["state"] for t in screening]
@@ -106,7 +107,8 @@ def test_accuracy_is_trained_after_screening_and_shared_across_numerics_preservi
         by_seed.setdefault(t.user_attrs["seed_index"], []).append(t.user_attrs["accuracy_group"])
     assert sorted(by_seed[0]) == sorted(by_seed[1]) == ["amp(dtype=bf16)", "baseline"]
     assert not [t for t in trials if t.user_attrs["phase"] != "parity" and t.user_attrs.get("accuracy_trained")]
-    seeds = {t.user_attrs["training_seed"] - t.user_attrs.get("seed_index", 0) for t in trials if "training_seed" in t.user_attrs}
+    seeds = {t.user_attrs["training_seed"] - t.user_attrs.get("seed_index", 0) for t in trials
+             if "training_seed" in t.user_attrs}
     assert len(seeds) == 1  # one run, one training seed (its parity seeds derived from it)
     first = {t.user_attrs["accuracy_group"]: t for t in parity_runs if t.user_attrs["seed_index"] == 0}
     found = {r.combination: r for r in load(_optuna(first_run))}
@@ -122,9 +124,9 @@ def test_accuracy_is_trained_after_screening_and_shared_across_numerics_preservi
             assert r.accuracy == donor.user_attrs["metrics"]["test_accuracy"] and r.accuracy_from == donor.number
 
 
-def test_second_run_runs_nothing_new(first_run, capsys):
+def test_second_run_runs_nothing_new(first_run, tiny_study_file, capsys):
     before = len(_runs(first_run)[1])
-    assert main(["run", str(TINY), "--device", "cpu", "--results", str(first_run)]) == 0
+    assert main(["run", str(tiny_study_file), "--device", "cpu", "--results", str(first_run)]) == 0
     out = capsys.readouterr().out
     assert "nothing to run" in out and "baseline" in out
     assert len(_runs(first_run)[1]) == before
@@ -167,10 +169,12 @@ def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_the_report_and_
             assert int(row["blocks"]) == entry["blocks"] == int(cells[3])
         if row["Δ acc"]:
             change = float(row["Δ acc"])
-            assert entry["accuracy_change"] == pytest.approx(change) == pytest.approx(run.data.metrics["accuracy_change"])
+            assert (entry["accuracy_change"] == pytest.approx(change)
+                    == pytest.approx(run.data.metrics["accuracy_change"]))
             assert cells[6] == f"{change:+.2f}" and row["parity"] == entry["parity"]["verdict"]
     assert summary["recommendation"]["combination"] in by_name and summary["recommendation"]["compose"]
-    assert summary["recommendation"]["set"] and summary["recommendation"]["leader"] == summary["recommendation"]["combination"]
+    assert summary["recommendation"]["set"]
+    assert summary["recommendation"]["leader"] == summary["recommendation"]["combination"]
     assert set(summary["seeds"]) == {"protocol", "training"}
     assert all(s["parity"]["verdict"] in ("ok", "below", "uncertain") for s in summary["speedups"] if s["parity"])
     assert summary["device"] and summary["torch"] and summary["commit"]
@@ -200,13 +204,13 @@ def test_the_report_renders_and_is_attached_to_the_parent_run(first_run):
     assert "parity_failures" in parent.data.metrics
 
 
-def test_report_command_rebuilds_from_stored_trials_without_running(first_run, capsys):
+def test_report_command_rebuilds_from_stored_trials_without_running(first_run, tiny_study_file, capsys):
     before = len(_optuna(first_run).get_trials())
     table = first_run / "tiny" / "grid-cpu.csv"
     written = table.read_text()
     (first_run / "tiny" / "report" / "grid" / "report.md").unlink()
     table.unlink()  # as after a study stopped before its end (a time limit in `make gpu`): the table too
-    assert main(["report", str(TINY), "--device", "cpu", "--results", str(first_run)]) == 0
+    assert main(["report", str(tiny_study_file), "--device", "cpu", "--results", str(first_run)]) == 0
     assert "recommended:" in capsys.readouterr().out
     assert (first_run / "tiny" / "report" / "grid" / "report.md").exists() and table.read_text() == written
     assert len(_optuna(first_run).get_trials()) == before

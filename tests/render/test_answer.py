@@ -1,9 +1,10 @@
 """The report's answer in words (`ablate.render.answer`): what the recommendation section says of the race's leader."""
 from __future__ import annotations
 
+from ablate.config.choices import BASELINE
 from ablate.render import answer
 from ablate.stats.verdicts import Recommendation
-from ablate.store.records import BASELINE, Record
+from ablate.store.records import Record
 
 
 def _lines(leader: str) -> str:

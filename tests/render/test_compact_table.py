@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import itertools
 
+from ablate.config.choices import BASELINE, short_label
 from ablate.render import results
 from ablate.stats.comparison import compare
-from ablate.store.records import BASELINE, Record, combine
+from ablate.store.records import Record, combine
 
 DIMS = {  # mnist_cnn_gpu-like labels: the longest the built-in studies make
     "data": ["off", "num_workers(n=4)", "device_resident_data"],
@@ -55,12 +56,12 @@ def test_repeated_skip_reasons_are_one_line_and_failures_say_why():
 
 
 def test_shortened_labels_read_well_and_never_make_two_combinations_the_same():
-    assert results.short_label("amp(dtype=bf16) + compile(regional=True) + activation_checkpointing(every=2)") \
+    assert short_label("amp(dtype=bf16) + compile(regional=True) + activation_checkpointing(every=2)") \
         == "amp(bf16) + compile(regional) + act_ckpt(2)"
-    assert results.short_label("compile(mode='max-autotune')") == "compile(max-autotune)"
+    assert short_label("compile(mode='max-autotune')") == "compile(max-autotune)"
     table = _table()
     shown = [r for r in table if r["state"] != "skipped"]
-    assert len({results.short_label(r["combination"]) for r in shown}) == len(shown)
+    assert len({short_label(r["combination"]) for r in shown}) == len(shown)
     text = results.render_compact(table, tolerance=0.5)
     assert "half(bf16) + compile(regional)" in text
 
@@ -70,7 +71,7 @@ def test_labels_fall_back_to_the_full_names_where_shortening_would_confuse_two()
               "reason": ""} for c in ("compile(fullgraph=True)", "compile(dynamic=True)")]
     for row in table:
         row["ci high"] = None
-    assert results.short_label("compile(fullgraph=True)") != results.short_label("compile(dynamic=True)")
+    assert short_label("compile(fullgraph=True)") != short_label("compile(dynamic=True)")
     confusing = [dict(table[0], combination="amp(dtype=bf16)"), dict(table[0], combination="amp(bf16)")]
     text = results.render_compact(confusing, tolerance=0.5)
     assert "amp(dtype=bf16)" in text

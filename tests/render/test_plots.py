@@ -6,7 +6,7 @@ import math
 import matplotlib.pyplot as plt
 import pytest
 
-from ablate.render import plots, report
+from ablate.render import effects, plots
 from ablate.stats.analysis import Effect, EffectFit, Interval
 from ablate.stats.comparison import Comparison, DeviceComparisons
 from ablate.stats.parity import Parity
@@ -71,7 +71,7 @@ def test_effects_title_and_tables_show_interactions_only_when_fitted(drawn, tmp_
     plots.effects_chart(tmp_path / "e.png", _fit(with_pairs), "too few", "t")
     title = drawn[0]._suptitle.get_text()
     assert ("interactions" in title) == with_pairs, title
-    text = "\n".join(report._effects_section(_fit(with_pairs), "too few", []))
+    text = "\n".join(effects.section(_fit(with_pairs), "too few", []))
     assert ("| interaction |" in text) == with_pairs
     assert ("an interaction (a x b)" in text) == with_pairs
 

@@ -5,9 +5,10 @@ import csv
 
 import pytest
 
+from ablate.config.choices import BASELINE
 from ablate.render import results
 from ablate.stats.comparison import compare
-from ablate.store.records import BASELINE, UNKNOWN_MACHINE, Record
+from ablate.store.records import UNKNOWN_MACHINE, Record
 
 
 def _record(number: int, combination: str, rate: float, device: str, host: str) -> Record:
@@ -49,10 +50,10 @@ def test_accuracy_is_borrowed_only_from_a_trial_on_the_same_device(tmp_path):
     machine = describe("cpu")
     runner = Runner(study, machine, "grid", default_storage(study, tmp_path), tmp_path)
     for number, device_name in enumerate(("another GPU", machine.device_name)):
-        runner.optuna.add_trial(optuna.trial.create_trial(
+        runner.optuna_study.add_trial(optuna.trial.create_trial(
             params={}, distributions={}, values=[1000.0, 98.0],
             user_attrs={"accuracy_group": "amp", "accuracy_trained": True,
                         "machine": {**UNKNOWN_MACHINE, "device_name": device_name}}))
-    donor = accuracy_donor(runner.optuna, "amp", machine.device_name)
+    donor = accuracy_donor(runner.optuna_study, "amp", machine.device_name)
     assert donor is not None and donor.number == 1
-    assert accuracy_donor(runner.optuna, "baseline", machine.device_name) is None
+    assert accuracy_donor(runner.optuna_study, "baseline", machine.device_name) is None

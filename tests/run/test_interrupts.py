@@ -4,23 +4,26 @@ Real processes: `ablate run` in a subprocess, real signals.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
+from tiny_mnist import subprocess_env, tiny_study
 
 from ablate.cli import main
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
-TINY, FAULTY = STUDIES / "tiny.yaml", STUDIES / "faulty.yaml"
+FAULTY = STUDIES / "faulty.yaml"
 
 
 def _trials(results: Path, name: str) -> list[optuna.trial.FrozenTrial]:
@@ -49,53 +52,98 @@ def test_a_failed_trial_is_recorded_and_the_study_goes_on(mnist, tmp_path, capsy
     assert "torchscript" in capsys.readouterr().out  # the printed table shows it
 
 
-def _start(results: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ablate", "run", str(TINY), "--device", "cpu", "--results", str(results)],
+def _start(study: Path, results: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ablate", "run", str(study), "--device", "cpu",
+                             "--results", str(results)], env=subprocess_env(),
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for_a_running_trial(results: Path) -> optuna.trial.FrozenTrial:
-    """A measurement of a group not yet trained, after one has completed (so the trial processes are up, as
-    mid-study)."""
+def _wait_for_a_running_trial(results: Path, complete_before: set[int]) -> optuna.trial.FrozenTrial:
+    """A measurement of a group not yet trained, after one has completed in this run (so the trial processes are up,
+    as mid-study); `complete_before`: the trials a run before this one completed."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         trials = _trials(results, "tiny")
         trained = {t.user_attrs.get("accuracy_group") for t in trials if t.user_attrs.get("accuracy_trained")}
         running = [t for t in trials if t.state == TrialState.RUNNING and "accuracy_group" in t.user_attrs
                    and t.user_attrs["accuracy_group"] not in trained]
-        if running and any(t.state == TrialState.COMPLETE for t in trials):
+        if running and any(t.state == TrialState.COMPLETE and t.number not in complete_before for t in trials):
             time.sleep(0.3)  # inside the trial process by now
             return running[0]
         time.sleep(0.05)
     pytest.fail("the study never reached a running trial after a completed one")
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(mnist, tmp_path, how):
-    process = _start(tmp_path)
-    running = _wait_for_a_running_trial(tmp_path)
+@dataclass
+class _Stop:
+    """One stop of the study, as found right after it (the resume that follows changes the storage)."""
+
+    returncode: int
+    err: str
+    running: optuna.trial.FrozenTrial  # the trial running when the signal came
+    stopped: optuna.trial.FrozenTrial | None  # that trial as stored once the study had stopped
+    mlflow_status: str  # of its MLflow run
+    left_running: list[optuna.trial.FrozenTrial]  # trials still RUNNING in the storage
+    left_processes: str  # what of the study's process group was still alive 30 s after it stopped
+
+
+def _stop(study: Path, results: Path, how: str) -> _Stop:
+    complete_before = {t.number for t in _trials(results, "tiny") if t.state == TrialState.COMPLETE}
+    process = _start(study, results)
+    running = _wait_for_a_running_trial(results, complete_before)
     if how == "ctrl-c":  # the terminal sends SIGINT to the whole foreground process group
         os.killpg(process.pid, signal.SIGINT)
     else:  # a scheduler or `kill` signals the main process only
         process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=60)
-    assert process.returncode == 130
-    assert "the running trial was marked KILLED; run the same command again to resume" in err
-    assert "Traceback" not in err and "pymp-" not in err, err  # the one line, no multiprocessing finalizer noise
-    stopped = next(t for t in _trials(tmp_path, "tiny") if t.number == running.number)
-    assert stopped.state == TrialState.FAIL and stopped.user_attrs["state"] == "interrupted"
-    assert _mlflow_run(tmp_path, stopped.user_attrs["mlflow_run_id"]).info.status == "KILLED"
-    assert not [t for t in _trials(tmp_path, "tiny") if t.state == TrialState.RUNNING]
+    trials = _trials(results, "tiny")
+    stopped = next((t for t in trials if t.number == running.number), None)
+    run_id = stopped.user_attrs.get("mlflow_run_id") if stopped else None
     # No trial process outlives the study: the study's process group empties (the forkserver and any
     # DataLoader worker notice their parent is gone within seconds).
     deadline = time.monotonic() + 30
-    while (left := subprocess.run(["pgrep", "-a", "-g", str(process.pid)], capture_output=True, text=True).stdout.strip()):
-        assert time.monotonic() < deadline, f"still running after the study stopped: {left}"
+    while (left := subprocess.run(["pgrep", "-a", "-g", str(process.pid)], capture_output=True,
+                                  text=True).stdout.strip()) and time.monotonic() < deadline:
         time.sleep(0.5)
+    if left:  # the test fails on it; the next run must not find them holding the study
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return _Stop(process.returncode, err, running, stopped,
+                 _mlflow_run(results, run_id).info.status if run_id else "no MLflow run id stored",
+                 [t for t in trials if t.state == TrialState.RUNNING], left)
 
-    assert main(["run", str(TINY), "--device", "cpu", "--results", str(tmp_path)]) == 0
-    trials = _trials(tmp_path, "tiny")
+
+@pytest.fixture(scope="module")
+def stopped_twice(tmp_path_factory, mnist) -> tuple[dict[str, _Stop], int, list[optuna.trial.FrozenTrial]]:
+    """The tiny study (on a small CNN: tests/support/tiny_mnist.py) stopped by Ctrl-C, its resume stopped by SIGTERM,
+    then resumed to its end: each stop as found right after it, the last resume's exit status and the trials it left.
+
+    One study for both ways of stopping (each had its own): every stop is followed by a resume, and a resume to the
+    end of tiny.yaml is minutes on 2 cores. The second stop is the stop of a resumed study, mid-study all the same.
+    """
+    study, results = tiny_study(tmp_path_factory.mktemp("study")), tmp_path_factory.mktemp("stopped")
+    stops = {how: _stop(study, results, how) for how in ("ctrl-c", "sigterm")}
+    code = main(["run", str(study), "--device", "cpu", "--results", str(results)])
+    return stops, code, _trials(results, "tiny")
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(stopped_twice, how):
+    stops, code, trials = stopped_twice
+    stop = stops[how]
+    running, err = stop.running, stop.err
+    assert stop.returncode == 130
+    assert "the running trial was marked KILLED; run the same command again to resume" in err
+    assert "Traceback" not in err and "pymp-" not in err, err  # the one line, no multiprocessing finalizer noise
+    stopped = stop.stopped
+    assert stopped is not None and stopped.state == TrialState.FAIL and stopped.user_attrs["state"] == "interrupted"
+    assert stop.mlflow_status == "KILLED"
+    assert not stop.left_running
+    assert not stop.left_processes, f"still running after the study stopped: {stop.left_processes}"
+
+    assert code == 0  # the resume
     finished = [t for t in trials if t.user_attrs.get("state") in ("complete", "skipped")]
     slots = [(t.user_attrs["combination"], t.user_attrs["block"], t.user_attrs["position"]) for t in finished]
     assert len(slots) == len(set(slots)) and len({tuple(sorted(t.params.items())) for t in finished}) == 8
-    assert (running.user_attrs["combination"], running.user_attrs["block"], running.user_attrs["position"]) in slots  # the stopped one ran again
+    # The stopped one ran again.
+    assert (running.user_attrs["combination"], running.user_attrs["block"], running.user_attrs["position"]) in slots

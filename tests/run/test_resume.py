@@ -12,6 +12,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
+from tiny_mnist import subprocess_env, tiny_study
 
 from ablate.cli import main
 
@@ -27,9 +28,10 @@ def _trials(results: Path) -> list[optuna.trial.FrozenTrial]:
 
 
 def test_sigkill_mid_study_then_resume(tmp_path, mnist):
-    results = tmp_path / "results"
-    process = subprocess.Popen([sys.executable, "-m", "ablate", "run", str(TINY), "--device", "cpu",
-                                "--results", str(results)], start_new_session=True,
+    # tiny.yaml on a small CNN (tests/support/tiny_mnist.py): the same study, its trials in a fraction of the time.
+    results, study = tmp_path / "results", tiny_study(tmp_path / "study")
+    process = subprocess.Popen([sys.executable, "-m", "ablate", "run", str(study), "--device", "cpu",
+                                "--results", str(results)], start_new_session=True, env=subprocess_env(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     # Kill while a trial that trains is running, after at least one trial has completed.
@@ -48,7 +50,7 @@ def test_sigkill_mid_study_then_resume(tmp_path, mnist):
     process.wait()
     interrupted = running[0]
 
-    assert main(["run", str(TINY), "--device", "cpu", "--results", str(results)]) == 0
+    assert main(["run", str(study), "--device", "cpu", "--results", str(results)]) == 0
 
     trials = _trials(results)
     assert not [t for t in trials if t.state == TrialState.RUNNING]
@@ -57,7 +59,9 @@ def test_sigkill_mid_study_then_resume(tmp_path, mnist):
     slots = [(t.user_attrs["combination"], t.user_attrs["block"], t.user_attrs["position"]) for t in finished]
     assert len(slots) == len(set(slots))  # no measurement twice
     assert len({combination for combination, _, _ in slots}) == 8  # every combination measured
-    assert (interrupted.user_attrs["combination"], interrupted.user_attrs["block"], interrupted.user_attrs["position"]) in slots  # the lost one re-run
+    # The lost one re-run.
+    assert (interrupted.user_attrs["combination"], interrupted.user_attrs["block"],
+            interrupted.user_attrs["position"]) in slots
     kept = {t.number for t in done}
     assert kept <= {t.number for t in finished}  # finished trials were not run again
 
@@ -71,14 +75,14 @@ def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
     # A stop that lands after MLflow created a trial's run and before the trial stored the run's id.
     from ablate.config.study import load
     from ablate.run.recovery import Recovery
-    from ablate.store import records
+    from ablate.store import study_record
     from ablate.tracking.tracker import Tracker
     from ablate.trial.machine import describe
 
     tracker = Tracker(load(str(TINY), "cpu"), describe("cpu"), tmp_path)
     parent = tracker.start_parent("grid")
     study = optuna.create_study(directions=["maximize", "maximize"])
-    records.set_parent_run(study, parent)
+    study_record.set_parent_run(study, parent)
     stopped, live = study.ask(), study.ask()  # `live`: another worker's trial, still running
     orphan = tracker.start_trial(parent, stopped.number, "baseline", {})
     running = tracker.start_trial(parent, live.number, "amp(bf16)", {})
@@ -94,8 +98,8 @@ def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
 
 def test_a_stopped_measurement_is_queued_again_though_a_later_duplicate_shares_its_slot(tmp_path):
     # Two workers that both plan a block queue the same measurement twice; the later trial yields to the earlier as
-    # a duplicate (ablate.store.claim). A stop then ends the earlier one: the duplicate holds nothing, so the measurement
-    # must be queued again, or the resumed study never measures it.
+    # a duplicate (ablate.store.claim). A stop then ends the earlier one: the duplicate holds nothing, so the
+    # measurement must be queued again, or the resumed study never measures it.
     from ablate.config.study import load
     from ablate.run.recovery import Recovery
     from ablate.store import records

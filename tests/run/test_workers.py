@@ -20,6 +20,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
+from tiny_mnist import subprocess_env, tiny_study
 
 from servers import mlflow_server, postgres  # noqa: F401 - fixtures
 
@@ -28,11 +29,13 @@ COMBINATIONS = 8  # tiny.yaml: 2 x 2 x 2
 
 
 def _start_workers(storage: str, tracking: str, tmp_path: Path, n: int = 3) -> list[subprocess.Popen]:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking, "ABLATE_HEARTBEAT_S": "1"}
+    env = subprocess_env(MLFLOW_TRACKING_URI=tracking, ABLATE_HEARTBEAT_S="1")
     # Each worker its own results folder, as on separate machines; all started before any is waited for.
-    return [subprocess.Popen([sys.executable, "-m", "ablate", "worker", str(TINY), "--storage", storage,
+    study = tiny_study(tmp_path / "study")  # tiny.yaml on a small CNN: the same study, in a fraction of the time
+    return [subprocess.Popen([sys.executable, "-m", "ablate", "worker", str(study), "--storage", storage,
                               "--device", "cpu", "--results", str(tmp_path / f"results-{i}")],
-                             env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
             for i in range(n)]
 
 
@@ -121,8 +124,9 @@ def test_a_worker_killed_mid_trial_has_its_trial_run_again_by_another(mnist, pos
 
 
 def test_run_with_workers_spreads_the_study_over_processes_on_this_machine(mnist, postgres, mlflow_server, tmp_path):
-    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_server}
-    done = subprocess.run([sys.executable, "-m", "ablate", "run", str(TINY), "--workers", "2", "--storage", postgres,
+    env = subprocess_env(MLFLOW_TRACKING_URI=mlflow_server)
+    study = tiny_study(tmp_path / "study")  # tiny.yaml on a small CNN: the same study, in a fraction of the time
+    done = subprocess.run([sys.executable, "-m", "ablate", "run", str(study), "--workers", "2", "--storage", postgres,
                            "--device", "cpu", "--results", str(tmp_path / "results")],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -133,8 +137,9 @@ def test_run_with_workers_spreads_the_study_over_processes_on_this_machine(mnist
 
 def test_ctrl_c_stops_every_worker_and_the_same_command_resumes(mnist, postgres, mlflow_server, tmp_path):
     _storage(postgres)
-    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_server}
-    command = [sys.executable, "-m", "ablate", "run", str(TINY), "--workers", "2", "--storage", postgres,
+    env = subprocess_env(MLFLOW_TRACKING_URI=mlflow_server)
+    study = tiny_study(tmp_path / "study")  # tiny.yaml on a small CNN: the same study, in a fraction of the time
+    command = [sys.executable, "-m", "ablate", "run", str(study), "--workers", "2", "--storage", postgres,
                "--device", "cpu", "--results", str(tmp_path / "results")]
     first = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -176,9 +181,9 @@ def test_a_trial_a_worker_left_without_parameters_is_failed_after_the_grace_peri
 
     runner = Runner(studies.load(str(TINY), "cpu"), describe("cpu"), "grid", postgres, tmp_path, heartbeat_s=1)
     combination = {dim: list(options)[-1] for dim, options in runner.options.items()}
-    runner.optuna.enqueue_trial(combination)
-    took_queued = runner.optuna.ask()  # died holding a queued combination
-    took_fresh = runner.optuna.ask()  # died before its grid point had parameters
+    runner.optuna_study.enqueue_trial(combination)
+    took_queued = runner.optuna_study.ask()  # died holding a queued combination
+    took_fresh = runner.optuna_study.ask()  # died before its grid point had parameters
     runner.recovery.stale()
     assert {t.state for t in _trials(postgres)} == {TrialState.RUNNING}  # too early to tell from a live worker
     time.sleep(runner.recovery.grace_s + 0.5)

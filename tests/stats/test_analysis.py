@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from ablate.config import study as studies
+from ablate.config.choices import BASELINE
 from ablate.stats import analysis, verdicts
-from ablate.store.records import BASELINE, Record, combine
+from ablate.store.records import Record, combine
 
 # Known truth on the log-throughput scale: main effects, one planted interaction, one null technique.
 DIMS = {"workers": ["off", "w"], "amp": ["off", "bf16"], "pin": ["off", "pin"], "graph": ["off", "ts", "compile"]}
@@ -35,7 +36,8 @@ def factorial(rng: np.random.Generator, windows: int = 3) -> list[Record]:
         for (a, b), effect in TRUE_PAIR.items():
             mu += effect * ((a in on) - 0.5) * ((b in on) - 0.5)
         rates = np.exp(mu + rng.normal(0, WINDOW_NOISE, windows))
-        metrics = {"throughput": float(np.median(rates)), **{f"throughput_window_{i}": float(r) for i, r in enumerate(rates)}}
+        metrics = {"throughput": float(np.median(rates)),
+                   **{f"throughput_window_{i}": float(r) for i, r in enumerate(rates)}}
         records.append(Record(number, _label(levels), levels, "complete", metrics=metrics))
     return records
 
@@ -201,7 +203,8 @@ def test_a_compiled_combination_trained_from_its_warm_cache_keeps_its_cold_one_o
                   metrics={**common, "throughput": 1900.0, "first_step_s": 1.1, "one_off_s": 1.1, "train_time_s": 4.2,
                            "compile_cache_warm": 1.0, "test_accuracy": 97.0, "test_loss": 0.1, "target_reached": 1.0,
                            "time_to_target_s": 2.0, "time_to_target_e2e_s": 3.5})
-    second = replace(warm, number=3, seed_index=1, metrics={**warm.metrics, "one_off_s": 1.5, "time_to_target_e2e_s": 4.0})
+    second = replace(warm, number=3, seed_index=1,
+                     metrics={**warm.metrics, "one_off_s": 1.5, "time_to_target_e2e_s": 4.0})
     combined = combine([eager, cold, warm, second])
     compiled = next(r for r in combined if r.combination == "compile")
     assert compiled.number == 2 and compiled.accuracy == 97.0  # the training carries the accuracy
@@ -253,7 +256,7 @@ def test_compose_line_of_a_preset_uses_preset_and_its_flags_come_from_the_instan
     record = Record(1, "O1", {"precision": "O1"}, "complete")
     imports, line = analysis.compose_line(record, study)
     assert imports == "from strategies import compose, preset" and line == "stack = compose(preset('O1'))"
-    from ablate.stats.planner import accuracy_group
+    from ablate.config.choices import accuracy_group
 
     assert accuracy_group(tuple(study.options("precision").values())) == "O1"  # autocast changes the numbers
 
@@ -277,7 +280,8 @@ def test_break_even_interval_covers_the_true_break_even_in_95_percent_of_studies
     for _ in range(runs):
         out, number = [], 0
         for block in range(4):
-            for combination, graph, rate, first in ((BASELINE, "off", 1000.0, 0.1), ("compile", "compile", 1250.0, 10.1)):
+            for combination, graph, rate, first in ((BASELINE, "off", 1000.0, 0.1),
+                                                    ("compile", "compile", 1250.0, 10.1)):
                 out.append(_blocked(combination, {"amp": "off", "graph": graph}, rate * math.exp(rng.normal(0, 0.06)),
                                     block, number, {"first_step_s": first, "prepare_model_s": 0.0,
                                                            "train_samples": 640.0, "train_steps": 10.0}))

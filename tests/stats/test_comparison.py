@@ -5,9 +5,10 @@ import math
 
 import pytest
 
+from ablate.config.choices import BASELINE
 from ablate.render import results
 from ablate.stats.comparison import compare
-from ablate.store.records import BASELINE, Record, combine
+from ablate.store.records import Record, combine
 from ablate.tracking import view
 
 

@@ -1,9 +1,10 @@
 """The decisions ablate prints, proven by simulation: parity verdicts, the recommendation, elimination, noise.
 
 Each test runs a few hundred simulated studies through the same functions the runner and the report call
-(`ablate.stats.parity`, `ablate.stats.racing.race`, `ablate.stats.verdicts.recommendation`, `ablate.stats.protocol.estimates`) and checks
-an error rate or a coverage. The host: every measurement is a fresh process, log throughput = truth + drift
-(a trend and a random walk) + a process offset N(0, sigma of its combination) + small window noise.
+(`ablate.stats.parity`, `ablate.stats.racing.race`, `ablate.stats.verdicts.recommendation`,
+`ablate.stats.protocol.estimates`) and checks an error rate or a coverage. The host: every measurement is a fresh
+process, log throughput = truth + drift (a trend and a random walk) + a process offset N(0, sigma of its
+combination) + small window noise.
 """
 from __future__ import annotations
 
@@ -84,8 +85,8 @@ def _parity_study(rng: np.random.Generator, change: float, sd: float = 0.15, tol
     return parity.verdicts(accs, BASE, tolerance, 10_000)["g"]
 
 
-@pytest.mark.parametrize("one_seed", [None, *ONE_SEED],
-                         ids=["every group raced", "kept at one seed, others at two", "kept at one seed, others at three"])
+@pytest.mark.parametrize("one_seed", [None, *ONE_SEED], ids=["every group raced", "kept at one seed, others at two",
+                                                              "kept at one seed, others at three"])
 def test_parity_flags_a_group_within_tolerance_below_at_most_5_percent_of_the_time(one_seed):
     rng = np.random.default_rng(1)
     found = [_parity_study(rng, -0.40, one_seed=one_seed) for _ in range(400)]
@@ -96,8 +97,8 @@ def test_parity_flags_a_group_within_tolerance_below_at_most_5_percent_of_the_ti
     assert covered >= 0.93, covered
 
 
-@pytest.mark.parametrize("one_seed", [None, *ONE_SEED],
-                         ids=["every group raced", "kept at one seed, others at two", "kept at one seed, others at three"])
+@pytest.mark.parametrize("one_seed", [None, *ONE_SEED], ids=["every group raced", "kept at one seed, others at two",
+                                                              "kept at one seed, others at three"])
 def test_parity_passes_a_group_beyond_tolerance_as_ok_at_most_5_percent_of_the_time(one_seed):
     rng = np.random.default_rng(2)
     found = [_parity_study(rng, -0.60, one_seed=one_seed) for _ in range(400)]
@@ -205,7 +206,8 @@ def _tie(ways: int, seed: int) -> bool:
     any of them was declared apart from the leader (never raced, or dropped out)."""
     tied = {f"t{i}": math.log(1.3) for i in range(ways)}
     truth = {BASE: 0.0, **tied, "c": math.log(1.0), "d": math.log(0.9)}
-    _, standing = run_study(truth, {c: SIGMA_RACE for c in truth}, ProtocolSettings(race_blocks=6, contenders=ways), seed)
+    _, standing = run_study(truth, {c: SIGMA_RACE for c in truth}, ProtocolSettings(race_blocks=6, contenders=ways),
+                            seed)
     return not set(tied) <= {standing.leader, *standing.contenders}
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from ablate.config import study as studies
+from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.render import answer
 from ablate.stats import parity, verdicts
 from ablate.stats.planner import Planner, worth_more_seeds
-from ablate.store.records import BASELINE, Record, combine
+from ablate.store.records import Record, combine
 
 pytestmark = pytest.mark.real_screening  # the verdict these tests are about
 
@@ -46,7 +47,8 @@ def _trained(number: int, group: str, seed_index: int, accuracy: float) -> Recor
 
 
 def _planner(seeds: int = 2) -> Planner:
-    return Planner(studies.load(str(TINY), "cpu"), ProtocolSettings(seeds=seeds), 0, "cpu", "test cpu", defer_accuracy=True)
+    return Planner(studies.load(str(TINY), "cpu"), ProtocolSettings(seeds=seeds), 0, "cpu", "test cpu",
+                   defer_accuracy=True)
 
 
 def test_after_screening_the_groups_that_can_decide_and_enough_others_train_their_first_seed():

@@ -104,7 +104,8 @@ def coverage(lucky: float = 0.0) -> dict[str, tuple[int, int]]:
             if c == BASELINE:
                 continue
             hit = covers(e, TRUTH16[c])
-            cats = ["all", "raced" if e.phase in (RACE, protocol.CONFIRM) else "screened"] + (["leader"] if c == standing.leader else [])
+            cats = (["all", "raced" if e.phase in (RACE, protocol.CONFIRM) else "screened"]
+                    + (["leader"] if c == standing.leader else []))
             for cat in cats:
                 counts[cat][0] += hit
                 counts[cat][1] += 1
@@ -198,7 +199,8 @@ TIED = [0.0, 0.2, 0.2, 0.0, -0.1, 0.05, -0.05, 0.1, -0.2]  # 1 and 2 tie at x1.2
 @pytest.mark.parametrize("seed", range(8))
 def test_racing_stops_early_on_a_clear_winner(seed):
     est, standing, n = simulate_study(CLEAR, ProtocolSettings(), seed, sigma_p=0.03)
-    # The first look spends a small share of the race's alpha (ablate.stats.contrasts): a clear winner wins by the second.
+    # The first look spends a small share of the race's alpha (ablate.stats.contrasts): a clear winner wins by the
+    # second.
     assert standing.race_blocks <= protocol.MIN_RACE_BLOCKS + 1, standing
     assert (standing.leader, standing.contenders, standing.next_block) == (1, (), None), standing
     assert "told apart from every other" in standing.why, standing.why

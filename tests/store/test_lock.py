@@ -54,7 +54,8 @@ def _hold(folder: Path) -> subprocess.Popen:
     """A process that holds the study lock on `folder` until killed."""
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
                                "from ablate.store.lock import study_lock\n"
-                               "with study_lock(Path(sys.argv[1]), 'tiny'):\n    print('held', flush=True); time.sleep(120)",
+                               "with study_lock(Path(sys.argv[1]), 'tiny'):\n"
+                               "    print('held', flush=True); time.sleep(120)",
                                str(folder)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     return holder

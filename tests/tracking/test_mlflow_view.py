@@ -2,8 +2,6 @@
 and what the view reads (experiment tags, the shared view, run names, tags, metrics) is there."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import socket
@@ -18,20 +16,17 @@ from ablate.cli import main
 
 from servers import free_port, serving
 
-TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 LABELS = {"baseline", "num_workers(n=1)", "amp(dtype=bf16)", "num_workers(n=1) + amp(dtype=bf16)", "pin_memory",
-          "num_workers(n=1) + pin_memory", "pin_memory + amp(dtype=bf16)", "num_workers(n=1) + pin_memory + amp(dtype=bf16)"}
+          "num_workers(n=1) + pin_memory", "pin_memory + amp(dtype=bf16)",
+          "num_workers(n=1) + pin_memory + amp(dtype=bf16)"}
 INTERVAL = re.compile(r"^x\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]$")
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, mnist) -> tuple[Path, str]:
-    """The tiny study run into its own --results folder: the folder and what the run printed."""
-    results = tmp_path_factory.mktemp("elsewhere")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["run", str(TINY), "--device", "cpu", "--results", str(results)]) == 0
-    return results, out.getvalue()
+def run(tiny_study_run) -> tuple[Path, str]:
+    """The tiny study run into its own --results folder: the folder and what the run printed (the session's one run,
+    tests/conftest.py, shared with tests/end_to_end/test_end_to_end.py)."""
+    return tiny_study_run
 
 
 def _printed(output: str) -> tuple[str, str]:
@@ -69,7 +64,8 @@ def test_a_real_mlflow_ui_on_the_store_answers_the_url_with_one_row_per_combinat
         assert state["columnOrder"][1:] == state["selectedColumns"]
         assert state["selectedColumns"][:4] == ["tags.`speed-up`", "tags.`accuracy change`", "tags.`parity`",
                                                 "tags.`ablate.state`"]
-        assert state["selectedColumns"][4:] == ["params.`dim.num_workers`", "params.`dim.pin_memory`", "params.`dim.amp`"]
+        assert state["selectedColumns"][4:] == ["params.`dim.num_workers`", "params.`dim.pin_memory`",
+                                                "params.`dim.amp`"]
 
         charts = {c["type"]: c for c in state["compareRunCharts"]}  # the chart view: compareRunsMode=CHART
         assert charts["PARALLEL"]["selectedParams"] == ["dim.num_workers", "dim.pin_memory", "dim.amp"]
@@ -79,7 +75,8 @@ def test_a_real_mlflow_ui_on_the_store_answers_the_url_with_one_row_per_combinat
         with urllib.request.urlopen(page + "&compareRunsMode=CHART", timeout=30) as answer:
             assert answer.status == 200
 
-        rows = client.search_runs([experiment_id], filter_string=state["searchFilter"], order_by=["metrics.speedup DESC"])
+        rows = client.search_runs([experiment_id], filter_string=state["searchFilter"],
+                                  order_by=["metrics.speedup DESC"])
         assert sorted(r.info.run_name for r in rows) == sorted(LABELS)  # one row per combination, named after it
         complete = [r for r in rows if r.data.tags["ablate.state"] == "complete"]
         assert len(complete) == 4 and rows[:4] == complete  # measured ones first, fastest first
@@ -91,7 +88,8 @@ def test_a_real_mlflow_ui_on_the_store_answers_the_url_with_one_row_per_combinat
             assert INTERVAL.match(tags["speed-up"]), tags["speed-up"]  # rounded: the display
             assert tags["speed-up"].startswith(f"x{m['speedup']:.2f}")
             assert tags["accuracy change"] == f"{m['accuracy_change']:+.2f} pts"
-            # The verdict with its interval; which verdict depends on the run's drawn training seeds (ablate.store.seeds).
+            # The verdict with its interval; which verdict depends on the run's drawn training seeds
+            # (ablate.store.seeds).
             assert re.fullmatch(r"(ok|below|uncertain) \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\] \(\d+ seeds?\)", tags["parity"])
             for column in state["selectedColumns"]:
                 kind, key = column.split(".", 1)

@@ -96,6 +96,7 @@ def test_a_cuda_graph_fallback_is_a_compile_failure():
 @pytest.mark.slow
 def test_a_parity_seed_that_fails_ends_the_parity_race_instead_of_queueing_it_forever(mnist, tmp_path, monkeypatch):
     import optuna
+    from tiny_mnist import tiny_study
 
     from ablate.cli import main
     from ablate.run import objective
@@ -110,7 +111,9 @@ def test_a_parity_seed_that_fails_ends_the_parity_race_instead_of_queueing_it_fo
         return real(spec, **kwargs)
 
     monkeypatch.setattr(objective, "run_in_fresh_process", fails_at_a_second_seed)
-    assert main(["run", str(TINY), "--device", "cpu", "--results", str(tmp_path)]) == 0
+    # tiny.yaml on a small CNN (tests/support/tiny_mnist.py): the same study, its trials in a fraction of the time.
+    study = tiny_study(tmp_path / "study")
+    assert main(["run", str(study), "--device", "cpu", "--results", str(tmp_path)]) == 0
     trials = optuna.load_study(study_name="tiny:grid:cpu", storage=f"sqlite:///{tmp_path / 'tiny' / 'optuna.db'}"
                                ).get_trials()
     # The run's own seed trains in parity measurements too (after screening): those complete.

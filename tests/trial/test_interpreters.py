@@ -13,7 +13,8 @@ import pytest
 from ablate.config import study as studies
 from ablate.trial import interpreters
 from ablate.trial.interpreters import Died, Interpreter, Interpreters, overlaps
-from ablate.trial.process import TIMELINE, TrialSpec, run_in_fresh_process
+from ablate.trial.metrics import TIMELINE
+from ablate.trial.process import TrialSpec, run_in_fresh_process
 
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 
@@ -38,11 +39,11 @@ def asks_to_measure(spec: TrialSpec) -> dict:
     from ablate.trial import process
 
     asked = time.perf_counter()
-    waited = process._measuring()
+    waited = process._channel.measuring()
     went = time.perf_counter()
     time.sleep(1.0)  # the measured stretch
     ended = time.perf_counter()
-    process._quiet()
+    process._channel.quiet()
     return {"asked": asked, "went": went, "ended": ended, "waited": waited}
 
 

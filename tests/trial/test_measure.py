@@ -119,7 +119,8 @@ def test_peak_memory_covers_the_timed_windows_without_warm_up_or_evaluations(fak
 
 
 _LINUX_PEAK = pytest.mark.skipif(not os.path.exists(measure._CLEAR_REFS), reason="needs Linux's /proc/self/clear_refs")
-_CHILD_PEAK = "import torch; from ablate.trial.measure import peak_memory_mb; print(peak_memory_mb(torch.device('cpu')))"
+_CHILD_PEAK = ("import torch; from ablate.trial.measure import peak_memory_mb; "
+               "print(peak_memory_mb(torch.device('cpu')))")
 
 
 @_LINUX_PEAK

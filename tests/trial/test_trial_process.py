@@ -77,3 +77,11 @@ def test_the_trial_tells_the_study_what_it_is_doing_and_a_death_after_that_is_st
     assert heard == ["starting (a new interpreter imports torch)", "loading data", "timed window 1 of 3"]
     with pytest.raises(TrialFailed, match="crashed: the trial process exited with status 3"):
         run_in_fresh_process(_spec(), _says_then_dies)
+
+
+def test_outside_a_trial_process_nothing_listens():
+    from ablate.trial import process
+
+    process.phase("loading data")  # no study to tell: nothing happens
+    assert process._channel.measuring() == 0.0  # no interpreters to stop: no wait
+    process._channel.quiet()

@@ -1,5 +1,5 @@
-"""Library models by name (`ablate.workload.library_models`): Hugging Face transformers, timm and torchvision, built from tiny
-configurations with nothing downloaded, trained one step under every strategy that applies on a CPU, refused
+"""Library models by name (`ablate.workload.library_models`): Hugging Face transformers, timm and torchvision, built
+from tiny configurations with nothing downloaded, trained one step under every strategy that applies on a CPU, refused
 with a reason where one does not; their repeated blocks found; the causal-LM task and FLOPs per token."""
 from __future__ import annotations
 

@@ -116,7 +116,8 @@ def test_a_users_own_loss_trains_and_its_quality_is_the_mean_held_out_loss_weigh
     assert quality.loss == pytest.approx(nll(model, (inputs, labels)).item(), rel=1e-6)
     before = [p.clone() for p in model.parameters()]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    clock = StepClock(Budget(train_samples=8, warmup_samples=4, window_samples=4, windows=1), torch.device("cpu"), False)
+    clock = StepClock(Budget(train_samples=8, warmup_samples=4, window_samples=4, windows=1), torch.device("cpu"),
+                      False)
     train(compose(), task, model, optimizer, loader, torch.device("cpu"), clock)
     assert clock.samples >= 8 and any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
@@ -191,9 +192,10 @@ def test_the_kjv_corpus_loads_from_the_data_root():
 
 
 def test_the_report_of_a_language_model_on_a_known_gpu_gives_mfu_with_its_peak_and_memory_saved(tmp_path):
+    from ablate.config.choices import BASELINE
     from ablate.render import report
     from ablate.stats.comparison import compare
-    from ablate.store.records import BASELINE, Record, combine
+    from ablate.store.records import Record, combine
 
     path = tmp_path / "s.yaml"
     path.write_text("model: byte_gpt\ndataset: kjv\ntask: next_token\nspace: {amp: [off, {amp: {dtype: bf16}}]}\n")

@@ -1,0 +1,95 @@
+"""The Optuna study's own record: what it stores beside its trials, read as a `StudyRecord` and written by `set_*`.
+
+Its file hash, protocol settings, seeds, where the race ended, its MLflow runs and the bitwise checks: what a
+resume, `ablate sync` and `ablate report` read back. The only module that spells the Optuna study's user attrs,
+as `ablate.store.records` is for a trial's (and for the reason given there).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
+
+import optuna
+
+from ablate.config.design import ProtocolSettings
+
+# The names are the stored format, kept as they were.
+FILE_HASH_ATTR, PROTOCOL_ATTR, SEEDS_ATTR, RACE_ATTR = "file_hash", "protocol", "seeds", "race"
+PARENT_ATTR = "mlflow_parent_run_id"  # the study's MLflow parent run
+# Trials that finished without an MLflow run get one from `ablate sync`; a finished Optuna trial's
+# user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
+RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
+BITWISE_ATTR = "bitwise"  # {device name: {accuracy group: [the group it trains as, why]}} (ablate.run.bitwise)
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """What the Optuna study stores beside its trials: what a resume, `ablate sync` and `ablate report` read."""
+
+    file_hash: str | None = None  # the study file's hash when its measurements were taken
+    protocol: Mapping[str, Any] | None = None  # the protocol's settings (`ProtocolSettings` as a dict)
+    seeds: Mapping[str, int] | None = None  # the run's protocol and training seeds (`ablate.store.seeds`)
+    race: Mapping[str, Any] | None = None  # where the race stood when it ended: leader, why, blocks, pending
+    parent_run_id: str | None = None  # the study's MLflow parent run
+    runs: Mapping[int, str] = field(default_factory=dict)  # trial number -> the run `ablate sync` logged for it
+    # device name -> accuracy group -> (the group it trains as, why): `ablate.run.bitwise`'s checks on that device
+    bitwise: Mapping[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict)
+
+
+def from_study(optuna_study: optuna.Study) -> StudyRecord:
+    a = optuna_study.user_attrs
+    return StudyRecord(file_hash=a.get(FILE_HASH_ATTR), protocol=a.get(PROTOCOL_ATTR), seeds=a.get(SEEDS_ATTR),
+                       race=a.get(RACE_ATTR), parent_run_id=a.get(PARENT_ATTR),
+                       runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()},
+                       bitwise={device: {group: (trains_as, why) for group, (trains_as, why) in checks.items()}
+                                for device, checks in a.get(BITWISE_ATTR, {}).items()})
+
+
+def set_file_hash(optuna_study: optuna.Study, file_hash: str) -> None:
+    optuna_study.set_user_attr(FILE_HASH_ATTR, file_hash)
+
+
+def set_protocol(optuna_study: optuna.Study, settings: ProtocolSettings) -> None:
+    optuna_study.set_user_attr(PROTOCOL_ATTR, dataclasses.asdict(settings))
+
+
+def set_seeds(optuna_study: optuna.Study, seeds: Mapping[str, int]) -> None:
+    optuna_study.set_user_attr(SEEDS_ATTR, dict(seeds))  # a resume reads them back
+
+
+class RaceStanding(Protocol):
+    """What a resume reads back of the race (`ablate.stats.racing.Race` has these and more). Read-only: a frozen
+    dataclass's fields."""
+
+    @property
+    def leader(self) -> str | None: ...
+    @property
+    def why(self) -> str: ...
+    @property
+    def race_blocks(self) -> int: ...
+    @property
+    def confirm_blocks(self) -> int: ...
+    @property
+    def pending(self) -> Sequence[str]: ...
+
+
+def set_race(optuna_study: optuna.Study, race: RaceStanding) -> None:
+    optuna_study.set_user_attr(RACE_ATTR, {"leader": race.leader, "why": race.why, "race_blocks": race.race_blocks,
+                                           "confirm_blocks": race.confirm_blocks, "pending": list(race.pending)})
+
+
+def set_parent_run(optuna_study: optuna.Study, run_id: str) -> None:
+    optuna_study.set_user_attr(PARENT_ATTR, run_id)
+
+
+def set_runs(optuna_study: optuna.Study, runs: Mapping[int, str]) -> None:
+    """The runs `ablate sync` logged, all of them (written after each, so an interrupted sync logs none twice)."""
+    optuna_study.set_user_attr(RUNS_ATTR, {str(n): run_id for n, run_id in runs.items()})
+
+
+def set_bitwise(optuna_study: optuna.Study, device_name: str, trains_as: Mapping[str, tuple[str, str]]) -> None:
+    """`ablate.run.bitwise`'s answers on one device: accuracy group -> (the group it trains as, why)."""
+    stored = dict(optuna_study.user_attrs.get(BITWISE_ATTR, {}))
+    stored[device_name] = {group: list(answer) for group, answer in trains_as.items()}
+    optuna_study.set_user_attr(BITWISE_ATTR, stored)

@@ -1,0 +1,81 @@
+"""Every figure a trial reports, by the key it is stored and logged under, and the one average of throughputs.
+
+A trial's metrics are a flat dict of floats: `ablate.trial.measure` and `ablate.trial.process` write it, the
+study stores it as the trial's `metrics` (`ablate.store.records`) and logs it to MLflow as it is, and the table,
+the analysis, summary.json and the report read it back. The keys are a stored format, read again by every
+resume, `ablate sync` and `ablate report`, so they are spelled here and nowhere else (tests/store/test_records.py
+greps for them): a key spelled in two modules is a key that can drift apart (torchtitan names every metric
+key in one module too). A trial's interpreter imports this module, so it imports the standard library only.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping
+
+# Throughput, in the task's unit per second (tokens for a language model): the geometric mean of the windows'.
+THROUGHPUT = "throughput"
+THROUGHPUT_WINDOW = "throughput_window_"  # + the window's index, from 0: each timed window's own throughput
+THROUGHPUT_SPREAD_PCT = "throughput_spread_pct"  # (max - min) / geometric mean over the windows, in percent
+THROUGHPUT_CV_PCT = "throughput_cv_pct"
+DATA_WAIT_FRACTION = "data_wait_fraction"  # of the windows' time, blocked in the DataLoader's next()
+PEAK_MEMORY_MB = "peak_memory_mb"  # over the timed windows
+MFU = "mfu"  # model FLOPs utilisation (ablate.trial.mfu): language models on CUDA only
+
+# One-off costs, in seconds.
+PREPARE_MODEL_S = "prepare_model_s"  # the stack's prepare_model and prepare_optimizer (TorchScript scripts here)
+FIRST_STEP_S = "first_step_s"  # compilation, worker start-up, allocator warm-up
+EARLY_STEPS_EXCESS_S = "early_steps_excess_s"  # what steps 2-3 took beyond the steady-state speed
+ONE_OFF_S = "one_off_s"  # the three above, summed by the trial
+ONE_OFF_COSTS = (PREPARE_MODEL_S, FIRST_STEP_S, EARLY_STEPS_EXCESS_S, ONE_OFF_S)  # what a warm compile cache shortens
+
+# The run and its start-up.
+TRAIN_TIME_S = "train_time_s"  # loop start to the end of the last step, evaluations excluded
+TRAIN_SAMPLES = "train_samples"
+TRAIN_STEPS = "train_steps"
+DATA_LOAD_S = "data_load_s"
+SETUP_S = "setup_s"  # start-up inside the process, up to the first training step, data loading excluded
+IMPORT_WAIT_S = "import_wait_s"  # waiting for interpreters' imports to stop before a measured stretch
+PROCESS_START_S = "process_start_s"  # the job sent to its arrival in the trial's interpreter
+STARTUP_S = "startup_s"  # the job sent to the first batch
+COMPILE_CACHE_WARM = "compile_cache_warm"  # 1.0: it started from its combination's own compile cache
+COMPILE_CACHE_HITS = "compile_cache_hits"
+
+# Held-out quality and time to the target.
+HELD_OUT = "test_"  # the prefix of every held-out figure: a group's other members borrow them all
+TEST_LOSS = "test_loss"  # every training evaluates it
+TEST_ACCURACY = "test_accuracy"  # percent; absent for a task without accuracy
+TEST_SAMPLES = "test_samples"  # the n of accuracy parity's paired binomial error
+EVALUATIONS = "evaluations"
+TARGET_ACCURACY = "target_accuracy"  # the study's target, as the budget set it
+TARGET_LOSS = "target_loss"
+TARGET_REACHED = "target_reached"  # 1.0 or 0.0; absent without a target
+SAMPLES_TO_TARGET = "samples_to_target"
+TIME_TO_TARGET_S = "time_to_target_s"  # training time from the end of the first step, evaluations excluded
+TIME_TO_TARGET_E2E_S = "time_to_target_e2e_s"  # the same from model preparation, compilation included
+
+# Not numbers: they travel with the metrics from the trial, and the study takes them out before storing them.
+TIMELINE = "timeline"  # the trial's perf_counter readings (ablate.trial.interpreters)
+ACCURACY_NOT_MEASURED = "accuracy_not_measured"  # why: stand-in data, or a task without an accuracy
+
+
+def window(i: int) -> str:
+    """The key of timed window `i`'s throughput."""
+    return f"{THROUGHPUT_WINDOW}{i}"
+
+
+def windows(metrics: Mapping[str, float]) -> tuple[float, ...]:
+    """The throughput of each timed window, in order."""
+    return tuple(metrics[window(i)] for i in range(sum(1 for k in metrics if k.startswith(THROUGHPUT_WINDOW))))
+
+
+def log_mean(values: Iterable[float]) -> float:
+    """The mean log: the log of the geometric mean, the scale on which speed-ups are estimated."""
+    logs = [math.log(v) for v in values]
+    return sum(logs) / len(logs)
+
+
+def geometric_mean(values: Iterable[float]) -> float:
+    """Throughputs' average: the speed-ups average log throughput (`ablate.stats.protocol`), and a measurement's
+    and a combination's own figures must be the same estimate of its speed, or rows and their speed-ups disagree
+    (`ablate.stats.comparison`)."""
+    return math.exp(log_mean(values))
