@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.trials < 2 or args.windows < 2:
         parser.error("--trials and --windows must each be 2 or more")
     study = studies.load(args.study, args.device.split(":")[0])
-    budget = dataclasses.replace(study.budget, windows=args.windows, window_seconds=None)
+    # Samples only (no cap, no floor): every window holds window_samples, which `window_units` counts on.
+    budget = dataclasses.replace(study.budget, windows=args.windows, window_seconds=None, min_window_seconds=0)
     spec = baseline_spec(dataclasses.replace(study, budget=budget), args.device)
     batch = study.baseline.batch_size
     window_units = math.ceil(budget.window_samples / batch) * batch * study.task.units_per_sample  # whole steps

@@ -16,4 +16,5 @@ def rewrite(path: Path, kind: str, section: str) -> None:
     text = path.read_text() if path.exists() else "# Benchmark records\n"
     pattern = section_pattern(kind)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)  # a bench run with --output in a new folder (make gpu's part 2)
     path.write_text(text)

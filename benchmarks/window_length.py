@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     study = studies.load(args.study, args.device.split(":")[0])
     specs = {n: baseline_spec(dataclasses.replace(study, budget=dataclasses.replace(
-        study.budget, window_samples=n, window_seconds=None)), args.device) for n in args.lengths}
+        study.budget, window_samples=n, window_seconds=None, min_window_seconds=0)), args.device)  # samples only
+        for n in args.lengths}
     found: dict[int, list[dict[str, float]]] = {n: [] for n in args.lengths}
     with cpu_time.Meter() as meter, Interpreters() as prepared:
         run_in_fresh_process(specs[args.lengths[0]], interpreters=prepared)  # the cold first trial, not counted

@@ -51,7 +51,8 @@ class Strategy:
             (TorchScript, Compile: 100), which must wrap last; the compiled optimizer step
             (150) and BatchSize's lr scaling and warm-up (200) after every optimizer rebuild.
         one_off_cost: whether it pays a one-off cost at the first step
-            (compilation) that faster later steps must earn back.
+            (compilation) that faster later steps must earn back; `caches_compiled_code`
+            says whether a later process can start from what it compiled.
     """
 
     name: ClassVar[str] = "strategy"
@@ -105,6 +106,13 @@ class Strategy:
     def params(self) -> dict[str, Any]:
         """Flat, YAML- and MLflow-loggable settings (without the name prefix)."""
         return {}
+
+    def caches_compiled_code(self) -> bool:
+        """Whether its one-off cost is Inductor compilation, whose results Inductor's on-disk caches (FX graph,
+        AOTAutograd and Triton's, under ``TORCHINDUCTOR_CACHE_DIR``) keep for a later process to start from.
+        A one-off cost nothing keeps across processes (cuDNN's autotuning, TorchScript's profiling runs, moving
+        the data to the device) is paid again by every process: False."""
+        return False
 
     def metrics(self) -> dict[str, float]:
         """Run-time values worth logging (AMP's loss scale, say); read them between steps."""

@@ -31,7 +31,11 @@ class BatchSize(Strategy):
     first steps - step t (from 0) uses (t + 1) / warmup_steps of the scaled
     rate - which large scaled rates need to stay stable early on. The warm-up
     is torch's own ``LinearLR`` scheduler, advanced by a step post-hook of the
-    optimizer, so a step skipped by fp16 loss scaling does not advance it; a
+    optimizer, so it counts the steps the optimizer was called for. A step
+    fp16 loss scaling skips therefore advances it with a fused optimizer
+    (FusedOptimizer's ``impl="fused"``: GradScaler calls its step every time
+    and the fused kernel leaves the weights alone, torch/amp/grad_scaler.py),
+    and does not with any other, whose step GradScaler does not call; a
     tensor learning rate (CompiledOptimizer) is filled in place. Both act on
     the optimizer the loop steps, so BatchSize prepares it after every strategy
     that rebuilds it (its order).

@@ -33,6 +33,24 @@ def gradients_outside_graph_pool(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def refuse_cudagraph_fallback() -> None:
+    """Make Inductor raise where it would run a graph without CUDA graphs ("skipping cudagraphs due to ...") instead
+    of falling back to it silently: ``torch._inductor.config.triton.cudagraph_or_error``, where the running PyTorch
+    has it (`cudagraph_skips` counts the fallbacks where it does not). Process-wide, as a trial has its process to
+    itself. Inductor raises for CUDA graphs only: on a CPU it counts the skips and goes on."""
+    from torch._inductor import config
+
+    if hasattr(config.triton, "cudagraph_or_error"):
+        config.triton.cudagraph_or_error = True
+
+
+def cudagraph_skips() -> int:
+    """How many times this process's ``torch.compile`` fell back from CUDA graphs ("skipping cudagraphs due to")."""
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["cudagraph_skips"]
+
+
 def inductor_reason(device: torch.device | str) -> str | None:
     """Why Inductor cannot generate kernels for `device`; None when it can."""
     device = as_device(device)
@@ -64,6 +82,12 @@ class Compile(Strategy):
     ``mode``: "default"; "reduce-overhead" (CUDA graphs on top); "max-autotune"
     (benchmarks Triton matmul and convolution templates, then CUDA graphs: the
     longest one-off cost); "max-autotune-no-cudagraphs" (the autotuning alone).
+
+    In the CUDA-graph modes a silent fallback is refused as CUDAGraphs refuses
+    it: where a graph cannot be captured Inductor would run it without graphs
+    ("skipping cudagraphs due to ..."), to be timed as graphed. `prepare_model`
+    sets Inductor's ``cudagraph_or_error`` (process-wide), and `metrics`
+    reports the skips (``cudagraph_skips``) for a PyTorch without that setting.
 
     ``regional=True`` compiles each repeated block in place (``block.compile()``
     on every repeated block - an ``nn.ModuleList`` of same-class blocks or a Sequential of them, see
@@ -104,7 +128,8 @@ class Compile(Strategy):
         # torch.compile rejects `mode` for backends other than inductor.
         options: dict[str, Any] = {"mode": self.mode} if self.backend == "inductor" else {}
         options.update(fullgraph=self.fullgraph, backend=self.backend, dynamic=self.dynamic)
-        if self.backend == "inductor" and self.mode in CUDA_GRAPH_MODES:
+        if self.graphs:
+            refuse_cudagraph_fallback()
             gradients_outside_graph_pool(model)
         if not self.regional:
             # An OptimizedModule (a Module) for a module; torch.compile's stubs only promise the callable's type.
@@ -115,9 +140,22 @@ class Compile(Strategy):
             block.compile(**options)
         return model
 
+    @property
+    def graphs(self) -> bool:
+        """Whether its compiled code replays CUDA graphs (Inductor in reduce-overhead or max-autotune mode)."""
+        return self.backend == "inductor" and self.mode in CUDA_GRAPH_MODES
+
     @override
     def check(self, device: torch.device | str) -> str | None:
         return inductor_reason(device) if self.backend == "inductor" else None
+
+    @override
+    def caches_compiled_code(self) -> bool:
+        return self.backend == "inductor"  # other backends (eager, aot_eager, cudagraphs) leave nothing on disk
+
+    @override
+    def metrics(self) -> dict[str, float]:
+        return {"cudagraph_skips": float(cudagraph_skips())} if self.graphs else {}
 
     @override
     def params(self) -> dict[str, Any]:

@@ -71,3 +71,7 @@ class CompiledOptimizer(Strategy):
     @override
     def check(self, device: torch.device | str) -> str | None:
         return inductor_reason(device)
+
+    @override
+    def caches_compiled_code(self) -> bool:
+        return True  # torch.compile's default backend, Inductor

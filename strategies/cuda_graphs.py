@@ -7,7 +7,7 @@ import torch
 from typing_extensions import override
 
 from strategies.base import Strategy, cuda_reason
-from strategies.compile import gradients_outside_graph_pool, inductor_reason
+from strategies.compile import cudagraph_skips, gradients_outside_graph_pool, inductor_reason, refuse_cudagraph_fallback
 
 KERNELS = ("inductor", "eager")
 
@@ -65,11 +65,7 @@ class CUDAGraphs(Strategy):
 
     @override
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
-        from torch._inductor import config
-
-        triton = config.triton
-        if hasattr(triton, "cudagraph_or_error"):  # process-wide, as trials run one per process
-            triton.cudagraph_or_error = True
+        refuse_cudagraph_fallback()
         gradients_outside_graph_pool(model)
         # An OptimizedModule (a Module) for a module; torch.compile's stubs only promise the callable's type.
         if self.kernels == "inductor":
@@ -87,12 +83,9 @@ class CUDAGraphs(Strategy):
         return {"kernels": self.kernels}
 
     @override
+    def caches_compiled_code(self) -> bool:
+        return self.kernels == "inductor"  # the "cudagraphs" backend compiles nothing a cache keeps
+
+    @override
     def metrics(self) -> dict[str, float]:
         return {"cudagraph_skips": float(cudagraph_skips())}
-
-
-def cudagraph_skips() -> int:
-    """How many times this process's ``torch.compile`` fell back from CUDA graphs ("skipping cudagraphs due to")."""
-    from torch._dynamo.utils import counters
-
-    return counters["inductor"]["cudagraph_skips"]

@@ -84,6 +84,10 @@ class Stack(Strategy):
         """True when any member pays a one-off cost (a preset holding a compiling strategy, say)."""
         return any(m.one_off_cost for m in self.members)
 
+    @override
+    def caches_compiled_code(self) -> bool:
+        return any(m.caches_compiled_code() for m in self.members)
+
     def get(self, name: str) -> Strategy | None:
         """The member registered under `name`, if any."""
         return next((m for m in self.members if m.name == name), None)

@@ -16,15 +16,44 @@ def set_fp32_precision(precision: str) -> None:
     convolutions TF32), so a baseline that claims true fp32 must call this
     with "ieee" first.
 
-    Through the long-standing ``allow_tf32`` flags only: PyTorch 2.9 added
-    ``fp32_precision`` settings, and once those are set the legacy getters
-    (``torch.get_float32_matmul_precision()``, which Inductor's max-autotune
-    calls, and ``matmul.allow_tf32``) raise "mix of the legacy and new APIs".
-    Setting the legacy flags keeps both getters, old and new, consistent.
+    Every getter must read the setting, old and new, for code of either age
+    reads one or the other: Inductor's Triton convolution templates read
+    ``torch.backends.cudnn.fp32_precision`` (torch/_inductor/kernel/conv.py)
+    and its matmul FLOP estimates ``torch.backends.cuda.matmul.fp32_precision``;
+    its FX-graph cache key and max-autotune's benchmark cache call
+    ``torch.get_float32_matmul_precision()``. Neither API alone keeps both
+    kinds consistent (PyTorch's Context.cpp, read on 2.14):
+
+    - the legacy ``allow_tf32`` flags set the per-operator precisions
+      (``matmul``, ``cudnn.conv``, ``cudnn.rnn``) but not cuDNN's own
+      ``cudnn.fp32_precision``, which stays "none": Inductor's convolution
+      templates then ran TF32 convolutions in IEEE;
+    - the new ``fp32_precision`` setters alone leave the legacy state behind,
+      and the legacy getters (``get_float32_matmul_precision``,
+      ``matmul.allow_tf32``, ``cudnn.allow_tf32``) raise "mix of the legacy
+      and new APIs".
+
+    So: the legacy flags first, then, where the running PyTorch has the
+    ``fp32_precision`` API (2.9 and later), every one of its settings to the
+    same value. On an older PyTorch the legacy flags are the only API, and
+    all there is to read.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"fp32 precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    if has_fp32_precision_api():
+        torch.backends.cuda.matmul.fp32_precision = precision
+        torch.backends.cudnn.fp32_precision = precision
+        # Module objects PyTorch swaps in at import (cudnn's `conv`, the `rnn` submodule's class): the stubs lack them.
+        torch.backends.cudnn.conv.fp32_precision = precision  # type: ignore[attr-defined]
+        torch.backends.cudnn.rnn.fp32_precision = precision  # type: ignore[attr-defined]
+
+
+def has_fp32_precision_api() -> bool:
+    """Whether this PyTorch has the ``fp32_precision`` settings (2.9 and later): matmul's, cuDNN's and its ops'."""
+    cudnn = torch.backends.cudnn
+    return (hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(cudnn, "fp32_precision")
+            and hasattr(cudnn, "conv") and hasattr(cudnn, "rnn"))
 
 
 def fp32_precision() -> str:

@@ -26,6 +26,11 @@ from ablate.workload.tasks import Task
 
 # Shipped in the package: a non-editable install lists them.
 STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"
+# A timed window's least duration by device type, where the study file does not set budget.min_window_seconds. On
+# CUDA the clock synchronises at each window's ends only, so a window of a few milliseconds carries a launch's and
+# a synchronisation's latency and any 0.1-0.5 ms hiccup as a percent-sized error; half a second makes them
+# per-mille. None on a CPU, whose windows already last seconds (and whose measurements must not change).
+MIN_WINDOW_S = {"cuda": 0.5}
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,10 @@ class Budget:
     # A window also closes at the first step boundary this long after it opened, so that a combination many times
     # slower than the rest (bf16 on a CPU that emulates it) costs seconds, not minutes; null: samples only.
     window_seconds: float | None = 5.0
+    # A window also stays open, by whole steps, until this long has passed: a window of milliseconds (a small model's
+    # few steps on a fast GPU) is moved several percent by a 0.1-0.5 ms hiccup. null: the device's default
+    # (MIN_WINDOW_S: half a second on CUDA, none on a CPU); 0: none. Never more than window_seconds.
+    min_window_seconds: float | None = None
     windows: int = 3
     test_batch_size: int = 1_000
     train_subset: int | None = None  # first N training images only (tests)
@@ -46,13 +55,23 @@ class Budget:
     eval_every_samples: int | None = None  # test-set evaluations while training for accuracy (untimed)
     trial_timeout_s: float | None = None  # a trial still running after this is killed and recorded as failed
     loader_timeout_s: float = 120.0  # a DataLoader worker that delivers no batch for this long fails the trial
+    # True: throughput only. Every trial times its windows and stops; none trains for accuracy or evaluates, and the
+    # table says accuracy was not measured (as it does for stand-in data).
+    throughput_only: bool = False
 
-    def describe_windows(self) -> str:
+    def window_floor_s(self, device_type: str) -> float:
+        """How long a timed window stays open at least on `device_type` (0: no floor); the cap wins over it."""
+        floor = MIN_WINDOW_S.get(device_type, 0.0) if self.min_window_seconds is None else self.min_window_seconds
+        return floor if self.window_seconds is None else min(floor, self.window_seconds)
+
+    def describe_windows(self, device_type: str = "cpu") -> str:
         """The timed windows in words, for reports."""
         cap = "" if self.window_seconds is None else f" (or of the steps that end once {self.window_seconds:g} s " \
             "have passed, if sooner)"
-        return (f"{self.windows} timed windows of {self.window_samples:,}{cap} after {self.warmup_samples:,} "
-                "warm-up ones")
+        floor = self.window_floor_s(device_type)
+        at_least = f", each lasting at least {floor:g} s (extended by whole steps)" if floor else ""
+        return (f"{self.windows} timed windows of {self.window_samples:,}{cap}{at_least} after "
+                f"{self.warmup_samples:,} warm-up ones")
 
 
 @dataclass(frozen=True)
@@ -126,7 +145,8 @@ class Study:
 
 
 OPTIMIZERS = ("adam", "sgd")
-ZERO_ALLOWED = {"seed", "race_blocks"}  # 0 races no block: screening only
+# 0 races no block: screening only; min_window_seconds 0: no floor; remeasure 0: never again
+ZERO_ALLOWED = {"seed", "race_blocks", "min_window_seconds", "remeasure"}
 TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices",
             "protocol", "task", "model_options", "dataset_options"}
 DEVICE_KEYS = {"space", "budget", "protocol", "model_options"}
@@ -216,6 +236,7 @@ def load(name_or_path: str, device_type: str) -> Study:
     dataset_options = _dataset_options(raw["dataset"], raw.get("dataset_options", {}), f"{path}: dataset_options")
     built_budget = _dataclass(Budget, budget, f"{path}: budget")
     _targets(built_budget, tasks.build(task_name, dict(task_options)), f"{path}: budget")
+    _window_floor(built_budget, f"{path}: budget")
     return Study(
         name=name,
         path=path,
@@ -342,6 +363,13 @@ def _targets(budget: Budget, task: Task, where: str) -> None:
                          "set target_loss, the held-out mean loss to reach")
 
 
+def _window_floor(budget: Budget, where: str) -> None:
+    floor, cap = budget.min_window_seconds, budget.window_seconds
+    if floor is not None and cap is not None and floor > cap:
+        raise StudyError(f"{where}.min_window_seconds: {floor:g} s is more than window_seconds ({cap:g} s), which "
+                         "closes a window; lower it, or raise window_seconds")
+
+
 def _dataclass(cls: type, values: Any, where: str) -> Any:
     """`cls` built from a mapping, with each value checked against the field's type."""
     values = mapping(values, where)
@@ -352,9 +380,10 @@ def _dataclass(cls: type, values: Any, where: str) -> Any:
         if not _is_instance(value, allowed):
             names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
             raise StudyError(f"{where}.{key}: expected {names}, got {value!r}")
-        if isinstance(value, (int, float)) and key not in ZERO_ALLOWED and value <= 0:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)  # a flag is no amount
+        if number and key not in ZERO_ALLOWED and value <= 0:
             raise StudyError(f"{where}.{key}: must be > 0, got {value!r}")
-        if isinstance(value, (int, float)) and value < 0:
+        if number and value < 0:
             raise StudyError(f"{where}.{key}: must be >= 0, got {value!r}")
         if key == "target_accuracy" and value > 100:
             raise StudyError(f"{where}.{key}: a test accuracy in percent, at most 100, got {value!r}")

@@ -148,6 +148,10 @@ class Runner:
             # A study that began without the check (an older version) keeps its groups as they trained.
             began = any(records.has_result(t) for t in self.optuna_study.get_trials(deepcopy=False))
             todo = {} if began else bitwise.candidates(self.planner.runnable_combinations(), accuracy_group)
+            if todo and (why := self._probes_cannot_pay()):
+                todo = {}
+                if self.progress:
+                    self.progress.write(terminal.wrapped(f"accuracy groups not checked for bitwise equality: {why}"))
             checks = bitwise.check(todo, self.study, self.machine.device, self.interpreters, self._show)
             answers = {c.group: (c.trains_as, c.why) for c in checks}
             study_record.set_bitwise(self.optuna_study, name, answers)
@@ -155,6 +159,28 @@ class Runner:
                 for c in checks:
                     self.progress.write(terminal.wrapped(f"accuracy group {c.group}: {c.why}"))
         self.planner.trains_as = {group: trains_as for group, (trains_as, _) in answers.items()}
+
+    def _probes_cannot_pay(self) -> str | None:
+        """Why no bitwise probe is worth its trainings here, or None. Data without accuracy (synthetic, or a stand-in
+        for files that are missing) trains no accuracy at all: there is nothing for a group to share. A single pass
+        at one seed trains each group's accuracy once, alongside its one measurement: a probe (three short trainings
+        in an interpreter of its own) costs about what it could save."""
+        d = self.design
+        if d.full_blocks is None and not d.racing and d.seeds == 1:
+            return "a single pass at one seed trains each group once, about what a check would cost"
+        return self._throughput_only()
+
+    def _throughput_only(self) -> str | None:
+        """The dataset's own note when it has no accuracy (as a trial would load it), else None; a dataset that
+        cannot be loaded here says nothing (its trials will say why)."""
+        from ablate.workload import data
+
+        study, budget = self.study, self.study.budget
+        try:
+            splits = data.load(study.dataset, budget.train_subset, budget.test_subset, **study.dataset_kwargs)
+        except Exception:  # noqa: BLE001 - unreadable data fails the trials, with their own message
+            return None
+        return splits.throughput_only
 
     def _work(self) -> None:
         """Measurements, one at a time, until the protocol has planned its last and every one has a result:

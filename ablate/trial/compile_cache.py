@@ -15,6 +15,12 @@ Why this cannot bias the answer:
   timing candidates, which varies between runs. Reusing the first measurement's
   choices would give every later measurement the same draw, and their spread
   would understate what a second study would see.
+- Only a cache that persists is used: strategies whose one-off cost is Inductor
+  compilation (`Strategy.caches_compiled_code`: Compile with Inductor,
+  CUDAGraphs with Inductor's kernels, CompiledOptimizer). cuDNN's autotuning,
+  TorchScript's profiling runs and moving the data to the device leave nothing
+  a later process could load: such a combination gets no folder, so no
+  measurement of it is labelled warm, and each pays its own one-off cost.
 
 Mechanics: the folder is ``compile-cache/<key>`` in the study's results folder,
 keyed by search (the Optuna study), combination, device and torch version. A
@@ -39,8 +45,9 @@ FOLDER = "compile-cache"
 
 
 def reusable(options: Sequence[Option]) -> bool:
-    """Whether later measurements of this combination may start from its own warm cache."""
-    if not any(o.one_off_cost for o in options):
+    """Whether later measurements of this combination may start from its own warm cache: one of its strategies
+    compiles with Inductor, and none autotunes."""
+    if not any(s is not None and s.caches_compiled_code() for s in (o.build() for o in options)):
         return False
     return not any("autotune" in str(v) for o in options for _, v in o.kwargs)
 

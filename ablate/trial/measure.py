@@ -7,12 +7,20 @@ Then `windows` windows of at least `window_samples` each (or, for a slow run,
 of the steps that end once `window_seconds` have passed) are timed from a step
 boundary to a step boundary; on CUDA the device is synchronised at each window
 boundary only, never inside a window, so kernels stay queued as in a real loop.
+A window also stays open, by whole steps, until its floor has passed
+(`Budget.window_floor_s`: half a second on CUDA, none on a CPU): a fast GPU
+trains a window's samples in milliseconds, where a 0.1-0.5 ms hiccup is a
+percent-sized error. A faster combination therefore times more samples; its
+training for accuracy does not grow with them (below).
 Throughput is samples / window time, data loading included, in the task's
 unit (a language model's sample is a sequence: its throughput is in tokens). Time blocked in
 the DataLoader's `next()` inside the windows is the data-wait fraction.
 
 Time to accuracy: a run that trains for accuracy evaluates the test set every
-`eval_every_samples` (and once at the end). The clock is paused while it
+`eval_every_samples`, and at the end of its `train_samples` - then, if its
+windows are still open (a floor or long windows ran past `train_samples`), the
+windows go on but the training for accuracy is over: no evaluation follows, so
+every combination's accuracy is that of the same samples. The clock is paused while it
 evaluates - evaluation time is excluded from the training time and from any
 timed window - and the training time at which `target_accuracy` was first
 reached (or, for a loss target, the held-out loss first fell to
@@ -24,9 +32,20 @@ Peak memory covers the timed windows only: the peak is reset when the first
 window opens (so compilation and warm-up allocations do not count), and an
 evaluation that falls inside the windows is left out (the peak so far is kept,
 and reset after it), so a trial that evaluates for accuracy reads the same as
-one that borrows the accuracy. On CUDA it is the device memory the tensors
-held; on a CPU the process's resident set size (Linux; elsewhere the peak over
-the whole trial).
+one that borrows the accuracy. On a CPU it is the process's resident set size
+(Linux; elsewhere the peak over the whole trial). On CUDA both of the caching
+allocator's peaks are recorded, allocated (what tensors held) and reserved
+(what the allocator held from the device), and the table shows the reserved
+one: CUDA-graph replays (`cuda_graphs`, `compile` in reduce-overhead or
+max-autotune mode) run in a private pool without passing through the
+allocator (torch/_inductor/cudagraph_trees.py, CUDAGraphNode), so the
+allocated peak leaves their activations out and would show graphs as a
+saving. The reserved peak never falls by itself (the allocator keeps freed
+blocks), so the cache is emptied once before the windows - at the third step,
+after compilation, graph recording and cuDNN's autotuning, leaving the
+warm-up to re-reserve what a step needs (or as the first window opens, after
+a shorter warm-up) - and after each evaluation before the windows end (for
+one inside a window, the re-reservation, a few cudaMallocs, falls in it).
 """
 from __future__ import annotations
 
@@ -91,7 +110,7 @@ class StepClock:
     steps: int = 0
     first_step_s: float = 0.0
     train_time_s: float = 0.0  # loop start to the end of the last step, data loading and compilation included
-    peak_memory_mb: float = 0.0  # at the end of the timed windows
+    peak_memory: dict[str, float] = field(default_factory=dict)  # the windows' peaks, by metric key (`peak_memory`)
     windows: list[Window] = field(default_factory=list)
     evaluations: list[Evaluation] = field(default_factory=list)
     _start: float = 0.0
@@ -104,8 +123,13 @@ class StepClock:
     _loss_sum: torch.Tensor | None = None  # the sum of the losses so far, on the device: NaN or inf once one was
     _early_s: float = 0.0  # steps 2 to ONE_OFF_STEPS, timed when they end before the first window opens
     _early_samples: int = 0
-    _peak_outside_evals: float = 0.0  # the windows' peak memory up to the last evaluation inside them
+    _peak_outside_evals: dict[str, float] = field(default_factory=dict)  # the windows' peaks up to an evaluation
     _untimed: bool = False  # inside the warm-up's untimed stretch (`on_untimed`)
+    _trained: bool = False  # the training for accuracy is over (train_samples reached) while the windows went on
+    _floor: float = 0.0  # the windows' least duration on this device (`Budget.window_floor_s`)
+
+    def __post_init__(self) -> None:
+        self._floor = self.budget.window_floor_s(self.device.type)
 
     def _sync(self) -> None:
         """Wait for the device (CUDA only), then fail the run if a loss so far was NaN or infinite.
@@ -149,6 +173,16 @@ class StepClock:
 
     def count(self, n: int, loss: torch.Tensor | None = None) -> None:
         """Call after each optimizer step with the batch's sample count and its loss."""
+        self._count(n, loss)
+        if (self.train_for_accuracy and not self._trained and self.samples >= self.budget.train_samples
+                and not self.timing_done):
+            # The windows go on past the training for accuracy (a floor, or windows longer than train_samples):
+            # its last evaluation is here, at the samples every combination trains, not where a faster one's
+            # windows end. (Otherwise the run ends now, and the caller's `evaluate_now` is the last.)
+            self._trained = True
+            self.evaluate_now()
+
+    def _count(self, n: int, loss: torch.Tensor | None) -> None:
         self.steps += 1
         self.samples += n
         if loss is not None:
@@ -174,7 +208,8 @@ class StepClock:
             self._untimed = not self.train_for_accuracy  # time to accuracy counts the warm-up: it stays timed
             if self._untimed:
                 self.on_untimed(True)
-        if self.train_for_accuracy and self._next_eval and self.samples >= self._next_eval:
+            empty_cache(self.device)  # compilation's, recording's and autotuning's blocks: not the windows' memory
+        if self.train_for_accuracy and not self._trained and self._next_eval and self.samples >= self._next_eval:
             self.evaluate_now()
             while self._next_eval <= self.samples:
                 self._next_eval += self.budget.eval_every_samples or 0
@@ -186,36 +221,41 @@ class StepClock:
                     self._untimed = False
                     self._paused += self.on_untimed(False)
                 self.on_phase(f"timed window 1 of {self.budget.windows}")  # before the window's clock starts
+                if self.steps < ONE_OFF_STEPS:  # a warm-up too short to have emptied the cache at its third step
+                    empty_cache(self.device)
                 self._open_window()
                 reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
             return
         self._window_samples += n
-        if self._window_samples >= self.budget.window_samples or self._window_lasted():
+        if self._window_full() or self._window_lasted():
             self._sync()
             now = time.perf_counter()
             self.windows.append(Window(self._window_samples, now - self._window_start, self._data_wait))
             self.on_phase(f"timed window {len(self.windows) + 1} of {self.budget.windows}" if not self.timing_done
                           else f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)"
-                          if self.train_for_accuracy else "finishing")
+                          if self.train_for_accuracy and not self.done else "finishing")
             if self.timing_done:
                 # Read here: evaluations after the windows must not count, so trials that train accuracy compare
                 # with those that do not.
-                self.peak_memory_mb = max(self._peak_outside_evals, peak_memory_mb(self.device))
+                self.peak_memory = _highest(self._peak_outside_evals, peak_memory(self.device))
             self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
-        """Evaluate on the test set with the clock paused; at most once per point in training."""
+        """Evaluate on the test set with the clock paused; at most once per point in training, and never after the
+        training for accuracy ended (the windows may go on past it)."""
         if self.evaluate is None:
             return None
-        if self.evaluations and self.evaluations[-1].samples == self.samples:
+        if self.evaluations and (self._trained or self.evaluations[-1].samples == self.samples):
             return self.evaluations[-1]
         self._sync()
         in_windows = self._window_start is not None and not self.timing_done
         if in_windows:  # the windows' peak so far; the evaluation's own is left out below
-            self._peak_outside_evals = max(self._peak_outside_evals, peak_memory_mb(self.device))
+            self._peak_outside_evals = _highest(self._peak_outside_evals, peak_memory(self.device))
         self.on_phase(f"evaluating at {self.samples:,} samples")
         began = time.perf_counter()
         quality = self.evaluate()
+        if not self.timing_done:  # the test batches' blocks, which the allocator would keep reserved in the windows
+            empty_cache(self.device)
         ended = time.perf_counter()  # evaluate() reads results back with .item(), so the device is done
         if in_windows:
             reset_peak_memory(self.device)
@@ -226,6 +266,14 @@ class StepClock:
         if self.timing_done and not self.done:
             self.on_phase(f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)")
         return self.evaluations[-1]
+
+    def _window_full(self) -> bool:
+        """The open window holds its samples and has lasted its floor (read on the host's clock, without
+        synchronising: on CUDA the device is behind the host, so the window as measured lasts longer still)."""
+        if self._window_samples < self.budget.window_samples:
+            return False
+        return not self._floor or (self._window_start is not None
+                                   and time.perf_counter() - self._window_start >= self._floor)
 
     def _window_lasted(self) -> bool:
         """The open window has run `window_seconds` on the host's clock: read without synchronising, so on CUDA
@@ -257,7 +305,7 @@ class StepClock:
             # 0 when the warm-up is too short to time steps 2-3.
             metric.EARLY_STEPS_EXCESS_S: (max(0.0, self._early_s - self._early_samples * self.units_per_sample / rate)
                                        if self._early_s else 0.0),
-            metric.PEAK_MEMORY_MB: self.peak_memory_mb,
+            metric.PEAK_MEMORY_MB: 0.0, **self.peak_memory,  # 0.0: read when the windows end
             metric.TRAIN_TIME_S: self.train_time_s,
             metric.TRAIN_SAMPLES: float(self.samples),
             metric.TRAIN_STEPS: float(self.steps),
@@ -299,9 +347,33 @@ def _timed(iterator: Iterator[Any], clock: StepClock) -> Iterator[Any]:
         yield batch
 
 
+def _highest(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """Each peak's higher reading of two (the keys of `peak_memory`)."""
+    return {k: max(a.get(k, 0.0), b.get(k, 0.0)) for k in {**a, **b}}
+
+
+def peak_memory(device: torch.device) -> dict[str, float]:
+    """The peaks since the last reset, by metric key. CUDA: allocated and reserved, and the reserved one as the
+    figure the table shows, marked so (see the module docstring); CPU: the resident set (`peak_memory_mb`)."""
+    if device.type != "cuda":
+        return {metric.PEAK_MEMORY_MB: peak_memory_mb(device)}
+    reserved = torch.cuda.max_memory_reserved(device) / 2**20
+    return {metric.PEAK_MEMORY_MB: reserved, metric.PEAK_MEMORY_RESERVED_MB: reserved,
+            metric.PEAK_MEMORY_ALLOCATED_MB: torch.cuda.max_memory_allocated(device) / 2**20,
+            metric.PEAK_MEMORY_IS_RESERVED: 1.0}
+
+
+def empty_cache(device: torch.device) -> None:
+    """CUDA: hand the caching allocator's free blocks back to the device, so its reserved level is what is held now
+    (blocks in use stay, CUDA-graph pools too: PyTorch releases only a pool no graph holds). CPU: nothing."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def reset_peak_memory(device: torch.device) -> None:
-    """CUDA: start a new peak from what is allocated now. CPU on Linux: the same for the resident set (writing 5 to
-    /proc/self/clear_refs sets the process's high-water mark to its current size, proc(5)); elsewhere nothing."""
+    """CUDA: start new peaks (allocated and reserved: `reset_peak_memory_stats` resets every "peak" statistic) from
+    what is held now. CPU on Linux: the same for the resident set (writing 5 to /proc/self/clear_refs sets the
+    process's high-water mark to its current size, proc(5)); elsewhere nothing."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         return
@@ -313,12 +385,12 @@ def reset_peak_memory(device: torch.device) -> None:
 
 
 def peak_memory_mb(device: torch.device) -> float:
-    """CUDA: max allocated by this process's tensors. CPU: this process's peak resident set size, Linux's VmHWM
-    where there is one. Why not getrusage's ru_maxrss: the kernel carries the high-water mark of the image an
-    interpreter was exec'ed from into it, so a trial started by the study process read the study's own peak
-    (995 MB for every combination of mnist_cnn on a CPU)."""
+    """CUDA: the caching allocator's reserved peak (`peak_memory`). CPU: this process's peak resident set size,
+    Linux's VmHWM where there is one. Why not getrusage's ru_maxrss: the kernel carries the high-water mark of the
+    image an interpreter was exec'ed from into it, so a trial started by the study process read the study's own
+    peak (995 MB for every combination of mnist_cnn on a CPU)."""
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
+        return torch.cuda.max_memory_reserved(device) / 2**20
     try:
         with open(_STATUS) as status:
             for line in status:

@@ -18,7 +18,13 @@ THROUGHPUT_WINDOW = "throughput_window_"  # + the window's index, from 0: each t
 THROUGHPUT_SPREAD_PCT = "throughput_spread_pct"  # (max - min) / geometric mean over the windows, in percent
 THROUGHPUT_CV_PCT = "throughput_cv_pct"
 DATA_WAIT_FRACTION = "data_wait_fraction"  # of the windows' time, blocked in the DataLoader's next()
-PEAK_MEMORY_MB = "peak_memory_mb"  # over the timed windows
+# Peak memory over the timed windows. PEAK_MEMORY_MB is the figure the table shows: on a CPU the process's resident
+# set; on CUDA the caching allocator's reserved peak, the one that counts the private pools CUDA-graph replays run
+# in (their activations never pass through the allocator, so the allocated peak leaves them out).
+PEAK_MEMORY_MB = "peak_memory_mb"
+PEAK_MEMORY_ALLOCATED_MB = "peak_memory_allocated_mb"  # CUDA: torch.cuda.max_memory_allocated, tensors only
+PEAK_MEMORY_RESERVED_MB = "peak_memory_reserved_mb"  # CUDA: torch.cuda.max_memory_reserved, graph pools included
+PEAK_MEMORY_IS_RESERVED = "peak_memory_is_reserved"  # CUDA: 1.0, PEAK_MEMORY_MB is the reserved peak; absent on a CPU
 MFU = "mfu"  # model FLOPs utilisation (ablate.trial.mfu): language models on CUDA only
 
 # One-off costs, in seconds.
@@ -39,6 +45,13 @@ PROCESS_START_S = "process_start_s"  # the job sent to its arrival in the trial'
 STARTUP_S = "startup_s"  # the job sent to the first batch
 COMPILE_CACHE_WARM = "compile_cache_warm"  # 1.0: it started from its combination's own compile cache
 COMPILE_CACHE_HITS = "compile_cache_hits"
+# Other work on the machine during the timed windows, in cores on average (ablate.trial.load); Linux only.
+FOREIGN_CORES = "foreign_cores"  # other processes and the hypervisor's steal
+STEAL_CORES = "steal_cores"
+REMEASURED = "remeasured"  # how many earlier attempts were discarded because the machine was busy
+# A graph-capturing strategy's own metric (strategies name it; a stack prefixes it with the strategy's name): the
+# graphs torch.compile ran without CUDA graphs. Any on CUDA makes the trial fail: its timing would not be of graphs.
+CUDAGRAPH_SKIPS = "cudagraph_skips"
 
 # Held-out quality and time to the target.
 HELD_OUT = "test_"  # the prefix of every held-out figure: a group's other members borrow them all

@@ -29,6 +29,7 @@ from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Died, Interpreters, death
 
 BASELINE_FP32 = "ieee"  # strict IEEE fp32 matmuls and convolutions unless the TF32 strategy is on
+THROUGHPUT_ONLY = "the study file says throughput only (budget.throughput_only): no trial trains for accuracy"
 
 
 def _no_phase(text: str) -> None:
@@ -172,8 +173,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     optimizer = stack.prepare_optimizer(optimizer)  # fused kernels, fp32 master weights
     prepare_model_s = time.perf_counter() - started
     test = DataLoader(splits.test, batch_size=budget.test_batch_size)
-    # Stand-in data (random labels) has no accuracy worth training for: time the windows only.
-    for_accuracy = spec.train_for_accuracy and splits.throughput_only is None
+    # Stand-in data (random labels) has no accuracy worth training for, and a throughput-only study asks for none:
+    # time the windows only.
+    not_for_accuracy = splits.throughput_only or (THROUGHPUT_ONLY if budget.throughput_only else None)
+    for_accuracy = spec.train_for_accuracy and not_for_accuracy is None
     # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.
     clock = StepClock(budget, device, for_accuracy,
                       evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
@@ -183,9 +186,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     _channel.marks.update(measured=measured, first_batch=clock.started_at)
     _channel.quiet()  # what is left (the last evaluation) measures no time: interpreters may start
     clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
-    if stack.metrics().get("cuda_graphs.cudagraph_skips"):  # a PyTorch without cudagraph_or_error fell back
-        raise CompileFailed("skipping cudagraphs: torch.compile ran some graphs without CUDA graphs, so the timing "
-                            "would not be of CUDA graphs")
+    if device.type == "cuda" and (fell_back := cudagraph_fallback(stack.metrics())):
+        raise CompileFailed(fell_back)
     metrics: dict[str, Any] = clock.summary()  # floats, and below the accuracy note (a str)
     metrics[metric.PREPARE_MODEL_S] = prepare_model_s
     metrics[metric.IMPORT_WAIT_S] = sum(waits)  # before a measured stretch, while the study stopped the imports
@@ -200,12 +202,26 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         mfu = utilisation(metrics[metric.THROUGHPUT], flops_per_token(), torch.cuda.get_device_name(device))
         if mfu is not None:
             metrics[metric.MFU] = mfu
-    if splits.throughput_only:
-        metrics[metric.ACCURACY_NOT_MEASURED] = splits.throughput_only  # a note, not a number: the runner takes it out
+    if not_for_accuracy:
+        metrics[metric.ACCURACY_NOT_MEASURED] = not_for_accuracy  # a note, not a number: the runner takes it out
     elif not task.has_accuracy:
         metrics[metric.ACCURACY_NOT_MEASURED] = (f"task {task.name} is a loss function, with no accuracy: its held-out "
                                           "loss is recorded (test_loss), and accuracy parity is not judged")
     return metrics
+
+
+def cudagraph_fallback(stack_metrics: dict[str, float]) -> str | None:
+    """Why a trial on CUDA must fail when a graph-capturing strategy (CUDAGraphs, or Compile in a CUDA-graph mode)
+    reports graphs torch.compile ran without CUDA graphs: its timing would be of the eager fallback. Inductor's
+    `cudagraph_or_error`, which both strategies set, makes such a fallback raise where the running PyTorch has it;
+    this catches it where it does not. (On a CPU, Inductor counts every graph of a CUDA-graph mode as a skip.)"""
+    suffix = f".{metric.CUDAGRAPH_SKIPS}"
+    skipped = [f"{int(v)} graph(s) of {k.removesuffix(suffix)}" for k, v in stack_metrics.items()
+               if k.endswith(suffix) and v]
+    if not skipped:
+        return None
+    return (f"skipping cudagraphs: torch.compile ran {', '.join(skipped)} without CUDA graphs, so the timing would "
+            "not be of CUDA graphs")
 
 
 def _optimizer(study: Study, model: Any) -> Any:

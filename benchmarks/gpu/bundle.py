@@ -21,6 +21,11 @@ SECTION = "section.md"  # in the tarball: the part's RESULTS.md section
 BENCH = "bench/RESULTS.md"  # in the tarball: the file the bench step rewrote, holding its cuda section
 # Stores, checkpoints and MLflow's copies of the reports: large, and the CSVs, reports and JSON say it all.
 SKIP_IN_TARBALL = (".db", ".db-journal", ".pt", "mlartifacts")
+# Folders left out whole: compiled combinations' Inductor and Triton caches (cubin, ptx: megabytes each, and no file
+# over 16 MiB comes back from $OUT), a killed trial's cold cache (`cold-*`, ablate.trial.compile_cache) and a
+# decoded-data cache (.ablate-cache, ablate.workload.datacache).
+SKIP_FOLDERS = ("compile-cache", ".ablate-cache")
+SKIP_FOLDER_PREFIXES = ("cold-",)
 
 
 def catalogue_problems(table: Path) -> list[str]:
@@ -66,12 +71,22 @@ def _number(value: float | None) -> str:
     return "" if value is None else f"{value:,.0f}"
 
 
+def _kept(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """`info`, or None for what stays out of the tarball (a folder left out takes what it holds with it)."""
+    name = Path(info.name).name
+    if info.name.endswith(SKIP_IN_TARBALL):
+        return None
+    if info.isdir() and (name in SKIP_FOLDERS or name.startswith(SKIP_FOLDER_PREFIXES)):
+        return None
+    return info
+
+
 def pack(scratch: Path, tarball: Path) -> None:
     """The scratch folder as one gzipped tarball, written whole or not at all."""
+    tarball.parent.mkdir(parents=True, exist_ok=True)
     partial = tarball.with_suffix(".part")
     with tarfile.open(partial, "w:gz") as tar:
-        tar.add(scratch, arcname=scratch.name,
-                filter=lambda info: None if info.name.endswith(SKIP_IN_TARBALL) else info)
+        tar.add(scratch, arcname=scratch.name, filter=_kept)
     partial.replace(tarball)
 
 

@@ -107,13 +107,18 @@ def test_a_resume_checks_nothing_again(bitwise_run, capsys):
 
 def test_a_group_that_differs_keeps_its_own_accuracy(tmp_path, mnist, monkeypatch):
     differs = {"control_equal": 1.0, "equal": 0.0, "steps": 8.0, "largest_difference": 0.5}
-    monkeypatch.setattr(bitwise, "run_in_fresh_process", lambda *args, **kwargs: dict(differs))
-    # One pass (each combination measured once, its group's accuracy trained with it): which group a measurement
-    # trains as is the check's answer whatever the protocol, and the raced protocol, where groups merge, is the
-    # module's run (test_groups_train_as_the_check_found_...); the full protocol again took minutes on 2 cores.
-    assert main(["run", str(STUDY), "--device", "cpu", "--results", str(tmp_path), "--single-pass"]) == 0
+    probes: list[object] = []
+    monkeypatch.setattr(bitwise, "run_in_fresh_process", lambda *args, **kwargs: probes.append(args) or dict(differs))
+    # Screening only, at two seeds: the cheapest protocol that still checks (a single pass at one seed skips the
+    # check, ablate.run.runner); which group a measurement trains as is the check's answer whatever the protocol,
+    # and the raced protocol, where groups merge, is the module's run (test_groups_train_as_the_check_found_...).
+    cheap = tmp_path / "tiny_bitwise.yaml"
+    cheap.write_text(STUDY.read_text().split("protocol:")[0] + "protocol: {race_blocks: 0, "
+                     "screen_baselines: 1, seeds: 2}\naccuracy_tolerance: 3.0\n")
+    assert main(["run", str(cheap), "--device", "cpu", "--results", str(tmp_path)]) == 0
     study = optuna.load_study(study_name="tiny_bitwise:grid:cpu",
                               storage=f"sqlite:///{tmp_path / 'tiny_bitwise' / 'optuna.db'}")
     trained = {records.from_trial(t).accuracy_group for t in study.get_trials()
                if records.from_trial(t).accuracy_trained}
+    assert len(probes) == 2  # both candidate groups were checked, and both differed
     assert trained == {"baseline", "amp(dtype=bf16)", "torchscript", "amp(dtype=bf16) + torchscript"}

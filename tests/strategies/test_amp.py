@@ -214,3 +214,24 @@ def test_bf16_needs_native_support_on_the_trials_own_device(monkeypatch, capabil
         if reason:
             assert "bf16" in got and "7.5" in got
     assert asked and all(d == torch.device("cuda:1") for d in asked)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+def test_a_step_fp16_loss_scaling_skips_advances_batch_size_s_warm_up_only_with_a_fused_optimizer(model, batch,
+                                                                                               fused):
+    # GradScaler does not call a plain optimizer's step on an overflow; a fused one's it always calls, the kernel
+    # leaving the weights alone (torch/amp/grad_scaler.py): the warm-up's step post-hook fires. BatchSize says so.
+    from strategies import BatchSize, FusedOptimizer
+
+    warm = BatchSize(32, warmup_steps=4)
+    stack = compose(AMP("fp16"), warm, *([FusedOptimizer("fused")] if fused else []))
+    stack.loader_kwargs(batch_size=16)
+    optimizer = stack.prepare_optimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    stack.backward(_forward(stack, model, batch))
+    next(model.parameters()).grad.view(-1)[0] = math.inf
+    before = copy.deepcopy(model.state_dict())
+    stack.step(optimizer)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # skipped either way
+    assert warm.scheduler is not None and warm.scheduler.last_epoch == (1 if fused else 0)
+    doc = " ".join((BatchSize.__doc__ or "").split())
+    assert "advances it with a fused optimizer" in doc and "does not with any other" in doc

@@ -200,6 +200,8 @@ def effect_compile(s: Strategy, env: dict) -> None:
     assert compiled._orig_mod is model
     spy.assert_called_once()
     assert spy.call_args.kwargs["backend"] == "inductor" and spy.call_args.kwargs["mode"] == "default"
+    assert s.metrics() == {}  # no CUDA graphs in the default mode: no fallback from them to count
+    assert set(type(s)(mode="reduce-overhead").metrics()) == {"cudagraph_skips"}
 
     from tiny_transformer import make_transformer
 
@@ -232,12 +234,13 @@ def effect_channels_last(s: Strategy, env: dict) -> None:
 
 @pytest.fixture(autouse=True)
 def _restore_backend_flags():
-    # TF32 and CudnnBenchmark set process-wide flags; keep them from leaking into other tests.
-    # Through the same (legacy) flags set_fp32_precision uses: mixing in the new API makes the getters raise.
-    matmul, conv, benchmark = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, \
-        torch.backends.cudnn.benchmark
+    # TF32 and CudnnBenchmark set process-wide flags; keep them from leaking into other tests. In the order
+    # set_fp32_precision sets them, the legacy flags first: the other order leaves the getters disagreeing.
+    from fp32_flags import restore, saved
+
+    flags, benchmark = saved(), torch.backends.cudnn.benchmark
     yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, conv
+    restore(flags)
     torch.backends.cudnn.benchmark = benchmark
 
 
@@ -357,7 +360,7 @@ SETTINGS: dict[str, Setting] = {
         {"dtype": "fp16"}, effect_amp, frozenset({"autocast", "backward", "step", "check", "params", "metrics"})
     ),
     "torchscript": Setting({}, effect_torchscript, frozenset({"prepare_model"})),
-    "compile": Setting({}, effect_compile, frozenset({"prepare_model", "check", "params"})),
+    "compile": Setting({}, effect_compile, frozenset({"prepare_model", "check", "params", "metrics"})),
     "channels_last": Setting({}, effect_channels_last, frozenset({"prepare_model", "to_device"})),
     "tf32": Setting({}, effect_tf32, frozenset({"prepare_model", "check"})),
     "cudnn_benchmark": Setting({}, effect_cudnn_benchmark, frozenset({"prepare_model", "check"})),
@@ -382,6 +385,11 @@ CHANGES_NUMERICS = {
     "compiled_optimizer": True, "float8": True, "attention_backend": True, "activation_checkpointing": True,
     "num_workers": False, "pin_memory": False, "set_to_none": False, "device_resident_data": False,
 }
+
+# Whether a later process can start from what it compiled (`Strategy.caches_compiled_code`): the strategies that
+# compile with Inductor, whose on-disk caches persist; a one-off cost nothing keeps (cuDNN's autotuning,
+# TorchScript's profiling runs, moving the data) is not a cache.
+CACHES_COMPILED_CODE = {"compile", "cuda_graphs", "compiled_optimizer"}
 
 HOOKS = ("loader_kwargs", "make_loader", "prepare_model", "prepare_optimizer", "to_device", "autocast",
          "backward", "step", "zero_grad", "check", "params", "metrics")
@@ -459,6 +467,17 @@ def test_pin_memory_check_on_cpu_gives_reason():
 @pytest.mark.parametrize("name", NAMES)
 def test_changes_numerics(name):
     assert make(name).changes_numerics is CHANGES_NUMERICS[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_only_inductor_compilation_is_a_cache_a_later_process_starts_from(name):
+    assert make(name).caches_compiled_code() is (name in CACHES_COMPILED_CODE)
+    assert compose(make(name)).caches_compiled_code() is (name in CACHES_COMPILED_CODE)
+
+
+def test_compilation_without_inductor_caches_nothing():
+    assert not REGISTRY["compile"](backend="eager").caches_compiled_code()
+    assert not REGISTRY["cuda_graphs"](kernels="eager").caches_compiled_code()
 
 
 def _assert_hook_does_nothing(s: Strategy, hook: str, model_factory, batch) -> None:

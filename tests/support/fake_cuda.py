@@ -9,6 +9,12 @@ Each fake does what PyTorch's own code does where that can be done honestly with
   memory contract (outputs live until the next replay), which is what the zero-filled-gradient crash
   (pytorch#169545) comes from. Real cudagraph trees raise on access; this one fills NaN, which a comparison of
   weights catches as surely.
+- `FakeAllocator` plays the CUDA caching allocator's statistics as `torch.cuda` reads them (c10's
+  CUDACachingAllocator): freed blocks stay reserved until `empty_cache`, which releases no block in use and no
+  pool a CUDA graph holds; `reset_peak_memory_stats` sets every peak, allocated and reserved, to its current level;
+  a graph's recording reserves its private pool and its replays pass through no allocator at all (the
+  CUDAGraphNode docstring in torch/_inductor/cudagraph_trees.py). Each call takes its device as PyTorch's does
+  (`_get_device_index(device, optional=True)`), so it needs `FakeCUDA` installed for an index-less device.
 """
 from __future__ import annotations
 
@@ -38,6 +44,69 @@ class FakeCUDA:
         monkeypatch.setattr(torch.cuda, "current_device", lambda: self.current)
         monkeypatch.setattr(torch.cuda, "set_device", self.set_device)
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: self.NAME)
+        return self
+
+
+class FakeAllocator:
+    """The caching allocator's levels in MiB: `allocated` (tensors), `reserved` (blocks held from the device), and
+    their peaks; `pools` is what CUDA graphs' private pools hold."""
+
+    MB = 2**20
+
+    def __init__(self) -> None:
+        self.allocated = self.reserved = self.pools = 0.0
+        self.peak_allocated = self.peak_reserved = 0.0
+        self.emptied = 0  # empty_cache calls
+        self.synchronized = 0
+
+    def allocate(self, mb: float) -> None:
+        """A tensor of `mb`: served from free reserved blocks, else from new ones."""
+        self.allocated += mb
+        self.reserved = max(self.reserved, self.allocated + self.pools)
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+
+    def free(self, mb: float) -> None:
+        self.allocated -= mb  # the block goes back to the cache: still reserved
+
+    def record_graph(self, mb: float) -> None:
+        """A CUDA graph recorded with `mb` of activations: its private pool is reserved, and stays so; the tensors
+        it allocated while recording are the pool's, so the allocated level ends where it began."""
+        self.pools += mb
+        self.allocate(mb)
+        self.free(mb)
+
+    def replay(self) -> None:
+        """A replay: the kernels write into the pool; no allocation, no statistic moves."""
+
+    # The torch.cuda functions, as they behave.
+    def _device(self, device: object) -> int:
+        return torch.cuda._utils._get_device_index(device, optional=True)
+
+    def max_memory_allocated(self, device: object = None) -> int:
+        self._device(device)
+        return int(self.peak_allocated * self.MB)
+
+    def max_memory_reserved(self, device: object = None) -> int:
+        self._device(device)
+        return int(self.peak_reserved * self.MB)
+
+    def reset_peak_memory_stats(self, device: object = None) -> None:
+        self._device(device)
+        self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+
+    def empty_cache(self) -> None:
+        self.emptied += 1
+        self.reserved = self.allocated + self.pools  # blocks in use, and pools a graph holds, stay
+
+    def synchronize(self, device: object = None) -> None:
+        self._device(device)
+        self.synchronized += 1
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeAllocator:
+        for name in ("max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats", "empty_cache",
+                     "synchronize"):
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
         return self
 
 

@@ -23,6 +23,22 @@ def test_only_combinations_with_a_one_off_cost_and_no_autotuning_reuse_a_cache()
     assert not compile_cache.reusable((Option("set_to_none"), Option(None)))
 
 
+@pytest.mark.parametrize("name", ["cudnn_benchmark", "device_resident_data", "torchscript"])
+def test_a_one_off_cost_that_nothing_keeps_across_processes_is_never_labelled_warm(name):
+    # cuDNN's autotuning, moving the data and TorchScript's profiling runs are paid again by every process: a
+    # folder for them would mark every later measurement compile_cache_warm with nothing in it.
+    assert Option(name).one_off_cost and not compile_cache.reusable((Option(name),))
+
+
+def test_a_cache_persists_where_inductor_compiles():
+    assert compile_cache.reusable((Option("compiled_optimizer"),))
+    assert compile_cache.reusable((Option("cuda_graphs"),))
+    assert compile_cache.reusable((Option("float8_compile", preset=True),))
+    assert compile_cache.reusable((Option("cudnn_benchmark"), Option("compile")))
+    assert not compile_cache.reusable((Option("cuda_graphs", (("kernels", "eager"),)),))  # the cudagraphs backend
+    assert not compile_cache.reusable((Option("compile", (("backend", "aot_eager"),)),))
+
+
 def test_each_search_combination_device_and_torch_has_its_own_folder(tmp_path):
     # A search sharing another's folder (the grid, then `--search optuna` in the same results folder) would start
     # every compiled combination warm: it would have no cold measurement to take the one-off cost from.

@@ -11,6 +11,7 @@ from strategies import AMP, AttentionBackend, Compile, CUDAGraphs, HalfPrecision
 
 from fake_cuda import FakeCUDA, GraphPool
 from tiny_cnn import make_dataset, make_model
+from tiny_transformer import make_transformer
 
 
 def test_the_fake_refuses_an_index_less_device_as_torch_does(monkeypatch):
@@ -118,6 +119,64 @@ def test_cuda_graphs_sets_inductor_to_refuse_a_silent_fallback():
     CUDAGraphs().prepare_model(make_model())
     torch._dynamo.reset()
     assert config.triton.cudagraph_or_error
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_compile_in_a_cuda_graph_mode_refuses_a_silent_fallback_as_cuda_graphs_does(mode):
+    # Inductor would run a graph it cannot capture without CUDA graphs ("skipping cudagraphs due to ..."), and the
+    # row would be timed as graphed.
+    from torch._inductor import config
+
+    for regional in (False, True):
+        config.triton.cudagraph_or_error = False
+        model = make_transformer(depth=2) if regional else make_model()
+        Compile(mode=mode, regional=regional).prepare_model(model)
+        torch._dynamo.reset()
+        assert config.triton.cudagraph_or_error, (mode, regional)
+    assert set(Compile(mode=mode).metrics()) == {"cudagraph_skips"}  # for a PyTorch without the setting
+
+
+@pytest.mark.parametrize("compile_", [Compile(), Compile(mode="max-autotune-no-cudagraphs"),
+                                      Compile(mode="reduce-overhead", backend="aot_eager")], ids=repr)
+def test_compile_without_cuda_graphs_leaves_inductor_s_fallback_setting_alone(compile_):
+    from torch._inductor import config
+
+    compile_.prepare_model(make_model())
+    torch._dynamo.reset()
+    assert not config.triton.cudagraph_or_error and compile_.metrics() == {}
+
+
+def test_a_pytorch_without_cudagraph_or_error_is_left_to_the_trial_s_skip_check(monkeypatch):
+    from types import SimpleNamespace
+
+    import torch._inductor
+
+    from strategies.compile import refuse_cudagraph_fallback
+
+    older = SimpleNamespace(triton=SimpleNamespace())  # an Inductor config without the setting
+    monkeypatch.setattr(torch._inductor, "config", older)
+    refuse_cudagraph_fallback()  # what Compile and CUDAGraphs call: nothing to set, nothing raised
+    assert vars(older.triton) == {}
+
+
+def test_the_trial_refuses_a_fallback_of_any_graph_capturing_strategy():
+    from ablate.trial.process import cudagraph_fallback
+
+    assert cudagraph_fallback({"compile.cudagraph_skips": 0.0, "amp.loss_scale": 1.0}) is None
+    for name in ("compile", "cuda_graphs"):
+        why = cudagraph_fallback({f"{name}.cudagraph_skips": 2.0})
+        assert why and why.startswith("skipping cudagraphs") and f"2 graph(s) of {name}" in why
+
+
+def test_the_trial_s_skip_check_covers_compile_in_a_cuda_graph_mode(monkeypatch):
+    # What `process.run` asks of the stack after training, on CUDA (on a CPU Inductor counts every graph of a
+    # CUDA-graph mode as a skip, and nothing is refused there).
+    from ablate.trial.process import cudagraph_fallback
+
+    monkeypatch.setattr("strategies.compile.cudagraph_skips", lambda: 1)
+    why = cudagraph_fallback(compose(Compile(mode="reduce-overhead"), SetToNone()).metrics())
+    assert why and "1 graph(s) of compile without CUDA graphs" in why
+    assert cudagraph_fallback(compose(Compile(), SetToNone()).metrics()) is None
 
 
 def test_and_that_setting_does_not_leak_into_the_next_test():

@@ -17,6 +17,8 @@ from ablate.trial import measure
 from ablate.trial.measure import StepClock
 from ablate.workload.tasks import Quality
 
+from fake_cuda import FakeAllocator, FakeCUDA
+
 STEP_S, EVAL_S, BATCH = 1.0, 100.0, 8
 
 
@@ -85,37 +87,77 @@ def test_without_an_interval_only_the_final_evaluation_runs(fake_time):
     assert summary["evaluations"] == 1 and summary["samples_to_target"] == 64
 
 
-class FakeDeviceMemory:
-    """A CUDA device's allocator statistics, as far as the clock reads them: a current level and a peak."""
-
-    def __init__(self) -> None:
-        self.level = self.peak = 0.0
-
-    def use(self, mb: float) -> None:  # a transient allocation of `mb` on top of the current level
-        self.peak = max(self.peak, self.level + mb)
-
-    def reset(self, device) -> None:
-        self.peak = self.level
+def _on_fake_cuda(monkeypatch) -> FakeAllocator:
+    FakeCUDA().install(monkeypatch)
+    return FakeAllocator().install(monkeypatch)
 
 
 def test_peak_memory_covers_the_timed_windows_without_warm_up_or_evaluations(fake_time, monkeypatch):
-    memory = FakeDeviceMemory()
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    monkeypatch.setattr(measure, "peak_memory_mb", lambda device: memory.peak)
-    monkeypatch.setattr(measure, "reset_peak_memory", memory.reset, raising=False)
+    memory = _on_fake_cuda(monkeypatch)
+    memory.allocate(20.0)  # weights, gradients, optimizer state: held throughout
 
     def evaluate():
-        memory.use(1000.0)  # the test set's batches: not training memory
+        memory.allocate(1000.0)  # the test set's batches: not training memory
+        memory.free(1000.0)
         return Quality(0.5, 50.0)
 
-    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=2, eval_every_samples=16)
+    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=2, eval_every_samples=16,
+                    min_window_seconds=0)
     clock = StepClock(budget, torch.device("cuda"), train_for_accuracy=True, evaluate=evaluate)
     for _ in clock.batches([None] * 1000):
         fake_time.now += STEP_S
-        memory.use(500.0 if clock.steps == 0 else 10.0)  # the first step compiles, with large temporaries
+        step_mb = 500.0 if clock.steps == 0 else 10.0  # the first step compiles, with large temporaries
+        memory.allocate(step_mb)
+        memory.free(step_mb)
         clock.count(BATCH)
     assert any(e.samples > 8 for e in clock.evaluations)  # some evaluations ran while the windows were open
-    assert clock.summary()["peak_memory_mb"] == 10.0
+    summary = clock.summary()
+    assert summary["peak_memory_allocated_mb"] == 30.0
+    assert summary["peak_memory_reserved_mb"] == 30.0  # the cache was emptied of compilation's and evaluations' blocks
+    assert summary["peak_memory_mb"] == 30.0 and summary["peak_memory_is_reserved"] == 1.0
+
+
+def _windows_on_fake_cuda(fake: FakeTime, memory: FakeAllocator, graphs: bool) -> dict[str, float]:
+    """A run whose activations (30 MB a step) pass through the allocator (eager), or live in a CUDA graph's pool,
+    recorded at the second step and replayed after it (CUDA-graph trees)."""
+    clock = StepClock(Budget(train_samples=64, warmup_samples=16, window_samples=16, windows=2, min_window_seconds=0),
+                      torch.device("cuda:0"), train_for_accuracy=False)
+    for _ in clock.batches([None] * 1000):
+        fake.now += STEP_S
+        if clock.steps == 0:  # compilation's temporaries
+            memory.allocate(300.0)
+            memory.free(300.0)
+        if not graphs:
+            memory.allocate(30.0)
+            memory.free(30.0)
+        elif clock.steps == 1:
+            memory.record_graph(30.0)
+        else:
+            memory.replay()
+        clock.count(BATCH)
+    return clock.summary()
+
+
+def test_on_cuda_both_peaks_are_recorded_and_the_table_shows_the_reserved_one_so_graphs_are_no_false_saving(
+        fake_time, monkeypatch):
+    # Graph replays never pass through the caching allocator: the allocated peak leaves their activations out.
+    eager, graphs = [], []
+    for runs, captures in ((eager, False), (graphs, True)):
+        memory = _on_fake_cuda(monkeypatch)
+        memory.allocate(20.0)  # weights, gradients, momentum
+        runs.append(_windows_on_fake_cuda(fake_time, memory, captures))
+        assert memory.emptied == 1  # once, before the windows: compilation's 300 MB is not the windows' memory
+    (eager,), (graphs,) = eager, graphs
+    assert (eager["peak_memory_allocated_mb"], eager["peak_memory_reserved_mb"]) == (50.0, 50.0)
+    assert (graphs["peak_memory_allocated_mb"], graphs["peak_memory_reserved_mb"]) == (20.0, 50.0)  # the pool
+    assert graphs["peak_memory_mb"] == eager["peak_memory_mb"] == 50.0  # the same memory: no saving shown
+    assert graphs["peak_memory_is_reserved"] == eager["peak_memory_is_reserved"] == 1.0
+
+
+def test_on_a_cpu_the_peak_is_the_one_figure_it_was(fake_time):
+    clock = _throughput_run(fake_time, lambda: STEP_S)
+    summary = clock.summary()
+    assert "peak_memory_mb" in summary and not {k for k in summary if k.startswith("peak_memory_")} - {"peak_memory_mb"}
 
 
 _LINUX_PEAK = pytest.mark.skipif(not os.path.exists(measure._CLEAR_REFS), reason="needs Linux's /proc/self/clear_refs")
@@ -249,3 +291,58 @@ def test_closing_windows_by_time_biases_log_throughput_no_more_than_a_ratio_of_a
         steps += [w.samples // BATCH for w in clock.windows]
     assert abs(statistics.fmean(logs) - math.log(BATCH / 1.0)) < 0.01
     assert statistics.fmean(steps) == pytest.approx(math.floor(cap_in_steps) + 1, abs=0.5)
+
+
+def _fast_gpu_run(fake: FakeTime, monkeypatch, step_s: float = 0.001, for_accuracy: bool = False,
+                  evaluate=None, **budget) -> StepClock:
+    _on_fake_cuda(monkeypatch)
+    budget = Budget(**{"train_samples": 64, "warmup_samples": 8, "window_samples": 16, "windows": 3, **budget})
+    clock = StepClock(budget, torch.device("cuda:0"), train_for_accuracy=for_accuracy, evaluate=evaluate)
+    for _ in clock.batches(iter(lambda: None, 0)):
+        fake.now += step_s
+        clock.count(BATCH)
+    return clock
+
+
+def test_a_window_on_cuda_stays_open_by_whole_steps_until_half_a_second_has_passed(fake_time, monkeypatch):
+    # 2 steps of 1 ms would be a 2 ms window, which a 0.1 ms hiccup moves by 5%.
+    clock = _fast_gpu_run(fake_time, monkeypatch)
+    assert clock.budget.window_floor_s("cuda") == 0.5
+    for w in clock.windows:
+        assert 0.5 <= w.seconds < 0.5 + 0.001 + 1e-9 and w.samples == round(w.seconds / 0.001) * BATCH
+    assert clock.summary()["throughput"] == pytest.approx(BATCH / 0.001)
+
+
+def test_the_floor_is_cuda_s_by_default_settable_and_below_the_cap(fake_time, monkeypatch):
+    cpu = _throughput_run(fake_time, lambda: 0.001)
+    assert [w.samples for w in cpu.windows] == [16] * 3  # a CPU's windows are what they were
+    off = _fast_gpu_run(fake_time, monkeypatch, min_window_seconds=0)
+    assert [w.samples for w in off.windows] == [16] * 3
+    set_ = _fast_gpu_run(fake_time, monkeypatch, min_window_seconds=0.1)
+    assert all(0.1 <= w.seconds < 0.102 for w in set_.windows)
+    capped = _fast_gpu_run(fake_time, monkeypatch, window_seconds=0.2)  # the cap closes a window: it wins
+    assert all(0.2 <= w.seconds < 0.202 for w in capped.windows)
+    on_a_cpu = _throughput_run(fake_time, lambda: 0.001, min_window_seconds=0.05)
+    assert all(0.05 <= w.seconds < 0.052 for w in on_a_cpu.windows)
+
+
+def test_windows_held_open_past_train_samples_do_not_train_the_accuracy_longer(fake_time, monkeypatch):
+    # A faster combination's windows hold more samples; its accuracy must still be that of train_samples.
+    evaluated: list[int] = []
+
+    def evaluate() -> Quality:
+        evaluated.append(clock.samples)
+        return Quality(0.5, 90.0)
+
+    clock = None
+    _on_fake_cuda(monkeypatch)
+    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=3, eval_every_samples=32)
+    clock = StepClock(budget, torch.device("cuda:0"), train_for_accuracy=True, evaluate=evaluate)
+    for _ in clock.batches(iter(lambda: None, 0)):
+        fake_time.now += 0.001
+        clock.count(BATCH)
+    clock.evaluate_now()  # what the trial calls after the loop: the evaluation at train_samples, not another
+    assert clock.samples > 1000 and evaluated == [32, 64]
+    summary = clock.summary()
+    assert summary["evaluations"] == 2 and summary["test_accuracy"] == 90.0
+    assert all(w.seconds >= 0.5 for w in clock.windows)  # the evaluations inside the windows are not timed

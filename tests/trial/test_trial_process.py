@@ -85,3 +85,20 @@ def test_outside_a_trial_process_nothing_listens():
     process.phase("loading data")  # no study to tell: nothing happens
     assert process._channel.measuring() == 0.0  # no interpreters to stop: no wait
     process._channel.quiet()
+
+
+def test_a_throughput_only_study_times_its_windows_and_trains_no_accuracy():
+    # benchmarks/gpu/transformers.yaml says "throughput only"; it used to train past its windows and evaluate.
+    import dataclasses
+
+    from ablate.trial import metrics as metric
+    from ablate.trial import process
+
+    spec = _spec()
+    budget = dataclasses.replace(spec.study.budget, throughput_only=True)
+    study = dataclasses.replace(spec.study, budget=budget)
+    metrics = process.run(TrialSpec(study, spec.options, "cpu", train_for_accuracy=True))
+    assert metric.TEST_ACCURACY not in metrics and metric.EVALUATIONS not in metrics
+    assert metrics[metric.ACCURACY_NOT_MEASURED] == process.THROUGHPUT_ONLY
+    windows_end = budget.warmup_samples + budget.windows * budget.window_samples + study.baseline.batch_size
+    assert metrics[metric.TRAIN_SAMPLES] <= windows_end < budget.train_samples  # stopped with its windows
