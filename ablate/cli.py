@@ -1,4 +1,8 @@
-"""Command line: `ablate run | worker | report | sync | list | ui | new`. Entry points only: parse, call, print."""
+"""Command line: `ablate run | worker | report | sync | list | ui | new`. Entry points only: parse, call, print.
+
+Imports are made where a command needs them: `ablate list` and `--help` import no torch (a second or more),
+and library messages and warnings go to a log file in every command (`ablate.trial.library_log`).
+"""
 from __future__ import annotations
 
 import argparse
@@ -13,17 +17,16 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from ablate.config import study as studies
-from ablate.render.terminal import width, wrapped
+from ablate.config.validate import StudyError
 from ablate.store.lock import Busy, study_lock
-from ablate.trial.machine import default_device, resolve
-from ablate.workload.data import DataUnavailable
+from ablate.trial import library_log
 from ablate.workload.registry import unknown
 
 if TYPE_CHECKING:
     import optuna
     import torch
 
+    from ablate.config.study import Study
     from ablate.tracking.tracker import Tracker
 
 RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "instead of the 100-column summary")
         command.add_argument("--storage", required=name == "worker", metavar="URL",
                              help=f"Optuna storage URL ({storage_help})")
-        command.add_argument("--device", default=default_device(), help=f"{device_help} (default: %(default)s)")
+        command.add_argument("--device", help=f"{device_help} (default: cuda:0 where CUDA is available, else cpu)")
         command.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
                              help="results folder (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
@@ -93,15 +96,32 @@ def main(argv: list[str] | None = None) -> int:
         flags = [e for e in extra if e.startswith("-")]
         sub.error(unknown("option", flags[:1], set(re.findall(r"(?<![\w-])--?[a-z][\w-]*", sub.format_usage())))
                   if flags else f"unrecognized arguments: {' '.join(extra)}")
+    library_log.hold()  # library messages and warnings wait for the log file the command names (the study's)
     try:
+        if "device" in args:  # a command that reads a study: torch is imported here, its loggers claimed at once
+            from ablate.trial.machine import default_device
+
+            args.device = args.device or default_device()
+            library_log.claim()  # torchao speaks through torch's loggers when the strategies are imported
         return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui,
                 "new": _new}[args.command](args)
-    except (studies.StudyError, DataUnavailable, Busy) as error:
-        print(f"ablate: error: {error}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `ablate list | head`: the reader has gone, which is no error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush cannot raise again
         return 141
+    except Exception as error:
+        if not isinstance(error, _user_errors()):
+            raise
+        print(f"ablate: error: {error}", file=sys.stderr)
+        return 2
+    finally:  # a command that named no study's log: results/ablate.log, made only if a library said something
+        library_log.settle(getattr(args, "results", RESULTS_DIR) / library_log.LOG_NAME)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """The errors said in one line: a bad study or device, missing data, a study another run holds. Read from
+    the modules already imported (an error of a module never imported cannot have been raised)."""
+    where = (("ablate.workload.data", "DataUnavailable"),)
+    return (StudyError, Busy, *(getattr(sys.modules[m], n) for m, n in where if m in sys.modules))
 
 
 def _positive(text: str) -> int:
@@ -119,12 +139,15 @@ def _port(text: str) -> int:
 def _device(text: str) -> torch.device:
     import torch
 
+    from ablate.config.study import DEVICE_TYPES
+    from ablate.trial.machine import resolve
+
     try:
         device = torch.device(text)
     except RuntimeError:
         device = None
-    if device is None or device.type not in studies.DEVICE_TYPES:
-        raise studies.StudyError(unknown("device", [text], studies.DEVICE_TYPES, tail="[:N]"))
+    if device is None or device.type not in DEVICE_TYPES:
+        raise StudyError(unknown("device", [text], DEVICE_TYPES, tail="[:N]"))
     # "cuda" names the current device, so the records, the MLflow tags and every trial say which one measured.
     # Reading stored results (report, sync) needs no GPU: there "cuda" only names the results' device type.
     return resolve(device) if device.type == "cuda" and torch.cuda.is_available() else device
@@ -137,22 +160,26 @@ def _runnable(device: torch.device) -> None:
     if device.type != "cuda":
         return
     if not torch.cuda.is_available():
-        raise studies.StudyError(f"--device {device} asked for, but no CUDA device is available; use --device cpu")
+        raise StudyError(f"--device {device} asked for, but no CUDA device is available; use --device cpu")
     if device.index is not None and device.index >= (count := torch.cuda.device_count()):
-        raise studies.StudyError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to "
+        raise StudyError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to "
                                  f"cuda:{count - 1}")
 
 
 def _run(args: argparse.Namespace) -> int:
     import torch
 
+    from ablate.config import study as studies
+    from ablate.render.terminal import width, wrapped
+
     device = _device(args.device)
     _runnable(device)
     if args.search == "optuna" and not args.trials:
-        raise studies.StudyError("--search optuna needs --trials N")
+        raise StudyError("--search optuna needs --trials N")
     study = studies.load(args.study, device.type)
+    log = library_log.to_log_file(args.results / study.name / library_log.LOG_NAME, lazy=True)  # made if needed
     if args.search == "grid" and args.trials:
-        raise studies.StudyError(f"--trials applies to --search optuna; the grid runs all {study.size} combinations "
+        raise StudyError(f"--trials applies to --search optuna; the grid runs all {study.size} combinations "
                                  f"of {study.name}: drop --trials, or add --search optuna")
     _writable(args.results, "results folder", "--results")
 
@@ -166,12 +193,12 @@ def _run(args: argparse.Namespace) -> int:
     storage = args.storage or default_storage(study, args.results)
     check(storage)
     if not shared(storage) and (args.command == "worker" or args.workers > 1):
-        raise studies.StudyError(f"several workers need a server database for --storage (postgresql://... or "
+        raise StudyError(f"several workers need a server database for --storage (postgresql://... or "
                                  f"mysql://...), not {storage.split(':')[0]}: SQLite is one process's")
     if args.workers > 1 and args.search != "grid":
-        raise studies.StudyError("--workers needs --search grid (workers share the grid's combinations)")
+        raise StudyError("--workers needs --search grid (workers share the grid's combinations)")
     if args.workers > 1 and device.type == "cuda" and args.workers > torch.cuda.device_count():
-        raise studies.StudyError(f"--workers {args.workers} with --device cuda needs {args.workers} GPUs (worker i "
+        raise StudyError(f"--workers {args.workers} with --device cuda needs {args.workers} GPUs (worker i "
                                  f"on cuda:i), this machine has {torch.cuda.device_count()}")
     if database := sqlite_path(storage):
         _writable(database.parent, "storage folder", "--storage")
@@ -181,17 +208,17 @@ def _run(args: argparse.Namespace) -> int:
     machine = describe(str(device))
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
-    from ablate.trial.library_log import LOG_NAME, to_log_file, trial_log_set
-
-    with lock, trial_log_set():  # the lock refuses at once while another run holds the study
+    with lock, library_log.trial_log_set():  # the lock refuses at once while another run holds the study
         from ablate.config.design import SINGLE_PASS
 
-        log = to_log_file(args.results / study.name / LOG_NAME)
+        library_log.to_log_file(log)  # MLflow's loggers too, and the trials' output
 
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
                         design=SINGLE_PASS if args.single_pass else None)
+        # what screening measures besides the baseline: the runnable combinations, or TPE's picks
+        screened = len(runner.planner.runnable_combinations()) - 1 if args.search == "grid" else args.trials
         print(wrapped(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, "
-                      f"torch {machine.torch}; protocol: {runner.design.describe()}"))
+                      f"torch {machine.torch}; protocol: {runner.design.describe(screened)}"))
         try:
             if args.workers > 1:
                 runner.parent.open()  # before the workers start, so that they all log under it
@@ -262,12 +289,12 @@ def _writable(folder: Path, what: str, option: str) -> None:
     while not existing.exists():  # False too below a regular file: its nearest existing ancestor says why
         existing = existing.parent
     if not existing.is_dir():
-        raise studies.StudyError(f"{what} {folder} cannot be created: {existing} is a file, not a folder; "
+        raise StudyError(f"{what} {folder} cannot be created: {existing} is a file, not a folder; "
                                  f"choose another with {option}")
     try:  # a real folder made and removed: root passes every permission check, yet not /proc or a read-only mount
         os.rmdir(tempfile.mkdtemp(prefix=".ablate-probe-", dir=existing))
     except OSError as error:
-        raise studies.StudyError(f"{what} {folder} cannot be created: {existing} does not allow new folders "
+        raise StudyError(f"{what} {folder} cannot be created: {existing} does not allow new folders "
                                  f"({error.strerror}); choose another with {option}") from None
 
 
@@ -283,15 +310,17 @@ def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
           file=sys.stderr)
 
 
-def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optuna.Study, str]:
+def _stored(args: argparse.Namespace) -> tuple[torch.device, Study, optuna.Study, str]:
     """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates
     nothing)."""
     import optuna
 
+    from ablate.config import study as studies
     from ablate.store.storage import check, default_storage, optuna_study_name, sqlite_path
 
     device = _device(args.device)
     study = studies.load(args.study, device.type)
+    log = library_log.to_log_file(args.results / study.name / library_log.LOG_NAME, lazy=True)  # made if needed
     storage = args.storage or default_storage(study, args.results)
     check(storage)
     name = optuna_study_name(study, args.search, device.type)
@@ -302,8 +331,9 @@ def _stored(args: argparse.Namespace) -> tuple[torch.device, studies.Study, optu
             raise KeyError(name)
         optuna_study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        raise studies.StudyError(f"no stored trials for {name} in {storage}; run `ablate run {args.study}"
-                                 f"{' --search optuna --trials N' if args.search == 'optuna' else ''}` first") from None
+        raise StudyError(f"no stored trials for {name} in {storage}; run `ablate run {args.study}"
+                         f"{' --search optuna --trials N' if args.search == 'optuna' else ''}` first") from None
+    library_log.to_log_file(log)  # MLflow's loggers too, from here on
     return device, study, optuna_study, storage
 
 
@@ -318,7 +348,7 @@ def _report(args: argparse.Namespace) -> int:
     device, study, optuna_study, storage = _stored(args)
     stored = records.load(optuna_study)
     if not any(r.complete for r in stored):
-        raise studies.StudyError(f"{optuna_study.study_name} in {storage} has no complete trial yet "
+        raise StudyError(f"{optuna_study.study_name} in {storage} has no complete trial yet "
                                  f"({len(stored)} finished: skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), args.results)
     # The table too: a study stopped before its end (Ctrl-C, a time limit) wrote none.
@@ -358,19 +388,23 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from strategies import PRESETS, REGISTRY, preset
+    from ablate.config import catalogue  # reads the files: no torch, no strategy imported
 
-    width = max(map(len, [*studies.available(), *REGISTRY])) + 2
+    studies, strategies = catalogue.studies(), catalogue.strategies()
+    width = max(len(name) for name, _ in [*studies, *strategies]) + 2
+
+    def fit(text: str) -> str:  # every line within 100 columns
+        return textwrap.shorten(text, max(100 - width - 2, 20), placeholder=" ...")
+
     print("studies (the whole description is in the file):")
-    for name in studies.available():
-        description = " ".join(studies.load(name, "cpu").description.split())
-        print(f"  {name:<{width}}{textwrap.shorten(description, max(100 - width - 2, 20), placeholder=' ...')}")
+    for name, description in studies:
+        print(f"  {name:<{width}}{fit(description)}")
     print("strategies:")
-    for name, cls in REGISTRY.items():
-        print(f"  {name:<{width}}{(cls.__doc__ or '').strip().splitlines()[0]}")
+    for name, line in strategies:
+        print(f"  {name:<{width}}{fit(line.replace('``', '`'))}")  # reST literals read as Markdown ones
     print("presets ({preset: NAME} in a study's space):")
-    for name in PRESETS:
-        print(f"  {name:<{width}}{' + '.join(map(repr, preset(name).members)) or 'nothing: the baseline'}")
+    for name, members in catalogue.presets():
+        print(f"  {name:<{width}}{' + '.join(members) or 'nothing: the baseline'}")
     return 0
 
 
@@ -380,7 +414,7 @@ def _new(args: argparse.Namespace) -> int:
     try:
         path = scaffold.write(args.model, args.out)
     except (LookupError, FileExistsError, OSError) as error:  # an unknown or unavailable model, a file in the way
-        raise studies.StudyError(str(error).strip('"')) from None
+        raise StudyError(str(error).strip('"')) from None
     print(f"wrote {path}; edit it, then run it with: ablate run {path}")
     return 0
 

@@ -39,10 +39,11 @@ BASELINE = "baseline"  # the label of the combination with every dimension off
 JOIN = " + "  # between the labels of a combination's choices
 Levels = tuple[tuple[str, str], ...]  # a combination: sorted (dimension, choice label) pairs
 # Long strategy names, shortened on the terminal only (`short_label`; the CSV, report and MLflow keep the full labels).
+# A short name keeps the words a user knows the strategy by: `set_to_none` stays whole (`to_none` named nothing).
 SHORT = {"activation_checkpointing": "act_ckpt", "attention_backend": "attn", "compiled_optimizer": "compiled_opt",
          "device_resident_data": "device_data", "fused_optimizer": "fused_opt", "half_precision": "half",
          "cudnn_benchmark": "cudnn_bench", "channels_last": "ch_last", "num_workers": "workers",
-         "pin_memory": "pin", "batch_size": "batch", "set_to_none": "to_none", "torchscript": "script"}
+         "pin_memory": "pin", "batch_size": "batch", "torchscript": "script"}
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ablate.config.validate import StudyError
 from ablate.words import count
 
+MAX_MARGIN = 0.5  # an equivalence margin of 50% or more says nothing: most likely a percentage written as 2, not 0.02
 SINGLE_BLOCK = 10**9  # a block size no study reaches: every combination in one block
 
 
@@ -23,19 +25,44 @@ class ProtocolSettings:
     screen_baselines: int = 2  # baselines per screening block
     confirm_blocks: int = 3  # after the race: blocks of the leader (and the simplest of its set) with the baseline
     seeds: int = 3  # at most this many training seeds per accuracy group (ablate.stats.parity: 2, then where uncertain)
+    # A simpler member of the race's set is recommended instead of its leader only where an equivalence test shows
+    # the leader at most this much faster (0.02: 2%); else the leader is (ablate.stats.verdicts).
+    equivalence_margin: float = 0.02
+    # A measurement during whose timed windows other work used more than this many cores on average (Linux:
+    # ablate.trial.load) is measured again, after the machine quietens, at most `remeasure` times; null: never.
+    foreign_load_limit: float | None = 0.25
+    remeasure: int = 2
+
+    def __post_init__(self) -> None:
+        if not 0 < self.equivalence_margin < MAX_MARGIN:
+            raise StudyError(f"protocol.equivalence_margin: how much faster the race's leader may be than a simpler "
+                             f"stack recommended in its place, as a fraction (0.02 = 2%), above 0 and below "
+                             f"{MAX_MARGIN:g}; got {self.equivalence_margin!r}")
 
     @property
     def racing(self) -> bool:
         return self.full_blocks is None and self.race_blocks > 0
 
-    def describe(self) -> str:
+    def describe(self, screened: int | None = None) -> str:
+        """The protocol in a sentence, true to the study when `screened` (the combinations screened besides the
+        baseline) is given: 3 of them are "one block of 3 combinations", never "blocks of 8"."""
         if self.full_blocks:
             return f"every combination in each of {count(self.full_blocks, 'block')}, in a random order per block"
-        blocks = ("one block" if self.block_size >= SINGLE_BLOCK  # the single pass: every combination at once
-                  else f"blocks of {count(self.block_size, 'combination')}")
+        size, contenders = self.block_size, self.contenders
+        if screened is not None:
+            contenders = min(contenders, max(screened, 1))
+        if screened is not None and screened <= size:
+            blocks = f"one block of {count(screened, 'combination')}"
+        elif size >= SINGLE_BLOCK:  # the single pass: every combination at once
+            blocks = "one block"
+        elif screened is None:
+            blocks = f"blocks of up to {count(size, 'combination')}"
+        else:
+            n = -(-screened // size)
+            blocks = f"{n} blocks of {'' if screened % size == 0 else 'up to '}{count(size, 'combination')}"
         text = (f"screening in {blocks} plus {count(self.screen_baselines, 'baseline measurement')}, in a random "
                 f"order per block")
-        return text + (f"; then racing of up to {count(self.contenders, 'contender')} in at most "
+        return text + (f"; then racing of up to {count(contenders, 'contender')} in at most "
                        f"{count(self.race_blocks, 'block')}, eliminated by paired contrasts (studentized "
                        f"range, alpha spent over the looks), and {count(self.confirm_blocks, 'confirmation block')}"
                        if self.racing else "; no racing")

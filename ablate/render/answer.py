@@ -1,24 +1,31 @@
-"""The report's answer in words: the recommended set, accuracy parity, equivalence, and the noise warnings.
+"""The report's answer in words: the recommendation, the race's set, accuracy parity.
 
-Every sentence here states a test's outcome: "could not be told apart" is a
-paired contrast that the studentized range did not reject (`ablate.stats.contrasts`),
-"within +-3% of" is the bound of two one-sided tests (the 90% interval), and
-a parity verdict is a non-inferiority test (`ablate.stats.parity`).
+Every sentence here states a test's outcome, with the interval that decided it:
+"could not be told apart" is a paired contrast the studentized range did not
+reject, printed with its simultaneous interval at the look's alpha
+(`ablate.stats.contrasts`); "shown within 2% of the leader" is the upper bound
+of two one-sided tests at an alpha shared over the members tested
+(`ablate.stats.verdicts`); a parity verdict is a non-inferiority test
+(`ablate.stats.parity`). Two lines that had no test behind them are gone: the
+"within +-X% of no effect" list (printed only where an interval covered x1.00,
+so wrong in 17-81% of the cases printed for true effects of 2.5-3.5 standard
+errors; summary.json keeps a family-wise bound for every combination) and a
+Levene warning on the raced combinations' spreads (its groups share each
+block's baseline, and the race chose them).
 """
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
-from ablate.stats import parity, protocol, variance
+from ablate.stats import parity, protocol
 from ablate.stats.analysis import BreakEven, Speedup, TimeToTarget
 from ablate.stats.comparison import Comparison
-from ablate.stats.contrasts import EQUIVALENCE_CONFIDENCE, Contrast
-from ablate.stats.verdicts import Recommendation
+from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
+from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
 from ablate.words import count, factor, points
 
@@ -30,54 +37,130 @@ def _speedup_factor(s: Speedup | None) -> str:
     return factor(s.point, f.low if f else None, f.high if f else None, no_interval=" (no interval)")
 
 
-def within(estimate: protocol.Estimate) -> float | None:
-    """How far from no effect the TOST 90% interval reaches, as a fraction (None: no interval)."""
-    bounds = estimate.interval(EQUIVALENCE_CONFIDENCE)
-    return None if bounds is None else max(abs(math.expm1(b)) for b in bounds)
+def _of_leader(c: Contrast[str], bounds: tuple[float, float]) -> str:
+    """A member's throughput as a share of the leader's, with `bounds` (of leader / it, log): x0.96 [0.88, 1.05]."""
+    return factor(math.exp(-c.diff), math.exp(-bounds[1]), math.exp(-bounds[0]))
 
 
-def _tie(c: Contrast[str] | None) -> str:
-    """A contender the race could not tell apart from the leader: the leader over it, in the answer's words."""
-    bounds = c.interval() if c else None
-    near = c.equivalence() if c else None  # None exactly when `bounds` is: no standard error
-    if c is None or bounds is None or near is None:
-        return " (too few shared blocks to compare)"
-    low, high = bounds
-    return (f" (leader/it {factor(math.exp(c.diff), math.exp(low), math.exp(high))} over {c.blocks} shared race "
-            f"blocks; within {100 * near:.0f}% of the leader)")
+def decided(c: Contrast[str] | None) -> str:
+    """A race contrast in words, with the interval its decision used: the simultaneous one (the studentized range
+    at the look's alpha over the look's k combinations, its confidence given); where no look judged it (fewer
+    race blocks than a look needs), the pointwise 95% one, said so."""
+    if c is None or c.se is None:
+        return "too few shared race blocks to compare"
+    blocks = count(c.blocks, "shared race block")
+    if (bounds := c.simultaneous()) is not None:
+        return (f"{_of_leader(c, bounds)} the leader's throughput (simultaneous {100 * (1 - c.alpha):.1f}% over "
+                f"{c.k} combinations, {blocks})")
+    pointwise = c.interval()
+    assert pointwise is not None  # it has a standard error
+    return f"{_of_leader(c, pointwise)} the leader's throughput (pointwise 95%, {blocks}: too few for a look)"
 
 
-def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], tolerance: float) -> list[str]:
-    """The recommendation section's words after the compose line."""
-    leader, simplest = rec.leader, rec.simplest
+def _equivalence(e: Equivalence) -> str:
+    data = "its confirmation blocks" if e.data == protocol.CONFIRM else "the race's blocks"
+    return (f"on {data} the leader is at most x{e.bound:.3f} as fast (one-sided {100 * (1 - e.alpha):.1f}%): "
+            + ("shown" if e.shown else "not shown") + f" within {100 * e.margin:g}%")
+
+
+def _parity_word(p: parity.Parity | None) -> str:
+    return f"; parity {p.verdict}" if p else ""
+
+
+def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], tolerance: float,
+                         verdicts: dict[str, parity.Parity] | None = None) -> list[str]:
+    """The recommendation section's words after the compose line: the leader and the headline, every other
+    member with what it costs against the leader and the interval its decision used, the dropped, the unseated.
+    `verdicts`: each combination's parity verdict (the members' are named)."""
+    verdicts = verdicts or {}
+    leader, pick = rec.leader, rec.pick
     s = speedup_of.get(leader.combination)
+    out: list[str] = []
+    if rec.accuracy_unmeasured:
+        out += [f"**Accuracy could not be measured** ({rec.accuracy_unmeasured}), so parity was not judged: the "
+                "answer is on speed alone, the baseline among the candidates.", ""]
     if leader.combination == BASELINE:
         # Every other estimate is a ratio to the baseline, so its x1.00 cannot read high and needs no confirmation.
-        out = [f"The race's leader is **{BASELINE}**: no raced combination's estimate was above its throughput "
-               f"(x1.00 by definition, so no confirmation blocks ran)."]
+        out += [f"The race's leader is **{BASELINE}**: no raced combination's estimate was above its throughput "
+                f"(x1.00 by definition, so no confirmation blocks ran)."]
     else:
         basis = ("from its confirmation blocks, which its selection never saw" if rec.confirmed else
                  "from the blocks that selected it: no confirmation blocks ran, so it may read high")
-        out = [f"The race's leader is **{leader.combination}**: {_speedup_factor(s)} the baseline's throughput ({basis}"
-               + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "") + ")."]
+        out += [f"The race's leader is **{leader.combination}**: {_speedup_factor(s)} the baseline's throughput "
+                f"({basis}" + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "")
+                + ")."]
+    margin = f"{100 * rec.margin:g}%"
+    if pick is not leader:
+        e = rec.equivalence[pick.combination]
+        out += ["", f"**{pick.combination}** is recommended in its place: it has fewer techniques, and an equivalence "
+                    f"test showed the leader at most x{e.bound:.3f} as fast as it, within the study's margin of "
+                    f"{margin} (`protocol.equivalence_margin`)."]
+    elif rec.equivalence:
+        out += ["", f"It is recommended: no simpler member was shown within {margin} of it "
+                    f"(`protocol.equivalence_margin`)."]
     others = [m for m in rec.members if m is not leader]
     if others:
-        parts = [m.combination + _tie(rec.contrasts.get(m.combination)) for m in others]
-        out += ["", f"The race could not tell these apart from the leader (paired contrasts against the "
-                    f"studentized range of the field, alpha spent over the race's looks): {'; '.join(parts)}. "
-                    f"Any of them is an answer; the simplest, **{simplest.combination}** "
-                    f"({_speedup_factor(speedup_of.get(simplest.combination))}), is named first."]
+        tested = len(rec.equivalence)
+        out += ["", "The race could not tell these apart from the leader; each with its throughput over the "
+                    "leader's and the interval the race's decision used (simultaneous: the studentized range over the "
+                    "look's combinations at the look's alpha; told apart exactly when it excludes x1.00). Not told "
+                    "apart is not shown as fast (the race has little power by design), so a simpler one stands in "
+                    f"for the leader only where two one-sided tests show the leader at most {margin} faster (at "
+                    f"{EQUIVALENCE_ALPHA:.0%}" + (f" shared over the {tested} simpler members tested, Bonferroni"
+                                                  if tested > 1 else "") + "):", ""]
+        for m in others:
+            test = rec.equivalence.get(m.combination)
+            out.append(f"- **{m.combination}**{' (recommended)' if m is pick else ''}: "
+                       f"{decided(rec.contrasts.get(m.combination))}"
+                       + (f"; {_equivalence(test)}" if test else "") + _parity_word(verdicts.get(m.combination))
+                       + ".")
     if rec.eliminated:
-        told = [f"{c} (x{math.exp(rec.contrasts[c].diff):.2f} slower)" if c in rec.contrasts else c
+        out += ["", "Told apart from the leader by paired contrasts and dropped from the race:", ""]
+        out += [f"- {c}: " + (decided(rec.dropped.get(c)) if c in rec.dropped else "dropped") + "."
                 for c in rec.eliminated]
-        out += ["", f"Told apart from the leader by paired contrasts and dropped from the race: {'; '.join(told)}."]
-    if rec.pending:
-        out += ["", f"Screened once and ahead of the leader's race estimate, but never raced (no seat or no block "
-                    f"left), so not recommended: {', '.join(rec.pending)}."]
+    if rec.not_raced:
+        out += ["", "Never raced (no seat, or no block left), so not recommended: their estimates come from "
+                    "screening alone.", ""]
+        out += [f"- {c}: {_speedup_factor(speedup_of.get(c))} the baseline's throughput (screening)"
+                for c in rec.not_raced]
     if rec.parity and rec.parity.verdict == parity.UNCERTAIN:
-        out += ["", f"**Accuracy parity of the leader is uncertain**: {rec.parity.describe(tolerance)}. Its interval "
-                    "straddles the tolerance; more seeds would decide it."]
+        out += ["", f"**Accuracy parity of {pick.combination} is uncertain**: {rec.parity.describe(tolerance)}. Its "
+                    "interval straddles the tolerance; more seeds would decide it."]
     return out + [""]
+
+
+def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[str]:
+    """What the terminal prints under the compose line, a name per line so that each fits a terminal: the leader
+    where a simpler member stands in for it, the other members (their throughput over the leader's, with the
+    interval the race's decision used), and the members that never got a race seat."""
+    out = []
+    if rec.accuracy_unmeasured:
+        out.append("accuracy could not be measured: the answer is on speed alone (see the report)")
+    if rec.pick is not rec.leader:
+        e = rec.equivalence[rec.pick.combination]
+        out += [f"shown within {100 * rec.margin:g}% of the race's leader (it is at most x{e.bound:.3f} as fast):",
+                f"  {rec.leader.combination}"]
+    others = [m for m in rec.members if m is not rec.leader and m is not rec.pick]
+    if others:
+        out.append("not told apart from the leader (throughput over the leader's, the decision's interval):")
+        for m in others:
+            c = rec.contrasts.get(m.combination)
+            bounds = c.simultaneous() if c else None
+            out += _named(m.combination, _of_leader(c, bounds) if c and bounds else "not judged")
+    if rec.not_raced:
+        out.append("not raced (no seat; screening's estimate only, not recommended):")
+        out += [line for c in rec.not_raced for line in _named(c, _speedup_factor(speedup_of.get(c)))]
+    return out
+
+
+TERMINAL = 100  # columns a terminal line may take
+INDENT = 4  # the report's summary indents these lines by two, and a name by two more
+
+
+def _named(name: str, value: str) -> list[str]:
+    """`  name: value` on one line where it fits the terminal, else the value on a line of its own below."""
+    one = f"  {name}: {value}"
+    return [one] if len(one) + INDENT - 2 <= TERMINAL else [f"  {name}:", f"    {value}"]
 
 
 def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolerance: float) -> list[str]:
@@ -111,35 +194,6 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
     out += [f"| {g} | not trained: {'its training failed' if g in failed else 'slower than the baseline in screening'}"
             f" | 0 | | {len(members[g])} |" for g in untrained]
     return out + [""]
-
-
-def equivalence_lines(speedups: list[Speedup]) -> list[str]:
-    """For every combination whose interval includes x1.00: how small an effect its data rule out."""
-    lines = [f"- {s.record.combination}: within ±{100 * w:.0f}% of no effect"
-             for s in speedups if s.record.combination != BASELINE and s.log and not s.log.distinguishable
-             and (w := within(s.estimate)) is not None]
-    if not lines:
-        return []
-    return ["Combinations the data cannot tell from the baseline, and the largest effect each one's two one-sided "
-            "tests (the 90% interval) leave open:", "", *lines, ""]
-
-
-def spreads_warning(measurements: list[protocol.Measurement]) -> tuple[float | None, list[str]]:
-    """Levene's test on the raced combinations' paired differences from their blocks' baselines."""
-    diffs: dict[Any, list[float]] = {}
-    base: dict[int, list[float]] = {}
-    for m in measurements:
-        if m.phase == protocol.RACE and m.combination == BASELINE:
-            base.setdefault(m.block, []).append(m.log_throughput)
-    for m in measurements:
-        if m.phase == protocol.RACE and m.combination != BASELINE and m.block in base:
-            diffs.setdefault(m.combination, []).append(m.log_throughput - sum(base[m.block]) / len(base[m.block]))
-    p = variance.spreads_differ(diffs)
-    if p is None or p >= variance.SPREADS_ALPHA:
-        return p, []
-    return p, [f"**The raced combinations are not equally noisy** (Levene's test, p = {p:.3f}): each interval uses "
-               "its own spread where that is wider than the variance model's, and screened combinations take the "
-               "model's variance for their techniques.", ""]
 
 
 def _steps_text(steps: float | None) -> str:

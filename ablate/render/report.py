@@ -30,6 +30,8 @@ from ablate.trial.mfu import peak
 from ablate.trial.process import BASELINE_FP32
 from ablate.words import count, factor, interval, points
 
+NO_BASELINE = "the baseline did not complete, and every speed-up is a ratio to it"
+ALL_BELOW = "no combination the race could judge"
 
 @dataclass
 class Report:
@@ -39,12 +41,14 @@ class Report:
     html: Path
     summary_json: Path
     plots: list[Path]
-    recommended: Record | None
-    compose: tuple[str, str] | None  # for `recommended`: the simplest of the set
+    recommended: Record | None  # the race's leader, or the simpler member shown equivalent to it
+    compose: tuple[str, str] | None  # for `recommended`
     metrics: dict[str, float] = field(default_factory=dict)
     seeds: Mapping[str, int] | None = None
     leader: str | None = None  # the race's leader (the set's fastest)
-    members: tuple[str, ...] = ()  # the recommended set, simplest first
+    members: tuple[str, ...] = ()  # the race's set, simplest first
+    lines: tuple[str, ...] = ()  # the rest of the answer, a name per line (`answer.terminal_lines`)
+    why_none: str = NO_BASELINE  # without a recommendation: why
 
     def summary(self) -> str:
         lines = [f"report ({self.device}): {self.html}", f"summary for scripts: {self.summary_json}"]
@@ -59,12 +63,9 @@ class Report:
             lines.append(f"recommended: {self.recommended.combination} ({speedup}"
                          + (f" (95%, {count(m['recommended.blocks'], 'block')})" if shown else "")
                          + " the baseline's throughput)")
-            lines += [f"  {line}" for line in self.compose or ()]
-            if len(self.members) > 1:
-                lines.append(f"  not told apart from it (race leader {self.leader}): "
-                             + "; ".join(m for m in self.members if m != self.recommended.combination))
+            lines += [f"  {line}" for line in (*(self.compose or ()), *self.lines)]
         else:
-            lines.append("recommended: none (no complete combination within the accuracy tolerance)")
+            lines.append(f"recommended: none ({self.why_none})")
         return "\n".join(lines)
 
 
@@ -77,8 +78,11 @@ CACHES = ("Each measurement runs in a fresh process. A compiled combination's fi
           "combination's compiled code. The dataset's files are decoded once and memory-mapped by every trial; "
           "that affects the start-up only, which is outside the timed windows.")
 MEMORY = {
-    "cuda": "Peak MB: the most memory this process's tensors held on the device during the timed windows "
-            "(compilation, warm-up and evaluations left out), so activation checkpointing's saving shows in full.",
+    "cuda": "Peak MB: the most device memory PyTorch's caching allocator reserved during the timed windows "
+            "(torch.cuda.max_memory_reserved; compilation, warm-up and evaluations left out), CUDA-graph pools "
+            "included; then, as \"allocated\", the most its tensors held (max_memory_allocated). The reserved figure "
+            "is the one compared: a CUDA-graph replay (cuda_graphs, compile in reduce-overhead or max-autotune mode) "
+            "runs in a private pool the allocated figure leaves out, so allocated would show graphs as a saving.",
     "cpu": "Peak MB: the trial process's peak resident set size during the timed windows (evaluations left out). "
            "It includes the interpreter, torch and the data, so a saving in activations reads smaller than on a GPU, "
            "where only tensors count; DataLoader workers' own processes are not in it.",
@@ -100,8 +104,8 @@ def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: P
     numeric_dims = [d for d, opts in study.space if any(o.changes_numerics for o in opts)]
     throughput = analysis.fit_effects(analysis.throughput_observations(records), dims, "log throughput")
     accuracy = analysis.fit_effects(analysis.accuracy_observations(records), numeric_dims, "test accuracy")
-    picked = rec.leader.number if rec else None
-    compose = analysis.compose_line(rec.simplest, study) if rec else None
+    picked = rec.pick.number if rec else None
+    compose = analysis.compose_line(rec.pick, study) if rec else None
     breaks = analysis.break_even(records, study, compared.speedup_of)
     title = f"{study.name} ({search}) on {device}"
 
@@ -117,12 +121,18 @@ def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: P
     html = folder / "report.html"
     html.write_text(_html(text, figures, title))
     summary = folder / "summary.json"
-    summary.write_text(json.dumps(summaries.summary(study, compared, search, compose, cv, followed(study, race), race),
+    summary.write_text(json.dumps(summaries.summary(study, compared, search, cv, followed(study, race), race),
                                   indent=2) + "\n")
-    return Report(device, folder, md, html, summary, figures, rec.simplest if rec else None, compose,
+    return Report(device, folder, md, html, summary, figures, rec.pick if rec else None, compose,
                   _metrics(compared, throughput, accuracy, cv),
                   race.seeds, rec.leader.combination if rec else None,
-                  tuple(m.combination for m in rec.members) if rec else ())
+                  tuple(m.combination for m in rec.members) if rec else (),
+                  tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(records))
+
+
+def _why_none(records: list[Record]) -> str:
+    """Why there is no recommendation: no complete baseline (it is always a candidate otherwise)."""
+    return NO_BASELINE if baseline(records) is None else ALL_BELOW
 
 
 def _samples(study: Study) -> str:
@@ -135,9 +145,11 @@ def _memory(c: Comparison, base: Comparison | None) -> str:
     mine, theirs = c.peak_memory_mb, base.peak_memory_mb if base else None
     if mine is None:
         return ""
+    allocated = c.record.metrics.get(metric.PEAK_MEMORY_ALLOCATED_MB)  # CUDA: the table's figure is the reserved one
+    also = "" if allocated is None else f"; allocated {allocated:,.0f}"
     if not theirs or c.is_baseline:
-        return f"{mine:,.0f}"
-    return f"{mine:,.0f} ({100 * (mine / theirs - 1):+.0f}%)"
+        return f"{mine:,.0f}{also}"
+    return f"{mine:,.0f} ({100 * (mine / theirs - 1):+.0f}%){also}"
 
 
 def _bitwise_lines(stored: StudyRecord, device: str) -> list[str]:
@@ -168,8 +180,9 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         f"host {', '.join(machines['host'])}",
         f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, "
         f"dataset `{study.dataset}`; "
-        f"budget {study.budget.train_samples:,} training {_samples(study)} for accuracy, "
-        f"{study.budget.describe_windows()}; "
+        + ("budget: throughput only (budget.throughput_only), " if study.budget.throughput_only else
+           f"budget {study.budget.train_samples:,} training {_samples(study)} for accuracy, ")
+        + f"{study.budget.describe_windows(device_type)}; "
         f"throughput in {study.throughput_unit}/s",
         f"- Trials: {count(len(records), 'combination')}: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
         + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
@@ -194,23 +207,22 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     tol = study.accuracy_tolerance
     speedup_of = compared.speedup_of
     if rec and compose:
-        pick = rec.simplest
+        pick = rec.pick
         s = speedup_of.get(pick.combination)
-        out += [f"Recommended{' (the simplest of a set the race could not tell apart)' if len(rec.members) > 1 else ''}"
+        out += [f"Recommended{' (the race leader)' if pick is rec.leader and len(rec.members) > 1 else ''}"
                 f": **{pick.combination}**, {_factor(s.factor, s) if s else 'n/a'} the baseline's throughput "
                 f"({_estimated_from(s) if s else ''}), "
                 + (f"test accuracy {pick.accuracy:.2f}% "
                    f"({points(pick.accuracy - base.accuracy) if base and base.accuracy is not None else ''})."
                    if pick.accuracy is not None else "accuracy not measured."),
                 "", "```python", *compose, "```", ""]
-        out += answer.recommendation_lines(rec, speedup_of, tol)
+        out += answer.recommendation_lines(rec, speedup_of, tol,
+                                          {c.combination: c.parity for c in compared.rows if c.parity})
     else:
-        out += [f"None: no complete combination's test accuracy is within {tol:g} points of the baseline's "
-                "(every accuracy group is `below`).", ""]
+        out += [f"None: {_why_none(records)}.", ""]
     if stored.seeds:
         out += [f"Seeds of this run: {seeds.describe(stored.seeds)} (parity's extra seeds: the "
                 "training seed plus 1, 2...).", ""]
-    out += answer.spreads_warning(analysis.protocol_measurements(records))[1]
 
     if cv is not None and cv > NOISY_CV:
         out += [f"**A noisy host.** The baseline's throughput moved by {100 * cv:.0f}% between blocks (coefficient "
@@ -221,13 +233,14 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     out += ["## Speed-up of every combination", "",
             "Each measurement is one fresh process. A combination's speed-up is the geometric mean, over the blocks "
             "it ran in, of its throughput divided by the same block's baseline's (paired, so drift and a lucky "
-            "baseline cancel). A raced combination's estimate comes from its race blocks only, so picking the "
-            "leader from the screening does not inflate it. The 95% t interval rests on between-process noise: "
+            "baseline cancel). The leader's estimate (and the simplest member's of its set) comes from confirmation "
+            "blocks, which no selection saw; another raced combination's comes from the race blocks that also "
+            "decided whether it stayed in the race, so one kept may read high and one dropped low. The 95% t "
+            "interval rests on between-process noise: "
             "a variance model by technique fitted to the spread of the paired differences of the combinations "
             "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
             "when too few: \"paired\", or \"baseline\" when the baselines are the only source), or a "
-            "combination's own spread across its blocks where that is wider (\"own\"). The leader's estimate "
-            "comes from its confirmation blocks, which its selection never saw. A row's throughput is the "
+            "combination's own spread across its blocks where that is wider (\"own\"). A row's throughput is the "
             "baseline's (the geometric mean of its measurements) times the row's speed-up, so the two columns agree.",
             "",
             "![speed-up per combination](speedup.png)", "",
@@ -251,7 +264,6 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     out += ["", "Accuracy was trained once per seed per group of combinations that differ only in techniques that "
             "leave the numbers unchanged (\"acc from\" names the trial of the run's own seed); Δ acc is the mean "
             "paired change over the group's seeds (see Accuracy parity).", ""]
-    out += answer.equivalence_lines(compared.speedups)
 
     out += ["## What each technique is worth", ""]
     if any(isinstance(f, EffectFit) for f in (throughput, accuracy)):  # else the figure would be text only
@@ -306,7 +318,7 @@ def _metrics(compared: DeviceComparisons, throughput: EffectFit | str, accuracy:
         m["baseline_cv_across_blocks"] = cv
     m.update(effects.metrics(throughput, accuracy))
     rec = compared.recommendation
-    c = compared.get(rec.simplest.combination) if rec else None
+    c = compared.get(rec.pick.combination) if rec else None
     if c and c.factor is not None and not c.interval:
         m["recommended.speedup"] = c.factor
     elif c and c.interval and c.speedup:  # an interval is its speed-up's

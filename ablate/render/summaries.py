@@ -1,24 +1,34 @@
 """summary.json: the report's answer for scripts, rendered from the comparisons (`ablate.stats.comparison`).
 
 What a user's CI reads to notice that the best stack has changed: every combination's speed-up with its
-interval and throughput, its parity verdict, and the recommendation with its race contrasts.
+interval and throughput, its parity verdict, and the recommendation: the recommended combination's own entry
+and `compose` lines (never one combination's speed-up beside another's code), one object per member of the race's
+set (each with its own `compose`, speed-up, interval, parity, and what it costs against the leader with the
+interval its decision used), the combinations told apart and dropped, and those never raced.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.render import answer
-from ablate.stats import analysis
+from ablate.stats import analysis, protocol
 from ablate.stats.comparison import Comparison, DeviceComparisons
+from ablate.stats.contrasts import Contrast
+from ablate.stats.verdicts import Recommendation
+from ablate.store.records import Record
 from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
 
+Compose = Callable[[Record], tuple[str, str]]  # a combination's import and compose(...) lines
+
 
 def entry(c: Comparison, unit: str) -> dict[str, Any]:
-    """One combination, as summary.json carries it (`c` has a speed-up estimate)."""
+    """One combination, as summary.json carries it (`c` has a speed-up estimate). `within_of_no_effect` is always
+    null, kept so that scripts reading it do not break: the bound it held (two one-sided tests, given only where the
+    interval covered x1.00) had no control over the many combinations, and given selectively it was wrong in
+    17-81% of the cases given for true effects of 2.5-3.5 standard errors; the interval says as much."""
     s = c.speedup
     assert s is not None, c.combination
     e, r, p = s.estimate, c.record, c.parity
@@ -30,14 +40,58 @@ def entry(c: Comparison, unit: str) -> dict[str, Any]:
             metric.PEAK_MEMORY_MB: c.peak_memory_mb, metric.MFU: r.metrics.get(metric.MFU), "accuracy": r.accuracy,
             "accuracy_change": c.accuracy_change,
             "parity": p and {"verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds},
-            "within_of_no_effect": answer.within(e) if s.log and not s.log.distinguishable else None}
+            "within_of_no_effect": None}
 
 
-def summary(study: Study, compared: DeviceComparisons, search: str, compose: tuple[str, str] | None,
-            cv: float | None, design: ProtocolSettings, stored: StudyRecord) -> dict[str, Any]:
+def decision(k: Contrast[str]) -> dict[str, Any]:
+    """A race contrast (log leader - log it) as scripts read it: the ratio, the interval its decision used (the
+    simultaneous one at the look's alpha; pointwise 95% where no look judged it, `interval` says which), the
+    adjusted p (below 0.05 exactly when told apart), and the pointwise `p` (not the decision)."""
+    bounds = k.simultaneous()
+    kind = "simultaneous" if bounds else "pointwise 95%" if k.se is not None else None
+    bounds = bounds or k.interval()
+    return {"leader_over_it": math.exp(k.diff), "low": math.exp(bounds[0]) if bounds else None,
+            "high": math.exp(bounds[1]) if bounds else None, "interval": kind,
+            "confidence": 1 - k.alpha if k.alpha else None, "k": k.k if k.alpha else None,
+            "p_adjusted": k.p_adjusted, "p": k.p, "blocks": k.blocks, "told_apart": k.apart}
+
+
+def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> dict[str, Any] | None:
+    """summary.json's `recommendation`: the recommended combination's entry and compose lines, and one object per
+    member of the race's set. None without a recommendation (no complete baseline)."""
+    rec: Recommendation | None = compared.recommendation
+    pick = compared.get(rec.pick.combination) if rec else None
+    if rec is None or pick is None or pick.speedup is None:
+        return None
+
+    def member(m: Record) -> dict[str, Any]:
+        c = compared.get(m.combination)
+        k, e = rec.contrasts.get(m.combination), rec.equivalence.get(m.combination)
+        base = entry(c, unit) if c and c.speedup else {"combination": m.combination}
+        return {**base, "compose": list(compose(m)), "leader": m is rec.leader, "recommended": m is rec.pick,
+                "against_leader": decision(k) if k is not None and m is not rec.leader else None,
+                "equivalence": e and {"leader_over_it_at_most": e.bound, "alpha": e.alpha, "data": e.data,
+                                      "shown": e.shown}}
+
+    return {
+        **entry(pick, unit), "compose": list(compose(rec.pick)),
+        "confirmed": pick.speedup.estimate.phase == protocol.CONFIRM,
+        "leader": rec.leader.combination, "equivalence_margin": rec.margin,
+        "set": [m.combination for m in rec.members], "simplest": rec.simplest.combination,
+        "members": [member(m) for m in rec.members],
+        "eliminated": [{"combination": c, **(decision(rec.dropped[c]) if c in rec.dropped else {})}
+                       for c in rec.eliminated],
+        "not_raced": [entry(c, unit) if (c := compared.get(name)) and c.speedup
+                      else {"combination": name} for name in rec.not_raced],
+        "pending": list(rec.pending), "accuracy_unmeasured": rec.accuracy_unmeasured,
+        "contrasts": {c: decision(k) for c, k in rec.contrasts.items()},
+    }
+
+
+def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | None, design: ProtocolSettings,
+            stored: StudyRecord) -> dict[str, Any]:
     """summary.json for one device. `stored`: what the Optuna study stores (its seeds, where the race ended)."""
-    records, rec, unit = compared.records, compared.recommendation, study.throughput_unit
-    chosen = compared.get(rec.leader.combination) if rec else None
+    records, unit = compared.records, study.throughput_unit
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     return {
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": compared.device,
@@ -46,11 +100,6 @@ def summary(study: Study, compared: DeviceComparisons, search: str, compose: tup
                      "confidence": analysis.CONFIDENCE, "race": stored.race, "baseline_cv_across_blocks": cv,
                      "compile_cache": "cold on a combination's first measurement, its own warm cache after"},
         "seeds": stored.seeds,
-        "recommendation": None if chosen is None or chosen.speedup is None or rec is None else {
-            **entry(chosen, unit), "confirmed": rec.confirmed, "leader": rec.leader.combination,
-            "set": [m.combination for m in rec.members], "simplest": rec.simplest.combination,
-            "compose": list(compose or ()), "pending": list(rec.pending),
-            "contrasts": {c: {"leader_over_it": math.exp(k.diff), "p": k.p, "blocks": k.blocks,
-                              "within": k.equivalence()} for c, k in rec.contrasts.items()}},
+        "recommendation": recommendation(compared, unit, lambda r: analysis.compose_line(r, study)),
         "speedups": [entry(c, unit) for c in compared.rows if c.speedup],
     }

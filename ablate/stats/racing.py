@@ -20,8 +20,14 @@
   leader's reported speed-up and interval come from them only, so choosing
   it does not inflate them (the race leader is the max of several estimates,
   biased up by about one standard error in a four-way tie).
-- **The answer** is a set: the leader and every field member the race could not
-  tell apart from it, the simplest (fewest techniques) named first.
+- **The answer** is the leader, with the set the race could not tell apart from
+  it: not told apart is not shown as fast (the race has little power by
+  design), so a simpler member replaces the leader only where an equivalence
+  test shows it within the study's margin (`ablate.stats.verdicts`, on the
+  contrasts `confirmed` gives). Each eliminated combination keeps the contrast
+  that dropped it (`dropped_by`: its interval is the one that decided), and
+  field members that never got a seat are named (`not_raced`), with their
+  screening estimates.
 """
 from __future__ import annotations
 
@@ -31,12 +37,13 @@ from dataclasses import dataclass
 from typing import AbstractSet, Callable, Generic, Iterable, Sequence, TypedDict
 
 from ablate.stats import variance
-from ablate.stats.contrasts import ALPHA, SCREEN_ALPHA, Contrast, beyond_range, look_alpha, paired, told_apart
+from ablate.stats.contrasts import ALPHA, SCREEN_ALPHA, Contrast, beyond_range, judged, look_alpha, paired
 from ablate.stats.protocol import (
     CONFIRM,
     FULL,
     MIN_RACE_BLOCKS,
     RACE,
+    SCREEN,
     Estimate,
     Key,
     Measurement,
@@ -62,6 +69,8 @@ class Race(Generic[Key]):
     eliminated: tuple[Key, ...] = ()  # told apart from the leader, in the order they dropped out
     pending: tuple[Key, ...] = ()  # challengers never raced whose screening estimate beats the leader's
     confirm_blocks: int = 0
+    dropped_by: tuple[Contrast[Key], ...] = ()  # per eliminated combination, the contrast of the look that dropped it
+    not_raced: tuple[Key, ...] = ()  # eligible, not screened apart from the leader (or pending), never raced
 
 
 class _Standing(TypedDict, Generic[Key]):
@@ -72,6 +81,7 @@ class _Standing(TypedDict, Generic[Key]):
     race_blocks: int
     contrasts: tuple[Contrast[Key], ...]
     eliminated: tuple[Key, ...]
+    dropped_by: tuple[Contrast[Key], ...]
 
 
 def _values(measurements: Iterable[Measurement[Key]], phase: str) -> dict[Key, dict[int, float]]:
@@ -92,16 +102,17 @@ def _relative(values: dict[Key, dict[int, float]], c: Key, baseline: Key, blocks
 
 def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
           model: Callable[[Key], tuple[float, int]] | None = None) -> tuple[Key, list[Contrast[Key]], set[Key]]:
-    """The leader among `field` on `blocks`, its contrasts with the others, and those told apart from it.
+    """The leader among `field` on `blocks`, its contrasts with the others (judged: each with the alpha and the
+    field size its decision used), and those told apart from it.
     `model`: a combination's process variance from the variance model, with its degrees of freedom."""
     shown = {c: values.get(c, {}) for c in field}
     shown = {c: {b: v for b, v in by.items() if b in blocks} for c, by in shown.items()}
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
     ranked = {c: -math.inf if r is None else r for c, r in rel.items()}
     leader = max(sorted(field, key=str), key=lambda c: ranked[c])
-    found = [paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None)
-             for c in sorted(field, key=str) if c != leader]
-    return leader, found, told_apart(found, alpha, len(field))
+    found = judged([paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None)
+                    for c in sorted(field, key=str) if c != leader], alpha, len(field))
+    return leader, found, {c.other for c in found if c.apart}
 
 
 def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
@@ -121,7 +132,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     if not est:
         return Race(None, (), n_race, None, "no combination within the accuracy tolerance was measured")
     if not settings.racing:
-        return _not_raced(measurements, baseline, est, settings)
+        return _unraced(measurements, baseline, est, settings)
     screen_rank = sorted(est, key=lambda c: (-est[c].log, str(c)))
     if not n_race:
         first = screen_rank[0]
@@ -133,10 +144,11 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     looks = max(1, settings.race_blocks - MIN_RACE_BLOCKS + 1)
     out: list[Key] = []
     contrasts: list[Contrast[Key]] = []
+    last: dict[Key, Contrast[Key]] = {}  # each combination's contrast at the latest look it was in
     for n in range(1, n_race + 1):  # replay the looks: the field of block n is who ran in it, less the eliminated
         # One that ran in an earlier race block but not in this one was dropped when this block was planned. The
         # replayed look may judge it otherwise (the variance model has learnt from later blocks since), but what
-        # was measured is the record: a dropped combination stays dropped.
+        # was measured is the record: a dropped combination stays dropped (its contrast: that look's, replayed).
         out += sorted((c for c in values if c not in out and blocks[n - 1] not in values[c]
                        and any(b in values[c] for b in blocks[:n - 1])), key=str)
         field = [c for c in values if blocks[n - 1] in values[c] and c not in out]
@@ -145,6 +157,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
         field = [c for c in field if c in est]
         alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks) if n >= MIN_RACE_BLOCKS else 0.0
         leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model)
+        last.update({c.other: c for c in contrasts})
         out += sorted(dropped, key=str)
     survivors = [c for c in field if c != leader and c not in out]
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
@@ -155,7 +168,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     beat = leader_rel if leader_rel is not None else 0.0
     challengers = [c for c in screen_rank if c not in raced and c != baseline and est[c].log > beat]
     standing = _Standing(leader=leader, contenders=tuple(survivors), race_blocks=n_race, contrasts=tuple(contrasts),
-                         eliminated=tuple(out))
+                         eliminated=tuple(out), dropped_by=tuple(last[c] for c in out if c in last))
     seats = max(0, max(1, settings.contenders) - 1 - len([c for c in survivors if c != baseline]))
     entering = challengers[:seats]
     if n_race < settings.race_blocks and (n_race < MIN_RACE_BLOCKS or survivors or entering):
@@ -167,18 +180,51 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
            if n_race >= settings.race_blocks and survivors else
            f"the leader was told apart from every other by paired contrasts after {count(n_race, 'race block')}"
            if not survivors else "no contender other than the baseline is left")
-    return _confirm(measurements, standing, why, challengers, baseline, settings, techniques)
+    unseated = _not_raced(measurements, baseline, eligible, techniques, set(values), challengers)
+    return _confirm(measurements, standing, why, challengers, baseline, settings, techniques, unseated)
+
+
+def _not_raced(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
+               techniques: Callable[[Key], frozenset], raced: set[Key], pending: list[Key]) -> tuple[Key, ...]:
+    """The race's field as screening chose it (the screening leader and those not screened apart from it, as at
+    the race's first step) and the pending challengers, less every one that was raced: best screened first."""
+    screened = {c: e for c, e in estimates([m for m in measurements if m.phase == SCREEN], baseline,
+                                             techniques).items() if c in eligible}
+    if not screened:
+        return tuple(c for c in pending if c != baseline)
+    rank = sorted(screened, key=lambda c: (-screened[c].log, str(c)))
+    field = [c for c in rank if c == rank[0] or not _screened_apart(screened[rank[0]], screened[c], len(rank))]
+    return tuple(c for c in dict.fromkeys([*field, *(c for c in rank if c in pending)])
+                 if c not in raced and c != baseline)
 
 
 def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key], why: str, pending: list[Key],
-             baseline: Key, settings: ProtocolSettings, techniques: Callable[[Key], frozenset]) -> Race[Key]:
+             baseline: Key, settings: ProtocolSettings, techniques: Callable[[Key], frozenset],
+             not_raced: tuple[Key, ...] = ()) -> Race[Key]:
     """After the race: blocks of the leader, the simplest of the set and the baseline, none seen by selection."""
     done = len({m.block for m in measurements if m.phase == CONFIRM})
     leader = standing["leader"]
     members = tuple(dict.fromkeys(c for c in (leader, simplest([leader, *standing["contenders"]], techniques))
                                   if c != baseline))
     nxt = members if members and done < settings.confirm_blocks else None
-    return Race(**standing, next_block=nxt, why=why, phase=CONFIRM, pending=tuple(pending), confirm_blocks=done)
+    return Race(**standing, next_block=nxt, why=why, phase=CONFIRM, pending=tuple(pending), confirm_blocks=done,
+                not_raced=not_raced)
+
+
+def confirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: Key, others: Sequence[Key],
+              techniques: Callable[[Key], frozenset] | None = None) -> dict[Key, Contrast[Key]]:
+    """The leader against each of `others` over the confirmation blocks both ran in (the baseline runs in every
+    one), paired as the race pairs, with the variance model's variance: blocks no selection saw. Only those
+    with two shared confirmation blocks or more (so a standard error)."""
+    techniques = techniques or default_techniques(baseline)
+    values = _values(measurements, CONFIRM)
+    if leader not in values:
+        return {}
+    fitted = variance.fit(noise_sources(measurements, baseline, techniques))
+    model = (lambda c: (fitted.variance(techniques(c)), fitted.df_for(techniques(c)))) if fitted else None
+    found = {c: paired(values[leader], values.get(c, {}), c, _summed(model(leader), model(c)) if model else None)
+             for c in others if c != leader}
+    return {c: k for c, k in found.items() if k.se is not None}
 
 
 def _summed(a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
@@ -198,8 +244,8 @@ def _screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
     return beyond_range(diff, se, df, SCREEN_ALPHA, max(2, k))
 
 
-def _not_raced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],
-               settings: ProtocolSettings) -> Race[Key]:
+def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],
+             settings: ProtocolSettings) -> Race[Key]:
     """Screening only, or a full design: the leader of the estimates; in a full design every combination shares
     every block, so the contrasts are paired over all of them (one look: the whole alpha)."""
     leader = max(sorted(est, key=str), key=lambda c: est[c].log)
@@ -210,7 +256,8 @@ def _not_raced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dic
         leader, contrasts, out = _look(values, baseline, field, blocks, ALPHA)  # own spreads: every block shared
         still = tuple(sorted((c for c in field if c != leader and c not in out), key=lambda c: (-est[c].log, str(c))))
         return Race(leader, still, 0, None, "no racing in this protocol", contrasts=tuple(contrasts),
-                    eliminated=tuple(sorted(out, key=str)))
+                    eliminated=tuple(sorted(out, key=str)),
+                    dropped_by=tuple(c for c in sorted(contrasts, key=lambda c: str(c.other)) if c.apart))
     return Race(leader, (), 0, None, "no racing in this protocol")
 
 

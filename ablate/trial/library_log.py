@@ -6,12 +6,20 @@ progress line. `to_log_file` sends this process's logging (MLflow's own handlers
 warnings to the file; trial processes started afterwards send their stdout and stderr there too
 (`trial_output_to_log_file`), since a trial reports its result and its errors over a pipe, not by printing.
 The progress line, the table and ablate's own one-line messages are printed as before.
+
+Every command does so, not only `ablate run`: `hold` at its start keeps what libraries say until the command
+knows its log (the study's, once the study file is read: torch and torchao speak while it is), and `settle`
+at its end writes what no study's log took to the results folder's own log, made only when there is
+something to write (`ablate list` and `ablate new` name no study).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import io
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -22,24 +30,98 @@ TRIAL_LOG_ENV = "ABLATE_TRIAL_LOG"  # inherited by the trial processes: where th
 OWN_HANDLERS = ("mlflow", "sqlalchemy.engine", "alembic", "huey")
 
 
-def to_log_file(path: Path) -> Path:
-    """Send this process's library logging and warnings, and later trial processes' output, to `path`."""
-    import mlflow  # noqa: F401 - configures its loggers at import: replaced below, not after
+class _Held(logging.Handler):
+    """Holds library messages (the last 10,000) until a log file takes them."""
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path)
-    handler.set_name(HANDLER)
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: collections.deque[logging.LogRecord] = collections.deque(maxlen=10_000)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+class _LogFile(logging.FileHandler):
+    """A log file whose folder is made when the file is opened (at once, or at the first message: `delay`)."""
+
+    def _open(self) -> io.TextIOWrapper:
+        try:
+            Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+            return super()._open()
+        except OSError:  # a results folder that cannot be written: the command says so; the messages are dropped
+            return open(os.devnull, "w", encoding=self.encoding)  # the handler closes it
+
+
+def hold() -> None:
+    """At a command's start: this process's library logging and warnings are held, not printed, until
+    `to_log_file` (or `settle`) names where they go."""
+    _install(_Held())
+
+
+def to_log_file(path: Path, *, lazy: bool = False) -> Path:
+    """Send this process's library logging and warnings (those held since `hold` first), and later trial
+    processes' output, to `path`. `lazy`: the file is made at the first message, and MLflow, which a command
+    with no study does not use, is not imported to configure its loggers."""
+    if not lazy:
+        import mlflow  # noqa: F401 - configures its loggers at import: replaced below, not after
+    handler = _LogFile(path, delay=lazy)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for held in _install(handler):
+        for record in held.records:
+            handler.handle(record)
+    if not lazy:
+        os.environ[TRIAL_LOG_ENV] = str(path)
+    return path
+
+
+def settle(fallback: Path) -> None:
+    """At a command's end: what is still held, and what libraries say after, goes to `fallback` (made only
+    when there is something to write)."""
+    if any(isinstance(h, _Held) for h in logging.getLogger().handlers):
+        to_log_file(fallback, lazy=True)
+
+
+def _install(handler: logging.Handler) -> list[_Held]:
+    """`handler` takes this process's library messages in place of the previous one; what it replaced that
+    still held messages."""
+    handler.set_name(HANDLER)
     root = logging.getLogger()
-    for old in [h for h in root.handlers if h.get_name() == HANDLER]:  # an earlier run in this process
+    replaced = [h for h in root.handlers if h.get_name() == HANDLER]  # an earlier command in this process
+    for old in replaced:
         root.removeHandler(old)
         old.close()
     root.addHandler(handler)  # also keeps logging's last-resort handler (stderr) from printing warnings
-    for name in OWN_HANDLERS:
-        logging.getLogger(name).handlers = [handler]
+    _claim(handler, OWN_HANDLERS)
+    logging.captureWarnings(False)  # anew: whatever replaced `warnings.showwarning` since (a test runner) is undone
     logging.captureWarnings(True)  # warnings.warn(...) through the "py.warnings" logger, so into the file
-    os.environ[TRIAL_LOG_ENV] = str(path)
-    return path
+    return [h for h in replaced if isinstance(h, _Held)]
+
+
+def claim() -> None:
+    """Library loggers configured since the last call (torch's, at its import) print to the log, not the terminal:
+    call it after importing a library that may speak before the command names its log."""
+    current = [h for h in logging.getLogger().handlers if h.get_name() == HANDLER]
+    if current:  # else no command holds library messages here (a test calling a command's helper)
+        _claim(current[0])
+
+
+def _claim(handler: logging.Handler, names: tuple[str, ...] = ()) -> None:
+    for name in {*names, *_printing_loggers()}:
+        logger = logging.getLogger(name)  # one that propagates reaches the root's handler: none of its own
+        logger.handlers = [] if logger.propagate else [handler]
+
+
+def _printing_loggers() -> list[str]:
+    """Library loggers that print to the terminal with handlers of their own (torch's `_StderrHandler`, Optuna's
+    and transformers' StreamHandlers), or took this module's earlier handler."""
+    terminal = {id(s) for s in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__) if s is not None}
+
+    def printing(handler: logging.Handler) -> bool:
+        return handler.get_name() == HANDLER or (
+            not isinstance(handler, logging.FileHandler) and id(getattr(handler, "stream", None)) in terminal)
+
+    return [name for name, logger in logging.Logger.manager.loggerDict.items()
+            if isinstance(logger, logging.Logger) and any(map(printing, logger.handlers))]
 
 
 def trial_output_to_log_file() -> None:

@@ -6,7 +6,7 @@ from typing import Any, Iterable, Iterator, Protocol
 import torch
 from torch.utils.data import DataLoader
 
-from ablate.workload.tasks import Quality, Task
+from ablate.workload.tasks import EVAL_LOGITS_BYTES, Quality, Task
 from strategies import Stack
 
 
@@ -40,14 +40,18 @@ def train(
         clock.count(task.samples(batch), loss)
 
 
-def evaluate(task: Task, model: torch.nn.Module, loader: DataLoader, device: torch.device) -> Quality:
-    """The task's held-out quality, in fp32 without autocast.
+def evaluate(task: Task, model: torch.nn.Module, loader: DataLoader, device: torch.device,
+             logits_budget: int = EVAL_LOGITS_BYTES) -> Quality:
+    """The task's held-out quality, in fp32 without autocast, within memory: the loader's batches are cut
+    into forwards whose logits fit `logits_budget` bytes (`ablate.workload.tasks.eval_rows` says why), and
+    the loss and accuracy are running sums, so evaluation's memory does not grow with the test set.
 
     Pass the unwrapped model: a scripted or compiled wrapper shares its weights,
     and evaluating through it would trigger a recompilation for eval mode.
     """
     model.eval()
-    with torch.inference_mode():
-        quality = task.evaluate(model, loader, device)
-    model.train()
-    return quality
+    try:
+        with torch.inference_mode():
+            return task.evaluate(model, loader, device, logits_budget)
+    finally:
+        model.train()

@@ -11,6 +11,10 @@ accuracy (percent; accuracy parity and ``target_accuracy`` use it) and mean
 loss; next-token prediction adds bits per byte (its loss in bits: the corpus
 is bytes). A user's own loss has no accuracy: its quality is its mean held-out
 loss (``target_loss``), and accuracy parity cannot be judged.
+
+Evaluation runs within memory: held-out batches are split into forwards whose logits fit a budget
+(`eval_rows`), and the figures are running sums over them, so the memory evaluation takes does not grow
+with the test set or with a library model's vocabulary.
 """
 from __future__ import annotations
 
@@ -24,6 +28,33 @@ import torch.nn.functional as F
 from ablate.workload.registry import lookup
 
 DEFAULT_SEQ_LEN = 256
+EVAL_LOGITS_BYTES = 256 * 2**20  # the logits of one evaluation forward, in fp32: see `eval_rows`
+
+
+def eval_rows(bytes_per_row: int, budget: int = EVAL_LOGITS_BYTES) -> int:
+    """How many rows (samples) one evaluation forward takes so that their logits fit in `budget` bytes; >= 1.
+
+    Why a budget, and not the study's ``test_batch_size`` alone: one forward's logits are rows x positions x
+    classes numbers, and a library language model's vocabulary makes that the largest thing evaluation
+    holds. GPT-2's 50,257 words over 1,000 windows of 64 tokens are 12.7 GB of fp32 logits, and cross-entropy's
+    log-softmax is as large again: that drove a 24 GiB machine out of memory. At 256 MiB, the logits and the
+    one or two temporaries of their size (the log-softmax; a causal LM's shifted copy) stay under 1 GiB
+    beside the model on any machine that can train it, while a small head still evaluates a whole loader
+    batch in one forward (ten classes are 40 bytes a row: 6.7 million rows fit), so only large
+    vocabularies are split, and GPT-2 at 64 tokens still takes about 20 windows a forward.
+    """
+    return max(1, budget // max(1, bytes_per_row))
+
+
+def _rows(batch: Any, start: int, stop: int) -> Any:
+    """Rows `start:stop` of every tensor of a batch (a tensor, a tuple or list of them, or a dict)."""
+    if isinstance(batch, torch.Tensor):
+        return batch[start:stop]
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_rows(b, start, stop) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _rows(v, start, stop) for k, v in batch.items()}
+    return batch
 
 
 @dataclass(frozen=True)
@@ -55,7 +86,9 @@ class Task:
     def units_per_sample(self) -> int:
         return 1
 
-    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device) -> Quality:
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device,
+                 logits_budget: int = EVAL_LOGITS_BYTES) -> Quality:
+        """Held-out quality over `batches`, each forward's logits within `logits_budget` bytes (`eval_rows`)."""
         raise NotImplementedError
 
 
@@ -74,15 +107,33 @@ class _Counting(Task):
     def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         return F.cross_entropy(*self._logits_and_targets(model, batch))
 
-    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device) -> Quality:
-        """Accuracy and mean loss over every prediction, in fp32 without autocast."""
-        correct, loss_sum, count = 0, 0.0, 0
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device,
+                 logits_budget: int = EVAL_LOGITS_BYTES) -> Quality:
+        """Accuracy and mean loss over every prediction, in fp32 without autocast, within memory.
+
+        Each held-out batch is cut into forwards whose logits fit `logits_budget` bytes (`eval_rows`; the
+        first forward, of one row, measures a row's logits), and only running sums are kept: the correct
+        predictions, the summed loss (fp64, on the device, read once at the end) and the count.
+        """
+        correct = loss_sum = None
+        count, rows = 0, 1  # one row first: what a row's logits take is known after its forward
         for batch in batches:
-            logits, targets = self._logits_and_targets(model, _move(batch, device))
-            loss_sum += F.cross_entropy(logits, targets, reduction="sum").item()
-            correct += int((logits.argmax(-1) == targets).sum().item())
-            count += targets.numel()
-        return self._quality(loss_sum / count, 100.0 * correct / count)
+            n, start = self.samples(batch), 0
+            while start < n:
+                part = _move(_rows(batch, start, start + rows), device)
+                logits, targets = self._logits_and_targets(model, part)
+                loss = F.cross_entropy(logits, targets, reduction="sum").double()
+                right = (logits.argmax(-1) == targets).sum()
+                loss_sum = loss if loss_sum is None else loss_sum + loss
+                correct = right if correct is None else correct + right
+                count += targets.numel()
+                taken = min(rows, n - start)
+                start += taken
+                rows = eval_rows(-(-logits.numel() * max(logits.element_size(), 4) // taken), logits_budget)
+                del logits, targets, part
+        if loss_sum is None or correct is None or not count:
+            raise ValueError(f"{self.name}: the held-out set has no prediction to evaluate")
+        return self._quality(loss_sum.item() / count, 100.0 * int(correct.item()) / count)
 
     def _quality(self, loss: float, accuracy: float) -> Quality:
         return Quality(loss, accuracy)
@@ -161,7 +212,10 @@ class CustomLoss(Task):
     def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         return self.fn(model, batch)
 
-    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device) -> Quality:
+    def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device,
+                 logits_budget: int = EVAL_LOGITS_BYTES) -> Quality:
+        """The loss's mean over the held-out batches as the loader gives them (a loss function's batch cannot be
+        cut: it may not be rows of tensors), kept as a running sum."""
         total, count = 0.0, 0
         for batch in batches:
             batch = _move(batch, device)

@@ -1,25 +1,74 @@
-"""The report's answer in words (`ablate.render.answer`): what the recommendation section says of the race's leader."""
+"""The report's answer in words (`ablate.render.answer`): what the recommendation section and the terminal say of the
+race's leader, the headline, and the interval beside each decision."""
 from __future__ import annotations
+
+import math
 
 from ablate.config.choices import BASELINE
 from ablate.render import answer
-from ablate.stats.verdicts import Recommendation
+from ablate.stats import protocol
+from ablate.stats.contrasts import Contrast
+from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
 
+LONG = "num_workers(n=2) + batch_size(size=128) + set_to_none + amp(dtype=bf16) + channels_last"
 
-def _lines(leader: str) -> str:
-    record = Record(0, leader, {}, "complete")
-    rec = Recommendation(leader=record, speedup=None, members=(record,), contrasts={}, eliminated=(), pending=(),
-                         race=None, parity=None)
+
+def _rec(leader: str, *others: str, contrasts: dict | None = None, equivalence: dict | None = None,
+         headline: str | None = None) -> Recommendation:
+    records = {c: Record(i, c, {}, "complete") for i, c in enumerate((leader, *others))}
+    return Recommendation(leader=records[leader], speedup=None, members=tuple(records.values()),
+                          contrasts=contrasts or {}, eliminated=(), pending=(), race=None, parity=None,
+                          headline=records[headline] if headline else None, equivalence=equivalence or {})
+
+
+def _lines(rec: Recommendation) -> str:
     return "\n".join(answer.recommendation_lines(rec, {}, 0.5))
 
 
 def test_a_leader_without_confirmation_blocks_is_said_to_read_high():
-    assert "no confirmation blocks ran, so it may read high" in _lines("compile")
+    assert "no confirmation blocks ran, so it may read high" in _lines(_rec("compile"))
 
 
 def test_the_baseline_as_leader_is_not_said_to_read_high():
     # Its x1.00 is the ratio every other estimate is taken against: selection cannot inflate it.
-    text = _lines(BASELINE)
+    text = _lines(_rec(BASELINE))
     assert "x1.00 by definition" in text
     assert "may read high" not in text and "0 blocks" not in text
+
+
+def test_a_member_is_printed_with_the_interval_its_decision_used_and_never_the_pointwise_one():
+    # leader/it x1.13, se 0.058 over 6 blocks: the pointwise 95% interval [1.00, 1.27]-ish excludes x1.00, the
+    # simultaneous one at the last look's alpha over six combinations does not: "could not tell apart" agrees.
+    judged = Contrast("a", math.log(1.13), 0.058, 40, 6, 0.04, alpha=0.02, k=6)
+    text = _lines(_rec("a + b", "a", contrasts={"a": judged}))
+    low, high = judged.simultaneous()
+    assert low < 0 < high and judged.interval()[0] > 0
+    shown = f"[{math.exp(-high):.2f}, {math.exp(-low):.2f}]"
+    assert shown in text and "simultaneous 98.0% over 6 combinations" in text
+    pointwise = judged.interval()
+    assert f"[{math.exp(-pointwise[1]):.2f}, {math.exp(-pointwise[0]):.2f}]" not in text
+
+
+def test_a_contrast_no_look_judged_is_labelled_pointwise():
+    text = _lines(_rec("a + b", "a", contrasts={"a": Contrast("a", 0.05, 0.03, 1, 2, 0.3)}))
+    assert "pointwise 95%, 2 shared race blocks: too few for a look" in text
+
+
+def test_a_simpler_member_shown_equivalent_is_recommended_with_the_leader_and_its_bound_named():
+    k = Contrast("a", -0.01, 0.005, 40, 3, 0.05)
+    e = Equivalence(k, protocol.CONFIRM, 0.05, 0.02, 1.004)
+    rec = _rec("a + b", "a", equivalence={"a": e}, headline="a")
+    assert rec.pick.combination == "a" and rec.leader.combination == "a + b"
+    text = _lines(rec)
+    assert "**a** is recommended in its place" in text and "at most x1.004" in text and "margin of 2%" in text
+    terminal = answer.terminal_lines(rec, {})
+    assert terminal[:2] == ["shown within 2% of the race's leader (it is at most x1.004 as fast):", "  a + b"]
+
+
+def test_terminal_lines_give_each_name_a_line_of_its_own():
+    judged = Contrast(LONG, 0.05, 0.03, 40, 6, 0.1, alpha=0.02, k=6)
+    rec = _rec("a", LONG, contrasts={LONG: judged})
+    lines = answer.terminal_lines(rec, {})
+    assert all(len("  " + line) <= 100 for line in lines), lines
+    assert f"  {LONG}:" in lines and "    x0.95 [0.86, 1.05]" in lines

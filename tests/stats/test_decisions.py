@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from ablate.stats import analysis, parity, planner, protocol, racing, verdicts
 from ablate.stats.protocol import RACE, SCREEN, Measurement, ProtocolSettings
@@ -26,22 +27,25 @@ TREND, WALK, SIGMA_W = -0.002, 0.01, 0.01
 class Host:
     """A simulated shared machine; `sigma`: each combination's between-process SD (log scale)."""
 
+    walk = WALK  # the random walk's SD per measurement
+
     def __init__(self, truth: dict[str, float], sigma: dict[str, float], seed: int) -> None:
         self.truth, self.sigma = truth, sigma
         self.rng = np.random.default_rng(seed)
         self.time, self.level = 0, 0.0
 
     def measure(self, slot: protocol.Slot) -> Measurement:
-        self.level += self.rng.normal(0.0, WALK)
+        self.level += self.rng.normal(0.0, self.walk)
         self.time += 1
         c = slot.combination
         y = self.truth[c] + TREND * self.time + self.level + self.rng.normal(0.0, self.sigma[c])
         return Measurement(c, slot.block, slot.phase, float(np.mean(y + self.rng.normal(0.0, SIGMA_W, 3))))
 
 
-def run_study(truth: dict[str, float], sigma: dict[str, float], settings: ProtocolSettings, seed: int):
+def run_study(truth: dict[str, float], sigma: dict[str, float], settings: ProtocolSettings, seed: int,
+              host_type: type[Host] = Host):
     """Screening, the race and its confirmation blocks, as the runner plans them: (measurements, final Race)."""
-    host = Host(truth, sigma, seed)
+    host = host_type(truth, sigma, seed)
     ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, settings, seed)]
     for _ in range(60):
         standing = racing.race(ms, BASE, set(truth), settings)
@@ -150,37 +154,30 @@ def test_a_group_as_fast_as_the_baseline_is_left_untrained_in_at_most_5_percent_
     assert left_out / studies <= 0.05, left_out
 
 
-# 2. The recommendation is the race's leader, and its estimate survives its selection.
-
-def _grid_truth(rng: np.random.Generator) -> dict[str, float]:
-    """mnist-like: 24 bf16 combinations within 10% of each other (x1.30 .. x1.43), 8 others near x1.00."""
-    fast = {f"f{i:02d}": float(v) for i, v in enumerate(np.log(rng.uniform(1.30, 1.43, 24)))}
-    slow = {f"s{i}": float(v) for i, v in enumerate(np.log(rng.uniform(0.95, 1.05, 8)))}
-    return {BASE: 0.0, **fast, **slow}
-
+# 2. The recommendation is the race's leader, and its estimate survives its selection. (Multi-technique labels, where
+# a simpler member may stand in for the leader, on a 16-combination grid: tests/stats/test_headline.py.)
 
 TIE4 = {BASE: 0.0, "a": math.log(1.3), "b": math.log(1.3), "c": math.log(1.3), "d": math.log(1.3),
         "e": math.log(1.1), "f": math.log(1.0), "g": math.log(0.9)}
 
 
-@pytest.mark.parametrize("scenario", ["four-way tie", "mnist-like grid"])
-def test_the_recommendation_is_the_race_leader_unbiased_and_covered(scenario):
-    rng = np.random.default_rng(3)
-    hits, z, same, n = 0, [], 0, 120
+def test_the_recommendation_is_the_race_leader_unbiased_and_covered():
+    """A four-way tie: the leader is the luckiest of four, yet its confirmed estimate is unbiased (the share of
+    studies where it reads high is within 0.5 +- 0.118, 99% under no bias: a bias of 0.3 standard errors fails it
+    about half the time; the grid's 200 studies test it more sharply) and covered (Clopper-Pearson lower bound of
+    the coverage >= 0.88)."""
+    n, hits, high = 120, 0, 0
     for seed in range(n):
-        truth = TIE4 if scenario == "four-way tie" else _grid_truth(rng)
-        sigma = {c: 0.08 if scenario == "four-way tie" else 0.10 for c in truth}
-        ms, standing = run_study(truth, sigma, ProtocolSettings(), seed)
+        ms, standing = run_study(TIE4, dict.fromkeys(TIE4, 0.08), ProtocolSettings(), seed)
         records = as_records(ms)
-        picked = (found := verdicts.recommendation(records, 1.0)) and found.leader
-        same += picked is not None and picked.combination == standing.leader
+        found = verdicts.recommendation(records, 1.0)
+        assert found is not None and found.leader.combination == found.pick.combination == standing.leader
         s = analysis.speedup_of(records)[standing.leader]
-        low, high = s.estimate.interval()
-        hits += low <= truth[standing.leader] <= high
-        z.append((s.estimate.log - truth[standing.leader]) / s.estimate.se)
-    assert same == n, same
-    assert abs(float(np.mean(z))) < 0.25, np.mean(z)
-    assert hits / n >= 0.93, hits / n
+        low, high_ = s.estimate.interval()
+        hits += low <= TIE4[standing.leader] <= high_
+        high += s.estimate.log > TIE4[standing.leader]
+    assert abs(high / n - 0.5) <= 2.58 * 0.5 / math.sqrt(n), high
+    assert stats.beta.ppf(0.05, hits, n - hits + 1) >= 0.88, hits
 
 
 # 3. Elimination by paired contrasts, with the comparisons and the looks controlled.
@@ -189,16 +186,22 @@ SIGMA_RACE = 0.06  # between-process SD of the race simulations (a quiet host: t
 
 
 def _two(ratio: float, seed: int) -> bool:
-    """Two contenders `ratio` apart (and two slower combinations): whether the race told them apart."""
+    """Two contenders `ratio` apart (and two slower combinations): whether the race told the slower one apart and
+    dropped it, the faster leading (not any exit of either: eliminating the faster, or never racing it, is no
+    success)."""
     truth = {BASE: 0.0, "a": math.log(1.5), "b": math.log(1.5 / ratio), "c": math.log(1.0), "d": math.log(0.9)}
     sigma = {c: SIGMA_RACE for c in truth}
     _, standing = run_study(truth, sigma, ProtocolSettings(race_blocks=6, contenders=2), seed)
-    return not {"a", "b"} <= {standing.leader, *standing.contenders}
+    return standing.leader == "a" and "b" in standing.eliminated
 
 
-def test_two_contenders_15_percent_apart_are_told_apart_over_six_blocks():
-    rate = sum(_two(1.15, seed) for seed in range(150)) / 150
-    assert rate >= 0.70, rate
+@pytest.mark.parametrize("ratio, power", [(1.13, 0.60), (1.15, 0.70)])
+def test_two_contenders_13_or_15_percent_apart_are_told_apart_over_six_blocks(ratio, power):
+    """The power beside "told apart and dropped", established (Clopper-Pearson lower bound over 300 races; seen:
+    68% at 13%, 79% at 15%)."""
+    n = 300
+    told = sum(_two(ratio, seed) for seed in range(n))
+    assert stats.beta.ppf(0.05, told, n - told + 1) >= power, told
 
 
 def _tie(ways: int, seed: int) -> bool:
@@ -211,12 +214,13 @@ def _tie(ways: int, seed: int) -> bool:
     return not set(tied) <= {standing.leader, *standing.contenders}
 
 
-@pytest.mark.parametrize("ways, studies", [(2, 200), (6, 300)])
+@pytest.mark.parametrize("ways, studies", [(2, 800), (6, 300)])
 def test_a_true_tie_is_declared_broken_at_most_5_percent_of_the_time_over_the_whole_race(ways, studies):
-    """Six ways: the leader is the luckiest of six, which Holm's procedure on "leader against each" ignores (it
-    broke this tie in 14% of races; the overlap rule before it in 9%)."""
-    rate = sum(_tie(ways, seed) for seed in range(studies)) / studies
-    assert rate <= 0.05, rate
+    """Established: the Clopper-Pearson upper bound of the rate is at most 5% (seen: 3.3% of 800 two-way ties; 200
+    could not establish it). Six ways: the leader is the luckiest of six, which Holm's procedure on "leader against
+    each" ignores (it broke this tie in 14% of races; the overlap rule before it in 9%)."""
+    broken = sum(_tie(ways, seed) for seed in range(studies))
+    assert stats.beta.ppf(0.95, broken + 1, studies - broken) <= 0.05, broken
 
 
 # 4. Noise per combination: noisier techniques get wider intervals even when screened once.
@@ -258,3 +262,7 @@ def test_the_studentized_range_quantile_matches_statsmodels_and_is_the_t_test_fo
     for k, df in ((2, 5), (3, 4), (6, 10), (7, 200)):
         assert range_quantile(0.05, k, df) == pytest.approx(qsturng(0.95, k, df), rel=2e-3)
     assert range_quantile(0.05, 2, 7) == pytest.approx(math.sqrt(2) * stats.t.ppf(0.975, 7))
+    # Its own quadrature (scipy's integrates with nquad, 10x slower) against scipy's, at the small alphas a race's
+    # early looks spend.
+    for alpha, k, df in ((0.00045, 6, 5), (0.001, 4, 2), (0.0045, 6, 30), (0.02, 8, 1000), (0.01, 3, 1)):
+        assert range_quantile(alpha, k, df) == pytest.approx(stats.studentized_range.ppf(1 - alpha, k, df), rel=1e-6)

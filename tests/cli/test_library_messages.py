@@ -1,0 +1,82 @@
+"""Library messages - Python warnings, and loggers that print with handlers of their own as torch's, Optuna's
+and MLflow's do - go to a log file in every command, never into the user's terminal: the study's log once the
+study is known, else the results folder's own (made only when a library said something)."""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from ablate.trial import library_log
+
+TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
+# Each command's function is wrapped: before it runs, a library warns and a library logger with a terminal
+# handler of its own (propagate off, as torch's and Optuna's, configured when the library was imported) says
+# something, as torchao did in the middle of `ablate list`.
+NOISY = """
+import logging, sys, warnings
+from ablate import cli
+
+logger = logging.getLogger("somelibrary")
+logger.addHandler(logging.StreamHandler(sys.stderr))
+logger.propagate = False
+
+def noisy(command):
+    def run(args):
+        warnings.warn("a library's warning", UserWarning)
+        logger.warning("a library logger's message")
+        return command(args)
+    return run
+
+for name in ("_list", "_run", "_report", "_sync", "_new", "_ui"):
+    setattr(cli, name, noisy(getattr(cli, name)))
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(("command", "log"), [
+    (["list"], ""),  # names no study: the results folder's log
+    (["new", "no_such_model"], ""),
+    (["run", str(TINY), "--device", "nowhere"], ""),  # refused before its study is read
+    (["report", str(TINY)], "tiny"),  # the study's log, though it has nothing stored yet
+    (["sync", str(TINY)], "tiny"),
+])
+def test_every_command_sends_library_messages_to_the_log_not_the_terminal(command, log, tmp_path):
+    results = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-c", NOISY, *command], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "ABLATE_RESULTS_DIR": str(results)})
+    said = done.stdout + done.stderr
+    assert "a library" not in said and "Traceback" not in said, said
+    text = (results / log / library_log.LOG_NAME).read_text()
+    assert "UserWarning: a library's warning" in text and "a library logger's message" in text
+
+
+def test_held_messages_go_to_the_log_the_command_names_and_later_ones_too(tmp_path):
+    library_log.hold()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("before the study was read", UserWarning)
+            logging.getLogger("some.library").warning("held too")
+            log = library_log.to_log_file(tmp_path / "study" / library_log.LOG_NAME, lazy=True)
+            warnings.warn("after", UserWarning)
+        text = log.read_text()
+        assert "before the study was read" in text and "held too" in text and "after" in text
+    finally:
+        library_log.settle(tmp_path / "unused" / library_log.LOG_NAME)
+        logging.getLogger().removeHandler(next(h for h in logging.getLogger().handlers
+                                               if h.get_name() == library_log.HANDLER))
+        logging.captureWarnings(False)
+    assert not (tmp_path / "unused").exists()
+
+
+def test_a_command_where_no_library_spoke_makes_no_log(tmp_path):
+    results = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "ablate", "list"], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "ABLATE_RESULTS_DIR": str(results)})
+    assert done.returncode == 0 and not results.exists()

@@ -1,0 +1,38 @@
+"""`ablate list` reads the studies, strategies and presets from their files without importing them
+(ablate.config.catalogue); what it reads is what the imported registry holds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import strategies
+from ablate.config import catalogue, study
+from strategies import PRESETS, REGISTRY, preset
+
+
+def test_the_strategies_read_from_source_are_the_registry_with_its_docstrings_first_lines():
+    assert catalogue._read_strategies(catalogue._package()) == [
+        (name, cls.__doc__.strip().splitlines()[0]) for name, cls in REGISTRY.items()]
+
+
+def test_each_presets_members_read_from_source_build_the_presets_stack():
+    read = catalogue._read_presets(catalogue._package())
+    assert [name for name, _ in read] == list(PRESETS)
+    namespace = vars(strategies)
+    for name, members in read:
+        built = [eval(member, namespace) for member in members]  # the package's own source
+        assert list(map(repr, built)) == list(map(repr, preset(name).members)), name
+    assert dict(read)["O2"] == ["HalfPrecision(dtype='fp16', master_weights=True)"] and dict(read)["O0"] == []
+
+
+def test_a_source_of_another_shape_is_listed_by_importing_the_package(tmp_path: Path, monkeypatch):
+    (tmp_path / "__init__.py").write_text("from strategies.registry import REGISTRY\n")  # no tuple of classes
+    (tmp_path / "presets.py").write_text("PRESETS = make()\n")
+    monkeypatch.setattr(catalogue, "_package", lambda: tmp_path)
+    assert catalogue.strategies() == [(name, cls.__doc__.strip().splitlines()[0]) for name, cls in REGISTRY.items()]
+    assert catalogue.presets() == [(name, [repr(m) for m in preset(name).members]) for name in PRESETS]
+
+
+def test_the_studies_and_their_descriptions_are_those_the_study_files_load_with():
+    assert catalogue.STUDIES_DIR == study.STUDIES_DIR
+    assert catalogue.studies() == [(name, " ".join(study.load(name, "cpu").description.split()))
+                                   for name in study.available()]

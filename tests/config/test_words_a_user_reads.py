@@ -1,0 +1,33 @@
+"""What a user reads about a study: the protocol described as the study will run it, and combinations
+named by the strategies' own names."""
+from __future__ import annotations
+
+from ablate.config.choices import SHORT, short_label
+from ablate.config.design import SINGLE_PASS, ProtocolSettings
+
+
+def test_a_4_combination_study_is_screened_in_one_block_of_its_3_not_in_blocks_of_8():
+    text = ProtocolSettings().describe(3)  # 4 combinations: the baseline and 3 others
+    assert "screening in one block of 3 combinations plus 2 baseline measurements" in text
+    assert "8" not in text and "up to 3 contenders" in text
+
+
+def test_larger_studies_are_described_by_their_blocks():
+    settings = ProtocolSettings()
+    assert "screening in 2 blocks of 8 combinations plus" in settings.describe(16)
+    assert "screening in 12 blocks of up to 8 combinations plus" in settings.describe(95)  # mnist_cnn on a CPU
+    assert "racing of up to 6 contenders" in settings.describe(95)
+    assert "screening in one block of 1 combination plus" in settings.describe(1)
+
+
+def test_without_the_studys_size_the_description_is_still_true():
+    assert "screening in blocks of up to 8 combinations" in ProtocolSettings().describe()
+    assert "screening in one block plus 1 baseline measurement" in SINGLE_PASS.describe()
+    assert "screening in one block of 40 combinations plus 1 baseline measurement" in SINGLE_PASS.describe(40)
+    assert ProtocolSettings(full_blocks=3).describe(3).startswith("every combination in each of 3 blocks")
+
+
+def test_set_to_none_keeps_its_name_when_labels_are_shortened():
+    assert short_label("num_workers(n=2) + set_to_none + amp(dtype=bf16)") == "workers(2) + set_to_none + amp(bf16)"
+    assert "set_to_none" not in SHORT
+

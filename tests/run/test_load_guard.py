@@ -1,0 +1,41 @@
+"""A measurement taken while other work used the machine is measured again, boundedly, and says so."""
+from __future__ import annotations
+
+from ablate.run.objective import measured_quietly
+from ablate.trial import metrics as metric
+
+
+def _attempts(*loads: float | None):
+    """A measure() that returns these foreign loads in turn, and the list of calls made."""
+    calls: list[int] = []
+
+    def measure() -> dict[str, float]:
+        calls.append(len(calls))
+        got = {metric.THROUGHPUT: 100.0 + len(calls)}
+        if loads[len(calls) - 1] is not None:
+            got[metric.FOREIGN_CORES] = loads[len(calls) - 1]
+        return got
+    return measure, calls
+
+
+def test_a_busy_measurement_is_taken_again_after_waiting_and_the_quiet_one_is_kept() -> None:
+    measure, calls = _attempts(1.6, 0.05)
+    waits: list[tuple[float, float]] = []
+    shown: list[str] = []
+    got = measured_quietly(measure, 0.25, 2, shown.append, wait=lambda limit, most: waits.append((limit, most)) or 0)
+    assert len(calls) == 2 and got[metric.THROUGHPUT] == 102.0 and got[metric.REMEASURED] == 1.0
+    assert len(waits) == 1 and waits[0][0] == 0.25
+    assert shown and "1.60 cores" in shown[0] and "1 of 2" in shown[0]
+
+
+def test_repeats_are_bounded_and_the_last_attempt_keeps_its_load() -> None:
+    measure, calls = _attempts(1.0, 1.0, 0.9, 0.0)
+    got = measured_quietly(measure, 0.25, 2, lambda text: None, wait=lambda limit, most: 0.0)
+    assert len(calls) == 3 and got[metric.REMEASURED] == 2.0 and got[metric.FOREIGN_CORES] == 0.9
+
+
+def test_quiet_unknown_or_unguarded_measurements_are_taken_once() -> None:
+    for loads, limit in (((0.1,), 0.25), ((None,), 0.25), ((1.9,), None)):
+        measure, calls = _attempts(*loads)
+        got = measured_quietly(measure, limit, 2, lambda text: None, wait=lambda limit, most: 0.0)
+        assert len(calls) == 1 and got[metric.REMEASURED] == 0.0
