@@ -258,17 +258,20 @@ def _workers(args: argparse.Namespace, device: torch.device, storage: str) -> in
     """Run `ablate worker` N times at once on this machine (worker i on cuda:i) and wait for all; their
     worst exit status, 0 when all finished. The caller's runner then finds every combination done."""
     from ablate.run.interrupts import sigterm_as_keyboard_interrupt
+    from ablate.run.objective import SHARED_CPU_ENV
 
     if device.type == "cpu":
         print(f"ablate: warning: {args.workers} workers share this machine's CPU cores, so each one's throughput "
               "is measured while the others compete with it; use several CPU workers to try the set-up, one "
               "worker per GPU to measure", file=sys.stderr)
     devices = [f"cuda:{i}" if device.type == "cuda" else "cpu" for i in range(args.workers)]
+    # CPU workers load each other on purpose: the load guard must not measure again for it (ablate.trial.load).
+    env = {**os.environ, SHARED_CPU_ENV: "1"} if device.type == "cpu" else None
     # Own sessions: a Ctrl-C or SIGTERM reaches the workers once, forwarded from here, never twice.
     started = [subprocess.Popen([sys.executable, "-m", "ablate", "worker", str(args.study), "--storage", storage,
                                  "--device", d, "--results", str(args.results), "--no-summary",
                                  *(["--single-pass"] if args.single_pass else [])],
-                                start_new_session=True) for d in devices]
+                                start_new_session=True, env=env) for d in devices]
     try:
         with sigterm_as_keyboard_interrupt():
             return max((p.wait() for p in started), key=abs)

@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +89,22 @@ def _pick_agrees(mine: dict, other: dict) -> bool:
     return pick["combination"] in theirs and _agree(pick, theirs[pick["combination"]])
 
 
+def headlines(first: dict, second: dict) -> str:
+    """Whether the two runs' headlines agree: the same combination, or one shown equivalent to the other (within the
+    margin, by a run whose set holds both), or neither."""
+    picks = [run["recommendation"]["combination"] for run in (first, second)]
+    if picks[0] == picks[1]:
+        return "the same"
+    for i, run in enumerate((first, second)):
+        rec = run["recommendation"]
+        # Each member shown equivalent is within the margin of that run's leader.
+        close = {rec.get("leader")} | {m["combination"] for m in rec.get("members", [])
+                                       if (m.get("equivalence") or {}).get("shown")}
+        if set(picks) <= close:
+            return f"different, shown equivalent in run {i + 1}"
+    return "different, not shown equivalent"
+
+
 def compare(first: dict, second: dict) -> Comparison:
     from scipy.stats import spearmanr
 
@@ -113,8 +131,26 @@ def compare(first: dict, second: dict) -> Comparison:
                       (first.get("seeds"), second.get("seeds")), (float(sum(screened)), len(screened)), len(zs))
 
 
+BUSY = "import time\nend = time.perf_counter() + {s}\nwhile time.perf_counter() < end: pass\n"
+
+
+def transient_load(after_s: float, seconds: float, cores: int) -> threading.Thread:
+    """After `after_s`, every core busy for `seconds`: a neighbour's burst, started here so that it is not part of
+    any trial's process tree (the load guard must see it as foreign). Returns the thread that starts it."""
+    def burst() -> None:
+        time.sleep(after_s)
+        busy = [subprocess.Popen([sys.executable, "-c", BUSY.format(s=seconds)]) for _ in range(cores)]
+        print(f"transient load: {cores} busy processes for {seconds:g} s", file=sys.stderr, flush=True)
+        for p in busy:
+            p.wait()
+    thread = threading.Thread(target=burst, daemon=True)
+    thread.start()
+    return thread
+
+
 def _run(args: argparse.Namespace, folders: list[Path]) -> list[float]:
-    """Both runs, each in a fresh folder with seeds of its own (the study pins none); their wall times."""
+    """Both runs, each in a fresh folder with seeds of its own (the study pins none); their wall times. With
+    `--transient-load`, run 1 shares the machine with a burst that starts `--load-after` seconds into it."""
     began, procs, walls = time.perf_counter(), [], [math.nan, math.nan]
     for i, folder in enumerate(folders):
         shutil.rmtree(folder, ignore_errors=True)
@@ -122,6 +158,8 @@ def _run(args: argparse.Namespace, folders: list[Path]) -> list[float]:
         log = (folder / "stdout.txt").open("w")
         procs.append(subprocess.Popen([sys.executable, "-m", "ablate", "run", args.study, "--device", args.device,
                                        "--results", str(folder)], stdout=log, stderr=subprocess.STDOUT, text=True))
+        if i == 0 and args.transient_load:
+            transient_load(args.load_after, args.transient_load, os.cpu_count() or 1)
         if not args.concurrent:
             procs[-1].wait()
             walls[i] = time.perf_counter() - began
@@ -141,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=default_device())
     parser.add_argument("--concurrent", action="store_true",
                         help="run the two studies at the same time (half the wall time; each sees the other's load)")
+    parser.add_argument("--transient-load", type=float, default=0.0, metavar="SECONDS",
+                        help="during run 1, every core busy for this long (a neighbour's burst; 90 in the issue's "
+                             "pair); 0: none")
+    parser.add_argument("--load-after", type=float, default=60.0, metavar="SECONDS",
+                        help="how far into run 1 the burst starts (default 60: during screening)")
     parser.add_argument("--compare-only", action="store_true", help="compare the summaries already in --results")
     args = parser.parse_args(argv)
     name = Path(args.study).stem
@@ -159,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
              f"({100 * c.share:.0f}%); Spearman rank correlation {c.spearman:.2f}" if c.spearman is not None else "",
              f"- recommendations: run 1 {c.recommendations[0]!r} (agrees with run 2: {c.recommendation_agrees[0]}), "
              f"run 2 {c.recommendations[1]!r} (agrees with run 1: {c.recommendation_agrees[1]})",
+             f"- headlines: {headlines(*summaries)}",
              "- recommendation interval width (high/low): "
              + ", ".join("n/a" if w is None else f"{w:.2f}" for w in c.widths),
              f"- calibration: sum of z^2 = {c.chi2:.1f} against chi^2 with {c.scored} df (mean {c.scored}; "
@@ -169,6 +213,16 @@ def main(argv: list[str] | None = None) -> int:
              f"- seeds: run 1 {c.seeds[0]}, run 2 {c.seeds[1]}",
              f"- recommended sets (simplest first): run 1 {list(c.sets[0])}, run 2 {list(c.sets[1])}; "
              f"intersect: {c.sets_intersect}"]
+    if args.transient_load:
+        lines.append(f"- transient load: every core busy for {args.transient_load:g} s from {args.load_after:g} s "
+                     "into run 1")
+    for i, s in enumerate(summaries, 1):
+        guard = s.get("machine_load") or {}
+        if "measurements" in guard:
+            lines.append(f"- run {i}: load guard (limit {guard['foreign_load_limit']} cores): "
+                         f"{guard['remeasured']:.0f} measurements taken again, {guard['still_disturbed']:.0f} kept "
+                         f"though still disturbed, of {guard['measurements']:.0f}; busiest kept "
+                         f"{guard['most_foreign_cores']:.2f} foreign cores")
     for i, s in enumerate(summaries, 1):
         r = s["recommendation"]
         lines.append(f"- run {i}: baseline CV across blocks {s['protocol']['baseline_cv_across_blocks']:.3f}; "

@@ -124,7 +124,7 @@ def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: P
     summary.write_text(json.dumps(summaries.summary(study, compared, search, cv, followed(study, race), race),
                                   indent=2) + "\n")
     return Report(device, folder, md, html, summary, figures, rec.pick if rec else None, compose,
-                  _metrics(compared, throughput, accuracy, cv),
+                  _metrics(compared, throughput, accuracy, cv, study.protocol.foreign_load_limit),
                   race.seeds, rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else (),
                   tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(records))
@@ -173,9 +173,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     mfu = peak(device) if any(metric.MFU in r.metrics for r in records) else None  # `device` is the device's name
     device_type = "cuda" if any(str(r.machine.get("device", "")).startswith("cuda") for r in records) else "cpu"
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
-    out = [
-        f"# ablate report: {study.name} ({search}) on {device}",
-        "",
+    method = [  # "How this was measured", the report's closing section: the answer comes first
         f"- Device: **{device}**; torch {', '.join(machines['torch'])}; commit {', '.join(machines['commit'])}; "
         f"host {', '.join(machines['host'])}",
         f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, "
@@ -197,6 +195,13 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         f"- Baseline fp32 precision: strict IEEE for matmuls and convolutions (`{BASELINE_FP32}`; on CUDA, TF32 "
         "only where the TF32 strategy is on).",
         f"- Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `ablate report` from the stored trials.",
+        "",
+    ]
+    out = [
+        f"# ablate report: {study.name} ({search}) on {device}",
+        "",
+        f"{study.model} on {study.dataset}, {device}, {count(len(records), 'combination')}; how this was "
+        "measured closes the report ([How this was measured](#how-this-was-measured)).",
         "",
         *([f"**Accuracy was not measured**: {notes[0]}. Speed-ups stand; test accuracy, parity and the effects on "
            "accuracy do not apply.", ""] if (notes := sorted({r.accuracy_note for r in records if r.accuracy_note}))
@@ -221,28 +226,33 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     else:
         out += [f"None: {_why_none(records)}.", ""]
     if stored.seeds:
-        out += [f"Seeds of this run: {seeds.describe(stored.seeds)} (parity's extra seeds: the "
-                "training seed plus 1, 2...).", ""]
+        method += [f"Seeds of this run: {seeds.describe(stored.seeds)} (parity's extra seeds: the "
+                   "training seed plus 1, 2...).", ""]
 
+    out += answer.load_lines(answer.machine_load(records, study.protocol.foreign_load_limit),
+                             study.protocol.foreign_load_limit)
     if cv is not None and cv > NOISY_CV:
         out += [f"**A noisy host.** The baseline's throughput moved by {100 * cv:.0f}% between blocks (coefficient "
                 "of variation): a single measurement cannot resolve effects of that size, and the speed-ups rest "
                 "on pairing within blocks. Trust the intervals, which come from repeated blocks; where a "
                 "combination has none (\"baseline\" noise), measure again on a quieter machine.", ""]
 
+    method += [
+        "Each measurement is one fresh process. A combination's speed-up is the geometric mean, over the blocks "
+        "it ran in, of its throughput divided by the same block's baseline's (paired, so drift and a lucky "
+        "baseline cancel). The leader's estimate (and the simplest member's of its set) comes from confirmation "
+        "blocks, which no selection saw; another raced combination's comes from the race blocks that also "
+        "decided whether it stayed in the race, so one kept may read high and one dropped low. The 95% t "
+        "interval rests on between-process noise: "
+        "a variance model by technique fitted to the spread of the paired differences of the combinations "
+        "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
+        "when too few: \"paired\", or \"baseline\" when the baselines are the only source), or a "
+        "combination's own spread across its blocks where that is wider (\"own\"). A row's throughput is the "
+        "baseline's (the geometric mean of its measurements) times the row's speed-up, so the two columns agree.",
+    ]
     out += ["## Speed-up of every combination", "",
-            "Each measurement is one fresh process. A combination's speed-up is the geometric mean, over the blocks "
-            "it ran in, of its throughput divided by the same block's baseline's (paired, so drift and a lucky "
-            "baseline cancel). The leader's estimate (and the simplest member's of its set) comes from confirmation "
-            "blocks, which no selection saw; another raced combination's comes from the race blocks that also "
-            "decided whether it stayed in the race, so one kept may read high and one dropped low. The 95% t "
-            "interval rests on between-process noise: "
-            "a variance model by technique fitted to the spread of the paired differences of the combinations "
-            "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
-            "when too few: \"paired\", or \"baseline\" when the baselines are the only source), or a "
-            "combination's own spread across its blocks where that is wider (\"own\"). A row's throughput is the "
-            "baseline's (the geometric mean of its measurements) times the row's speed-up, so the two columns agree.",
-            "",
+            "Each combination's throughput over the same block's baseline's, paired, with its 95% interval "
+            "(how: [How this was measured](#how-this-was-measured)).", "",
             "![speed-up per combination](speedup.png)", "",
             f"| combination | {study.throughput_unit}/s | speed-up (95% CI) | blocks | noise | test acc % | "
             f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}",
@@ -261,9 +271,10 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     if mfu:
         out += ["", f"MFU: {study.throughput_unit}/s x the model's training FLOPs per token / the device's dense "
                 f"BF16 peak ({mfu.tflops:g} TFLOPS: {mfu.source}), whatever precision the combination ran in."]
-    out += ["", "Accuracy was trained once per seed per group of combinations that differ only in techniques that "
-            "leave the numbers unchanged (\"acc from\" names the trial of the run's own seed); Δ acc is the mean "
-            "paired change over the group's seeds (see Accuracy parity).", ""]
+    out += [""]
+    method += ["", "Accuracy was trained once per seed per group of combinations that differ only in techniques that "
+               "leave the numbers unchanged (\"acc from\" names the trial of the run's own seed); Δ acc is the mean "
+               "paired change over the group's seeds (see Accuracy parity).", ""]
 
     out += ["## What each technique is worth", ""]
     if any(isinstance(f, EffectFit) for f in (throughput, accuracy)):  # else the figure would be text only
@@ -308,15 +319,16 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         out += ["## Skipped and failed", ""]
         reasons = Counter((r.state, r.reason) for r in others)
         out += [f"- {n} {state}: {reason}" for (state, reason), n in reasons.most_common()] + [""]
-    return "\n".join(out)
+    return "\n".join(out + ["## How this was measured", "", *method])
 
 
 def _metrics(compared: DeviceComparisons, throughput: EffectFit | str, accuracy: EffectFit | str,
-             cv: float | None) -> dict[str, float]:
+             cv: float | None, limit: float | None) -> dict[str, float]:
     m: dict[str, float] = {"parity_failures": float(len(compared.flagged))}
     if cv is not None:
         m["baseline_cv_across_blocks"] = cv
     m.update(effects.metrics(throughput, accuracy))
+    m.update({f"load.{k}": v for k, v in answer.machine_load(compared.records, limit).items()})
     rec = compared.recommendation
     c = compared.get(rec.pick.combination) if rec else None
     if c and c.factor is not None and not c.interval:
@@ -350,7 +362,7 @@ def _estimated_from(s: Speedup) -> str:
 
 
 def _html(text: str, figures: list[Path], title: str) -> str:
-    body = markdown.markdown(text, extensions=["tables", "fenced_code"])
+    body = markdown.markdown(text, extensions=["tables", "fenced_code", "toc"])
     for path in figures:  # embed the plots so the page stands alone
         data = base64.b64encode(path.read_bytes()).decode()
         body = body.replace(f'src="{path.name}"', f'src="data:image/png;base64,{data}"')

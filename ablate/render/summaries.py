@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
+from ablate.render import answer
 from ablate.stats import analysis, protocol
 from ablate.stats.comparison import Comparison, DeviceComparisons
 from ablate.stats.contrasts import Contrast
@@ -100,6 +101,9 @@ def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | 
                      "confidence": analysis.CONFIDENCE, "race": stored.race, "baseline_cv_across_blocks": cv,
                      "compile_cache": "cold on a combination's first measurement, its own warm cache after"},
         "seeds": stored.seeds,
+        # The load guard over the run (ablate.trial.load): measurements taken again, and kept though still disturbed.
+        "machine_load": {"foreign_load_limit": design.foreign_load_limit,
+                         **answer.machine_load(records, design.foreign_load_limit)},
         "recommendation": recommendation(compared, unit, lambda r: analysis.compose_line(r, study)),
         "speedups": [entry(c, unit) for c in compared.rows if c.speedup],
     }

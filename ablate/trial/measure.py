@@ -28,6 +28,11 @@ reached (or, for a loss target, the held-out loss first fell to
 excluded) and from the start of the loop (compilation included; the trial
 adds the model preparation time).
 
+Foreign load: the machine's CPU time and this process tree's own are read as
+the first window opens and as the last one closes, outside the clock
+(`ablate.trial.load`); the difference, in cores, is how much other work ran
+beside the windows - a neighbour the windows' own clock cannot see.
+
 Peak memory covers the timed windows only: the peak is reset when the first
 window opens (so compilation and warm-up allocations do not count), and an
 evaluation that falls inside the windows is left out (the peak so far is kept,
@@ -58,6 +63,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from ablate.config.study import Budget
+from ablate.trial import load
 from ablate.trial import metrics as metric
 from ablate.trial.failures import Diverged
 from ablate.workload.tasks import Quality
@@ -127,6 +133,8 @@ class StepClock:
     _untimed: bool = False  # inside the warm-up's untimed stretch (`on_untimed`)
     _trained: bool = False  # the training for accuracy is over (train_samples reached) while the windows went on
     _floor: float = 0.0  # the windows' least duration on this device (`Budget.window_floor_s`)
+    _load_before: load.Snapshot | None = None  # the machine's and this tree's CPU time as the first window opened
+    foreign: load.Load | None = None  # other work on the machine over the windows (`ablate.trial.load`)
 
     def __post_init__(self) -> None:
         self._floor = self.budget.window_floor_s(self.device.type)
@@ -223,6 +231,8 @@ class StepClock:
                 self.on_phase(f"timed window 1 of {self.budget.windows}")  # before the window's clock starts
                 if self.steps < ONE_OFF_STEPS:  # a warm-up too short to have emptied the cache at its third step
                     empty_cache(self.device)
+                # Outside the clock: reading /proc takes a few milliseconds.
+                self._load_before = load.snapshot(time.perf_counter())
                 self._open_window()
                 reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
             return
@@ -238,6 +248,7 @@ class StepClock:
                 # Read here: evaluations after the windows must not count, so trials that train accuracy compare
                 # with those that do not.
                 self.peak_memory = _highest(self._peak_outside_evals, peak_memory(self.device))
+                self.foreign = load.between(self._load_before, load.snapshot(now))
             self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
@@ -310,6 +321,8 @@ class StepClock:
             metric.TRAIN_SAMPLES: float(self.samples),
             metric.TRAIN_STEPS: float(self.steps),
             **{metric.window(i): r for i, r in enumerate(rates)},
+            **({metric.FOREIGN_CORES: self.foreign.foreign_cores, metric.STEAL_CORES: self.foreign.steal_cores}
+               if self.foreign else {}),
             **self._accuracy_summary(),
         }
 

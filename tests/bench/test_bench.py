@@ -86,6 +86,19 @@ def test_the_reproducibility_check_compares_runs_by_their_combined_standard_erro
     assert compare(first, other).recommendation_agrees == (False, False)  # each pick is elsewhere in the other
 
 
+def test_the_reproducibility_check_says_whether_the_headlines_agree_or_one_was_shown_equivalent():
+    from benchmarks.reproducibility import headlines
+
+    def run(pick: str, leader: str, shown: tuple[str, ...] = ()) -> dict:
+        members = [{"combination": c, "equivalence": {"shown": c in shown}} for c in dict.fromkeys((leader, pick))]
+        return {"recommendation": {"combination": pick, "leader": leader, "members": members}}
+
+    assert headlines(run("a", "a"), run("a", "a + b")) == "the same"
+    # Run 1 led with "a + b" and showed "a" within the margin; run 2 headlined its leader "a + b".
+    assert headlines(run("a", "a + b", shown=("a",)), run("a + b", "a + b")) == "different, shown equivalent in run 1"
+    assert headlines(run("a", "a"), run("a + b", "a + b")) == "different, not shown equivalent"
+
+
 def test_the_window_length_benchmarks_interval_for_the_trial_to_trial_spread_covers_at_its_level():
     """Log throughputs drawn normal with a known spread: the chi-square interval covers it in 95% of runs."""
     import math

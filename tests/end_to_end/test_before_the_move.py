@@ -4,6 +4,7 @@ tests/support/before_the_move/ holds the tiny study stopped during screening at 
 its complete run had then (checked against today's run in test_end_to_end.py)."""
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tarfile
 import tempfile
@@ -13,6 +14,8 @@ import optuna
 import pytest
 
 from ablate.cli import main
+from ablate.trial import machine
+from ablate.trial.machine import describe
 
 BEFORE = Path(__file__).resolve().parents[1] / "support" / "before_the_move"
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
@@ -29,12 +32,16 @@ def stored_before_the_move():
     shutil.rmtree(STORED_AT, ignore_errors=True)
 
 
-def test_a_study_stopped_before_the_move_resumes_and_keeps_its_measurements(stored_before_the_move, mnist):
+def test_a_study_stopped_before_the_move_resumes_and_keeps_its_measurements(stored_before_the_move, mnist,
+                                                                          monkeypatch):
     storage = f"sqlite:///{stored_before_the_move / 'tiny' / 'optuna.db'}"
-    kept = {t.number: t.user_attrs["metrics"]["throughput"]
-            for t in optuna.load_study(study_name="tiny:grid:cpu", storage=storage).get_trials()
-            if t.user_attrs.get("state") == "complete"}
+    stored = optuna.load_study(study_name="tiny:grid:cpu", storage=storage).get_trials()
+    kept = {t.number: t.user_attrs["metrics"]["throughput"] for t in stored if t.user_attrs.get("state") == "complete"}
     assert len(kept) == 6  # as it was stopped: part of screening measured
+    # The same machine as the one that stored it (a study measured on another CPU model is another device's):
+    # this machine's CPU changes from session to session.
+    name = stored[0].user_attrs["machine"]["device_name"]
+    monkeypatch.setattr(machine, "describe", lambda device: dataclasses.replace(describe(device), device_name=name))
 
     assert main(["run", str(TINY), "--device", "cpu", "--results", str(stored_before_the_move)]) == 0
     trials = optuna.load_study(study_name="tiny:grid:cpu", storage=storage).get_trials()

@@ -10,6 +10,7 @@ from ablate.stats import protocol
 from ablate.stats.contrasts import Contrast
 from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
+from ablate.trial import metrics as metric
 
 LONG = "num_workers(n=2) + batch_size(size=128) + set_to_none + amp(dtype=bf16) + channels_last"
 
@@ -72,3 +73,22 @@ def test_terminal_lines_give_each_name_a_line_of_its_own():
     lines = answer.terminal_lines(rec, {})
     assert all(len("  " + line) <= 100 for line in lines), lines
     assert f"  {LONG}:" in lines and "    x0.95 [0.86, 1.05]" in lines
+
+
+def _measured(combination: str, *loads: tuple[float, float]) -> Record:
+    """A combination's record whose measurements read these (foreign cores, times taken again)."""
+    ms = tuple(Record(i, combination, {}, "complete", metrics={metric.FOREIGN_CORES: cores, metric.REMEASURED: again})
+               for i, (cores, again) in enumerate(loads))
+    return Record(0, combination, {}, "complete", measurements=ms)
+
+
+def test_the_report_says_how_many_measurements_the_load_guard_took_again_and_is_silent_on_a_quiet_run():
+    busy = [_measured(BASELINE, (0.1, 1.0), (0.05, 0.0)), _measured(LONG, (0.9, 2.0))]
+    found = answer.machine_load(busy, 0.25)
+    assert found == {"measurements": 3.0, "remeasured": 3.0, "still_disturbed": 1.0, "most_foreign_cores": 0.9}
+    text = " ".join(answer.load_lines(found, 0.25))
+    assert "3 measurements were discarded and taken again" in text and "more than 0.25 cores" in text
+    assert "1 measurement was kept though still disturbed" in text and "0.90 foreign cores" in text
+    assert answer.load_lines(answer.machine_load([_measured(BASELINE, (0.02, 0.0))], 0.25), 0.25) == []
+    unread = Record(0, BASELINE, {}, "complete", measurements=(Record(1, BASELINE, {}, "complete"),))
+    assert answer.machine_load([unread], 0.25) == {}  # not Linux: nothing read, nothing claimed

@@ -39,7 +39,8 @@ BAD = {
                       "pin_memory, set_to_none, tf32, torchscript; did you mean 'pin_memory'?"),
     "option typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{amp: {dtyp: bf16}}]}\n", "did you mean 'dtype'?"),
     "preset typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [{preset: o2}]}\n",
-                    "unknown preset 'o2'; choose one of: O0, O1, O2, O3; did you mean 'O2'?"),
+                    "unknown preset 'o2'; choose one of: O0, O1, O2, O3, float8_compile, float8_rowwise_compile; "
+                    "did you mean 'O2'?"),
     "model typo": ("model: mnist_cn\ndataset: mnist\nspace: {a: [off]}\n", "did you mean 'mnist_cnn'?"),
     "dataset typo": ("model: mnist_cnn\ndataset: mnsit\nspace: {a: [off]}\n", "did you mean 'mnist'?"),
     "budget key typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbudget: {windwos: 2}\n",

@@ -346,3 +346,29 @@ def test_windows_held_open_past_train_samples_do_not_train_the_accuracy_longer(f
     summary = clock.summary()
     assert summary["evaluations"] == 2 and summary["test_accuracy"] == 90.0
     assert all(w.seconds >= 0.5 for w in clock.windows)  # the evaluations inside the windows are not timed
+
+
+def test_the_foreign_load_is_read_over_the_timed_windows_only(fake_time, monkeypatch):
+    """Snapshots as the first window opens and as the last one closes, none later: an evaluation after the windows
+    is not in the reading. A machine 1.5 cores busy while the tree used 1 reads 0.5 foreign cores."""
+    taken: list[float] = []
+
+    def snapshot(wall: float) -> measure.load.Snapshot:
+        taken.append(wall)
+        return measure.load.Snapshot(wall, busy_s=1.5 * wall, steal_s=0.1 * wall, own_s=1.0 * wall)
+    monkeypatch.setattr(measure.load, "snapshot", snapshot)
+    clock = _clock(fake_time, [90.0])
+    _train(clock, fake_time)
+    clock.evaluate_now()
+    summary = clock.summary()
+    # The two windows of 16 samples: four steps of 1 s, from the first window's opening to the second's close.
+    assert len(taken) == 2 and taken[1] - taken[0] == 4 * STEP_S
+    assert summary[measure.metric.FOREIGN_CORES] == pytest.approx(0.5 + 0.1)
+    assert summary[measure.metric.STEAL_CORES] == pytest.approx(0.1)
+
+
+def test_no_foreign_load_is_claimed_where_the_machine_cannot_be_read(fake_time, monkeypatch):
+    monkeypatch.setattr(measure.load, "snapshot", lambda wall: None)
+    clock = _clock(fake_time, [90.0])
+    _train(clock, fake_time)
+    assert measure.metric.FOREIGN_CORES not in clock.summary()
