@@ -412,6 +412,16 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _new(args: argparse.Namespace) -> int:
+    # The libraries first, then their loggers claimed: torchao warns through torch's at the strategies' import, and
+    # transformers through its own when a configuration is built.
+    import torch  # noqa: F401
+
+    if args.model.startswith("hf:"):
+        with contextlib.suppress(ImportError):  # without it, scaffold says so in one line
+            import transformers  # noqa: F401
+    from ablate.trial import library_log
+
+    library_log.claim()
     from ablate import scaffold
 
     try:

@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         guard = s.get("machine_load") or {}
         if "measurements" in guard:
             lines.append(f"- run {i}: load guard (limit {guard['foreign_load_limit']} cores): "
-                         f"{guard['remeasured']:.0f} measurements taken again, {guard['still_disturbed']:.0f} kept "
+                         f"{guard['taken_again']:.0f} measurements taken again, {guard['still_disturbed']:.0f} kept "
                          f"though still disturbed, of {guard['measurements']:.0f}; busiest kept "
                          f"{guard['most_foreign_cores']:.2f} foreign cores")
     for i, s in enumerate(summaries, 1):

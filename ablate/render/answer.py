@@ -266,18 +266,18 @@ def machine_load(records: list[Record], limit: float | None) -> dict[str, float]
         return {}
     disturbed = [m for m in kept if limit is not None and m.metrics[metric.FOREIGN_CORES] > limit]
     return {"measurements": float(len(kept)),
-            "remeasured": float(sum(m.metrics.get(metric.REMEASURED, 0.0) for m in kept)),
+            "taken_again": float(sum(m.metrics.get(metric.REMEASURED, 0.0) for m in kept)),
             "still_disturbed": float(len(disturbed)),
             "most_foreign_cores": max(m.metrics[metric.FOREIGN_CORES] for m in kept)}
 
 
 def load_lines(load: dict[str, float], limit: float | None) -> list[str]:
     """The report's words on the load guard: silent on a quiet run, where nothing was repeated or disturbed."""
-    if not load or (not load["remeasured"] and not load["still_disturbed"]):
+    if not load or (not load["taken_again"] and not load["still_disturbed"]):
         return []
     out = []
-    if load["remeasured"]:
-        n = int(load["remeasured"])
+    if load["taken_again"]:
+        n = int(load["taken_again"])
         out.append(f"**A busy machine.** {count(n, 'measurement')} {'was' if n == 1 else 'were'} discarded and taken "
                    f"again because other work used more than {limit:g} cores on average during their timed windows "
                    "(`protocol.foreign_load_limit`; the machine's CPU time less the trial's own, steal included).")

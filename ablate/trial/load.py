@@ -14,7 +14,7 @@ to other guests) is foreign by definition and is also reported on its own.
 
 Linux only; elsewhere `snapshot` returns None and nothing is claimed. The
 resolution is the kernel's clock tick (10 ms on most kernels) per core, so
-the figure is meaningful for windows of a second or more together. A trial's
+nothing is read over windows shorter than a second together (`MIN_SECONDS`). A trial's
 interpreter imports this module, so it uses the standard library only.
 """
 from __future__ import annotations
@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Callable
 
 _PROC = Path("/proc")
+# The shortest stretch read: /proc counts in the kernel's clock ticks (10 ms on most kernels) per core, so over
+# 0.1 s one stray tick reads as 0.1 cores. Shorter timed windows (a test's tiny study) are not judged at all.
+MIN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,9 @@ def snapshot(wall: float, proc: Path = _PROC, pid: int | None = None) -> Snapsho
 
 
 def between(before: Snapshot | None, after: Snapshot | None) -> Load | None:
-    """The foreign load from `before` to `after`, in cores; None when either could not be read."""
-    if before is None or after is None or after.wall <= before.wall:
+    """The foreign load from `before` to `after`, in cores; None when either could not be read, or when the stretch
+    is shorter than `MIN_SECONDS`, too short for the kernel's tick to say."""
+    if before is None or after is None or after.wall - before.wall < MIN_SECONDS:
         return None
     wall = after.wall - before.wall
     others = (after.busy_s - before.busy_s) - (after.own_s - before.own_s)

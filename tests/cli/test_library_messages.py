@@ -80,3 +80,15 @@ def test_a_command_where_no_library_spoke_makes_no_log(tmp_path):
     done = subprocess.run([sys.executable, "-m", "ablate", "list"], capture_output=True, text=True, timeout=300,
                           cwd=tmp_path, env={**os.environ, "ABLATE_RESULTS_DIR": str(results)})
     assert done.returncode == 0 and not results.exists()
+
+
+def test_a_study_file_for_a_library_model_is_written_with_one_line_in_the_terminal(tmp_path):
+    """`ablate new hf:gpt2` imports torch, transformers and (through the strategies) torchao, whose import logs
+    warnings through torch's own stderr handler: the terminal gets the one line that says what was written."""
+    out = tmp_path / "gpt2.yaml"
+    done = subprocess.run([sys.executable, "-m", "ablate", "new", "hf:gpt2", "--out", str(out)], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "ABLATE_RESULTS_DIR": str(tmp_path / "results")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"wrote {out}; edit it, then run it with: ablate run {out}"]
+    assert done.stderr == ""

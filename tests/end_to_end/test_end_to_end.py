@@ -264,11 +264,11 @@ ADDED = {
     # Measurements: the load guard (ablate.trial.load) over the timed windows; how many attempts were discarded.
     *(f"{where}:{m}" for where in ("mlflow.db:measurement:metrics", "tiny/optuna.db:trial_metrics")
       for m in ("foreign_cores", "steal_cores", "remeasured")),
-    *(f"mlflow.db:parent:metrics:load.{m}" for m in ("measurements", "most_foreign_cores", "remeasured",
+    *(f"mlflow.db:parent:metrics:load.{m}" for m in ("measurements", "most_foreign_cores", "taken_again",
                                                       "still_disturbed")),
     # summary.json: the recommendation as one object per member, each decision with the interval that made it.
     *(f"tiny/report/grid/summary.json:keys:{k}" for k in (
-        "machine_load", "machine_load.foreign_load_limit", "machine_load.measurements", "machine_load.remeasured",
+        "machine_load", "machine_load.foreign_load_limit", "machine_load.measurements", "machine_load.taken_again",
         "machine_load.still_disturbed", "machine_load.most_foreign_cores", "protocol.equivalence_margin",
         "protocol.foreign_load_limit", "protocol.remeasure", "recommendation.accuracy_unmeasured",
         "recommendation.eliminated", "recommendation.equivalence_margin", "recommendation.members",

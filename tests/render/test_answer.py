@@ -85,7 +85,7 @@ def _measured(combination: str, *loads: tuple[float, float]) -> Record:
 def test_the_report_says_how_many_measurements_the_load_guard_took_again_and_is_silent_on_a_quiet_run():
     busy = [_measured(BASELINE, (0.1, 1.0), (0.05, 0.0)), _measured(LONG, (0.9, 2.0))]
     found = answer.machine_load(busy, 0.25)
-    assert found == {"measurements": 3.0, "remeasured": 3.0, "still_disturbed": 1.0, "most_foreign_cores": 0.9}
+    assert found == {"measurements": 3.0, "taken_again": 3.0, "still_disturbed": 1.0, "most_foreign_cores": 0.9}
     text = " ".join(answer.load_lines(found, 0.25))
     assert "3 measurements were discarded and taken again" in text and "more than 0.25 cores" in text
     assert "1 measurement was kept though still disturbed" in text and "0.90 foreign cores" in text
