@@ -170,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
     import torch
 
     from ablate.config import study as studies
-    from ablate.render.terminal import width, wrapped
+    from ablate.render.terminal import addressed, width, wrapped
 
     device = _device(args.device)
     _runnable(device)
@@ -242,12 +242,15 @@ def _run(args: argparse.Namespace) -> int:
         print(f"\nto target s: training time until test accuracy first reached {study.budget.target_accuracy:g}% "
               f"(checked every {study.budget.eval_every_samples or study.budget.train_samples:,} samples, evaluation "
               "excluded, first step excluded); e2e: from model preparation, compilation included (cold)")
-    print(f"\nresults table: {outcome.csv}\nlibrary messages (MLflow, torch, compiler): {log}")
+    print(f"\n{addressed('results table', outcome.csv)}\n"
+          f"{addressed('library messages (MLflow, torch, compiler)', log)}")
     if not runner.tracker.offline:  # else the warning at the end says what to do
-        print(f"MLflow: {outcome.tracking_uri} (experiment ablate/{study.name}"
-              f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''})")
+        # Addresses on lines of their own: a terminal of 100 columns copies them whole.
+        print(f"MLflow: experiment ablate/{study.name}"
+              f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}, in\n"
+              f"  {outcome.tracking_uri}")
         opener = "" if runner.tracker.on_server else f"run `{_ui_command(args.results)}`, then "
-        print(f"the answer in MLflow's UI: {opener}open {runner.tracker.view_url}")
+        print(f"the answer in MLflow's UI: {opener}open\n  {runner.tracker.view_url}")
     for built in outcome.reports:
         print(built.summary())
     _warn_offline(runner.tracker, args)
@@ -412,6 +415,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _new(args: argparse.Namespace) -> int:
+    from ablate import scaffold
+
+    try:  # refused before a library is imported, so before one can speak: nothing written
+        scaffold.target(args.model, args.out)
+    except FileExistsError as error:
+        raise StudyError(str(error)) from None
     # The libraries first, then their loggers claimed: torchao warns through torch's at the strategies' import, and
     # transformers through its own when a configuration is built.
     import torch  # noqa: F401
@@ -422,8 +431,6 @@ def _new(args: argparse.Namespace) -> int:
     from ablate.trial import library_log
 
     library_log.claim()
-    from ablate import scaffold
-
     try:
         path = scaffold.write(args.model, args.out)
     except (LookupError, FileExistsError, OSError) as error:  # an unknown or unavailable model, a file in the way

@@ -125,6 +125,14 @@ def study_text(model: str, path: Path) -> str:
     return _HEAD.format(model=model, path=path, description=description) + body
 
 
+def target(model: str, path: Path | None = None) -> Path:
+    """Where the study for `model` goes (`path`, else `default_path`); FileExistsError where a file is there."""
+    path = path or default_path(model)
+    if path.exists():
+        raise FileExistsError(f"{path} exists; choose another with --out, or remove it")
+    return path
+
+
 def write(model: str, path: Path | None = None) -> Path:
     """Write the study for `model` to `path` (default `default_path`) once it loads; returns the path.
 
@@ -133,9 +141,7 @@ def write(model: str, path: Path | None = None) -> Path:
     """
     from ablate.config.study import load
 
-    path = path or default_path(model)
-    if path.exists():
-        raise FileExistsError(f"{path} exists; choose another with --out, or remove it")
+    path = target(model, path)
     text = study_text(model, path)
     with tempfile.TemporaryDirectory() as folder:  # loaded before it is written: what `new` writes, `run` takes
         probe = Path(folder) / path.name

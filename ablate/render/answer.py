@@ -21,6 +21,7 @@ import numpy as np
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
+from ablate.render import terminal
 from ablate.stats import parity, protocol
 from ablate.stats.analysis import BreakEven, Speedup, TimeToTarget
 from ablate.stats.comparison import Comparison
@@ -154,7 +155,7 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
     return out
 
 
-TERMINAL = 100  # columns a terminal line may take
+TERMINAL = terminal.LINE  # columns a terminal line may take
 INDENT = 4  # the report's summary indents these lines by two, and a name by two more
 
 

@@ -18,7 +18,7 @@ import markdown
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
-from ablate.render import answer, effects, plots, summaries
+from ablate.render import answer, effects, plots, summaries, terminal
 from ablate.stats import analysis, parity, protocol
 from ablate.stats.analysis import BreakEven, EffectFit, Interval, Speedup
 from ablate.stats.comparison import Comparison, DeviceComparisons, followed
@@ -51,7 +51,8 @@ class Report:
     why_none: str = NO_BASELINE  # without a recommendation: why
 
     def summary(self) -> str:
-        lines = [f"report ({self.device}): {self.html}", f"summary for scripts: {self.summary_json}"]
+        lines = [terminal.addressed(f"report ({self.device})", self.html),
+                 terminal.addressed("summary for scripts", self.summary_json)]
         if self.seeds:
             lines.append(f"seeds: {seeds.describe(self.seeds)}")
         if self.recommended:

@@ -51,3 +51,13 @@ def wrapped(text: str) -> str:
         return text
     return textwrap.fill(text, width=max(columns, 40), subsequent_indent="  ", break_long_words=False,
                          break_on_hyphens=False)
+
+
+LINE = 100  # the columns a line that names a path or an address may take before the address gets a line of its own
+
+
+def addressed(label: str, address: object) -> str:
+    """`label: address` on one line where it fits `LINE` columns, else the address alone on the next line,
+    indented, so that a terminal copies it whole."""
+    one = f"{label}: {address}"
+    return one if len(one) <= LINE else f"{label}:\n  {address}"

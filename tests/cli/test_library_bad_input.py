@@ -97,8 +97,11 @@ def test_new_writes_a_study_that_loads_and_refuses_to_overwrite_it(tmp_path, mon
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     loaded = study.load(str(tmp_path / "llama.yaml"), "cpu")
     assert loaded.task_name == "causal_lm" and "bytes" in loaded.data_note
+    # The first `new` left the study and, where transformers spoke, the log of what it said (results/ablate.log).
+    before = {p.name for p in tmp_path.iterdir()}
+    assert "llama.yaml" in before and before <= {"llama.yaml", "results"}
     _refused(tmp_path, in_process("new", "hf:llama", cwd=tmp_path), "llama.yaml exists; choose another with --out",
-             keep={"llama.yaml"})
+             keep=before)
 
 
 @pytest.mark.parametrize("model", ["timm:vit_tiny_patch16_224", "torchvision:resnet18", "mnist_cnn"])

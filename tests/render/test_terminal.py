@@ -57,3 +57,11 @@ def test_where_the_width_is_unknown_lines_stay_whole(monkeypatch):
     monkeypatch.setattr(terminal.shutil, "get_terminal_size", lambda fallback: os.terminal_size(fallback))
     text = "word " * 60
     assert terminal.wrapped(text) == text
+
+
+def test_an_address_that_would_pass_100_columns_gets_a_line_of_its_own():
+    short = terminal.addressed("results table", "/tmp/r/tiny/grid-cpu.csv")
+    assert short == "results table: /tmp/r/tiny/grid-cpu.csv"
+    deep = "/home/someone/projects/a-long-name/results/" + "x" * 60 + "/grid-cpu.csv"
+    lines = terminal.addressed("results table", deep).splitlines()
+    assert lines == ["results table:", f"  {deep}"]  # whole, so that it copies whole

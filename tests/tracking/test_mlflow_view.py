@@ -31,7 +31,7 @@ def run(tiny_study_run) -> tuple[Path, str]:
 
 def _printed(output: str) -> tuple[str, str]:
     """The UI command and the URL the run's pointer line names."""
-    found = re.search(r"^the answer in MLflow's UI: run `(ablate ui[^`]*)`, then open (http://\S+)$", output, re.M)
+    found = re.search(r"^the answer in MLflow's UI: run `(ablate ui[^`]*)`, then open\n  (http://\S+)$", output, re.M)
     assert found, output
     return found.group(1), found.group(2)
 
