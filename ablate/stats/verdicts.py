@@ -4,7 +4,7 @@ The recommendation is the race's leader with its confirmed speed-up. The race ha
 *not told apart* from the leader is not *as fast*: a simpler member (fewer techniques) of the set replaces the
 leader only where an equivalence test shows the leader at most `equivalence_margin` faster (`equivalent`).
 Before this, the simplest member of the set headlined: simulated on a 16-combination grid it was not the leader in
-89 and 91 of 100 studies (process noise 0.06 and 0.10) and 7.3% and 9.7% slower than the best on average
+89 and 91 of 100 studies (process noise 0.06 and 0.10) and 7.0% and 9.7% slower than the best on average
 (tests/stats/test_headline.py).
 
 The statistics live in `ablate.stats.parity` (the verdict and the parity race),

@@ -9,7 +9,7 @@ established at 95% confidence: a Clopper-Pearson bound over the studies, never t
 Before this change (f9d2b97), on GRID at process noise 0.06 and 0.10 (100 studies each, the same seeds): the headline
 (the simplest member of the set the race could not tell apart) was within 2% of the race leader's true speed-up in
 15 and 11 studies (Clopper-Pearson lower bounds 0.095 and 0.063), was not the leader in 89 and 91, and fell short of
-the true best by 7.3% and 9.7% on average (medians 4.8% and 7.4%); summary.json paired the leader's speed-up with
+the true best by 7.0% and 9.7% on average (medians 4.8% and 7.4%); summary.json paired the leader's speed-up with
 another combination's compose line in those 89 and 91. After it: within the margin in 100 and 99 studies (lower
 bounds 0.970 and 0.953; the one miss: a simpler member falsely shown equivalent, which the equivalence test's 5%
 allows), short of the true best by 0.5% and 1.6% on average, medians 0 (the leader itself is sometimes the
