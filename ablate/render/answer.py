@@ -175,27 +175,39 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
             members.setdefault(r.accuracy_group, []).append(r.combination)
     out = [f"Each group of combinations that change the numbers alike is trained at the baseline's seeds (same "
            f"initialisation and data order); its change is the mean paired difference over those seeds, with a "
-           f"95% t interval from the seed-to-seed spread (pooled over the groups) plus the paired binomial error of "
-           f"the shared test set. **ok**: the interval is above -{tolerance:g} points; **below**: under it (never "
-           f"raced or recommended); **uncertain**: it straddles it (raced; said so if recommended). Groups still "
-           f"uncertain after two seeds got more (the parity race). A group whose every combination screening found "
-           f"slower than the baseline does not decide the answer: it is not trained at all (seeds 0, not raced or "
-           f"recommended), or, where its first seed was trained in screening (`--search optuna`), keeps that one; "
-           f"the seed-to-seed spread's {parity.NOISE_DF} degrees of freedom come first from a seed more of the "
+           f"95% t interval from the seed-to-seed spread plus the paired binomial error of the shared test set. The "
+           f"spread is pooled over the groups, and widened for a group whose own spread is large against the others' "
+           f"(by its F against theirs over the F distribution's {parity.WIDEN_AT:.0%} quantile, where above one: "
+           f"*spread*). **ok**: "
+           f"the interval is above -{tolerance:g} points; **below**: under it (never raced or recommended); "
+           f"**uncertain**: it straddles it (raced; said so if recommended). Groups still uncertain after two seeds "
+           f"got more (the parity race), and one that can decide the answer is passed ok only on {parity.OK_SEEDS} "
+           f"seeds where the study's `seeds` allow. A group whose every combination screening found slower than the "
+           f"baseline does not decide the answer: it is not trained at all (seeds 0, not raced or recommended), or, "
+           f"where its first seed was trained in screening (`--search optuna`), keeps that one, judged on the "
+           f"pooled spread; the spread's {parity.NOISE_DF} degrees of freedom come first from a seed more of the "
            f"fastest groups trained anyway, then from the fastest slower groups.", "",
-           "| accuracy group | change, points [95% CI] | seeds | verdict | combinations |", "|---|---|---:|---|---:|"]
+           "| accuracy group | change, points [95% CI] | seeds | spread | verdict | combinations |",
+           "|---|---|---:|---|---|---:|"]
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
         if g == BASELINE:
             continue
-        out.append(f"| {g} | {points(p.change, p.low, p.high)} | {p.seeds} | {p.verdict} | "
+        out.append(f"| {g} | {points(p.change, p.low, p.high)} | {p.seeds} | {_spread(p)} | {p.verdict} | "
                    f"{len(members.get(g, []))} |")
     measured = {r.accuracy_group for r in records if r.complete and not r.accuracy_note}
     untrained = sorted(g for g in measured - set(groups) if g and g != BASELINE)
     failed = {m.accuracy_group for r in records for m in r.measurements
               if m.phase == protocol.PARITY and not m.complete}
     out += [f"| {g} | not trained: {'its training failed' if g in failed else 'slower than the baseline in screening'}"
-            f" | 0 | | {len(members[g])} |" for g in untrained]
+            f" | 0 | | | {len(members[g])} |" for g in untrained]
     return out + [""]
+
+
+def _spread(p: parity.Parity) -> str:
+    """Which seed-to-seed variance its interval used."""
+    if math.isinf(p.df):
+        return "none (one seed each)"
+    return f"own: variance x{p.widened:.1f}" if p.widened > 1 else "pooled"
 
 
 def _steps_text(steps: float | None) -> str:

@@ -13,9 +13,11 @@ of each.
 - **TPE's baselines** (`tpe_baseline`, `--search optuna`): TPE picks the
   combinations; a baseline joins each block of its picks at random places.
 - **The parity race** (`parity`): the accuracy groups still short of seeds,
-  or still `uncertain`, trained at the next seed (`ablate.stats.parity`), only
-  those `worth_more_seeds`; on a raced grid their first seed too (screening
-  then measures throughput only: `Planner.defer_accuracy`).
+  still `uncertain`, or `ok` on fewer than `parity.OK_SEEDS` where they can
+  decide the answer (`screened_groups`), trained at the next seed
+  (`ablate.stats.parity`), only those `worth_more_seeds`; on a raced grid
+  their first seed too (screening then measures throughput only:
+  `Planner.defer_accuracy`).
 - **The race** (`race`): the next race or confirmation block (`ablate.stats.racing`).
 """
 from __future__ import annotations
@@ -62,7 +64,27 @@ def slower_than_baseline(estimate: protocol.Estimate, k: int, alpha: float = con
     return estimate.se == 0 or -estimate.log / estimate.se > stats.t.ppf(1 - alpha / max(1, k), max(1, estimate.df))
 
 
-def worth_more_seeds(stored: Sequence[records.Record], max_seeds: int) -> dict[str, int]:
+def screened_groups(stored: Sequence[records.Record]) -> tuple[set[str], dict[str, float]]:
+    """The accuracy groups that can decide the answer: those with a combination that screening did not find
+    slower than the baseline (`slower_than_baseline`), the baseline's among them; and each group's fastest
+    combination's screening estimate (log speed-up)."""
+    screened = [m for m in analysis.protocol_measurements(stored) if m.phase in (protocol.SCREEN, protocol.FULL)]
+    found = protocol.estimates(screened, BASELINE)
+    best: dict[str, float] = {BASELINE: 0.0}
+    deciding = {BASELINE}
+    for m in (m for r in stored for m in (r.measurements or (r,))):
+        if m.accuracy_group is None:  # skipped before it was placed in a group
+            continue
+        estimate = found.get(m.combination)
+        if estimate is None or not slower_than_baseline(estimate, len(found)):
+            deciding.add(m.accuracy_group)
+        if estimate is not None:
+            best[m.accuracy_group] = max(best.get(m.accuracy_group, -math.inf), estimate.log)
+    return deciding, best
+
+
+def worth_more_seeds(stored: Sequence[records.Record], max_seeds: int,
+                     screened: tuple[set[str], dict[str, float]] | None = None) -> dict[str, int]:
     """The accuracy groups the parity race trains (at its first seed too, where screening deferred it), each with
     the seeds it trains to whatever its verdict: every group with a combination that screening did not find
     slower than the baseline (`slower_than_baseline`), at `parity.MIN_SEEDS`; and, until the seed-to-seed spread
@@ -82,19 +104,9 @@ def worth_more_seeds(stored: Sequence[records.Record], max_seeds: int) -> dict[s
     two seeds cost two of its own, seven times dearer with bf16 on such a CPU (benchmarks/RESULTS.md). Both give
     the spread a degree of freedom alike, so the verdicts' error rates do not change (tests/stats/test_decisions.py).
     With no group to judge but the baseline's, the spread serves no verdict and nothing more is trained.
+    `screened`: `screened_groups`'s answer (computed here when not given).
     """
-    screened = [m for m in analysis.protocol_measurements(stored) if m.phase in (protocol.SCREEN, protocol.FULL)]
-    found = protocol.estimates(screened, BASELINE)
-    best: dict[str, float] = {BASELINE: 0.0}  # group -> its fastest combination's screening estimate (log speed-up)
-    deciding = {BASELINE}
-    for m in (m for r in stored for m in (r.measurements or (r,))):
-        if m.accuracy_group is None:  # skipped before it was placed in a group
-            continue
-        estimate = found.get(m.combination)
-        if estimate is None or not slower_than_baseline(estimate, len(found)):
-            deciding.add(m.accuracy_group)
-        if estimate is not None:
-            best[m.accuracy_group] = max(best.get(m.accuracy_group, -math.inf), estimate.log)
+    deciding, best = screened if screened is not None else screened_groups(stored)
     fastest_first = sorted(best, key=lambda g: (-best[g], g))
     seeds = {g: parity.MIN_SEEDS for g in sorted(deciding)}
     judged = sorted(deciding - {BASELINE}, key=lambda g: (-best.get(g, 0.0), g))
@@ -185,9 +197,10 @@ class Planner:
         """The parity race's next seed (`ablate.stats.parity`): one trial per accuracy group that needs it, by the
         combination that trains the group at every seed; none when the race is over."""
         trainers = self.trainers(stored)
-        worth = {g: n for g, n in worth_more_seeds(stored, self.design.seeds).items() if g in trainers}
+        screened = screened_groups(stored)
+        worth = {g: n for g, n in worth_more_seeds(stored, self.design.seeds, screened).items() if g in trainers}
         step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
-                                verdicts.parity_sample_size(stored), self.design.seeds, worth)
+                                verdicts.parity_sample_size(stored), self.design.seeds, worth, screened[0])
         if step is None:
             return []
         index, groups = step

@@ -6,7 +6,7 @@ import math
 
 from ablate.config.choices import BASELINE
 from ablate.render import answer
-from ablate.stats import protocol
+from ablate.stats import parity, protocol
 from ablate.stats.contrasts import Contrast
 from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
@@ -92,3 +92,18 @@ def test_the_report_says_how_many_measurements_the_load_guard_took_again_and_is_
     assert answer.load_lines(answer.machine_load([_measured(BASELINE, (0.02, 0.0))], 0.25), 0.25) == []
     unread = Record(0, BASELINE, {}, "complete", measurements=(Record(1, BASELINE, {}, "complete"),))
     assert answer.machine_load([unread], 0.25) == {}  # not Linux: nothing read, nothing claimed
+
+
+def test_the_parity_table_says_which_spread_each_interval_used():
+    """A group whose own spread widened the pooled variance says so, with the factor; the others used the pooled
+    one; one seed each (no spread at all) says that; the interval printed is the one the verdict used."""
+    groups = {BASELINE: parity.Parity(parity.OK, 0.0, 0.0, 0.0, 3, 0.0, math.inf),
+              "amp": parity.Parity(parity.UNCERTAIN, -0.3, -1.2, 0.6, 3, 0.2, 6, 2.34),
+              "compile": parity.Parity(parity.OK, 0.1, -0.2, 0.4, 3, 0.1, 6),
+              "once": parity.Parity(parity.OK, 0.0, -0.1, 0.1, 1, 0.05, math.inf)}
+    lines = answer.parity_lines(groups, [], 0.5)
+    assert "| amp | -0.30 [-1.20, +0.60] | 3 | own: variance x2.3 | uncertain | 0 |" in lines
+    assert "| compile | +0.10 [-0.20, +0.40] | 3 | pooled | ok | 0 |" in lines
+    assert "| once | +0.00 [-0.10, +0.10] | 1 | none (one seed each) | ok | 0 |" in lines
+    assert "the pooled variance x2.3" in groups["amp"].describe(0.5)
+    assert "pooled variance x" not in groups["compile"].describe(0.5)
