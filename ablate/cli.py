@@ -397,17 +397,19 @@ def _list(args: argparse.Namespace) -> int:
     from ablate.config import catalogue  # reads the files: no torch, no strategy imported
 
     studies, strategies = catalogue.studies(), catalogue.strategies()
-    width = max(len(name) for name, _ in [*studies, *strategies]) + 2
+    width = max(len(name) for name in [*(name for name, _ in studies), *(s.name for s in strategies)]) + 2
+    targets = {s.name: "+".join(s.targets) for s in strategies}
+    aim = max(map(len, targets.values())) + 2
 
-    def fit(text: str) -> str:  # every line within 100 columns
-        return textwrap.shorten(text, max(100 - width - 2, 20), placeholder=" ...")
+    def fit(text: str, used: int = 0) -> str:  # every line within 100 columns
+        return textwrap.shorten(text, max(100 - width - used - 2, 20), placeholder=" ...")
 
     print("studies (the whole description is in the file):")
     for name, description in studies:
         print(f"  {name:<{width}}{fit(description)}")
-    print("strategies:")
-    for name, line in strategies:
-        print(f"  {name:<{width}}{fit(line.replace('``', '`'))}")  # reST literals read as Markdown ones
+    print("strategies: what each targets (data, copy, compute, optimizer, launch overhead, or memory) and does:")
+    for s in strategies:  # reST literals read as Markdown ones
+        print(f"  {s.name:<{width}}{targets[s.name]:<{aim}}{fit(s.summary.replace('``', '`'), aim)}")
     print("presets ({preset: NAME} in a study's space):")
     for name, members in catalogue.presets():
         print(f"  {name:<{width}}{' + '.join(members) or 'nothing: the baseline'}")

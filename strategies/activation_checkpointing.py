@@ -47,6 +47,7 @@ class ActivationCheckpointing(Strategy):
     """
 
     name = "activation_checkpointing"
+    targets = frozenset({"memory"})  # frees activation memory by recomputing blocks: more compute, not less
     changes_numerics = True  # bitwise equal in eager on a CPU (observed), but a recomputation may be fused
     # or scheduled differently from the first forward under graph capture or nondeterministic GPU kernels
     may_be_bitwise_equal = True

@@ -46,6 +46,7 @@ class AMP(LossScaling):
     """
 
     name = "amp"
+    targets = frozenset({"compute"})  # matmuls and convolutions in half precision on tensor cores
     changes_numerics = True
     owns = frozenset({"backward", "step"})
 

@@ -53,6 +53,7 @@ class AttentionBackend(Strategy):
     """
 
     name = "attention_backend"
+    targets = frozenset({"compute"})  # which kernel computes attention
     changes_numerics = True  # the kernels accumulate in different orders (and the fused ones tile the softmax)
 
     def __init__(self, backend: str = "flash") -> None:

@@ -17,18 +17,32 @@ Owned hooks: at most one strategy in a stack may implement each, which is how
 AMP (backward + step), SetToNone (zero_grad) and DeviceResidentData
 (make_loader) compose without knowing about each other. Overriding one makes a
 strategy its owner even if `owns` does not say so (see `strategies.stack`).
+
+What a strategy sets out to improve is declared, not inferred from its hooks (a
+hook says where it acts, not what for: BatchSize edits the loader's arguments to
+cut per-step launch and optimizer costs): `targets`, from `TARGETS` - a phase of
+the step (`PHASES`) or the step's memory.
 """
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sized
-from typing import Any, Callable, ClassVar, ContextManager, Iterable, cast
+from typing import Any, Callable, ClassVar, ContextManager, Iterable, Literal, cast, get_args
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 from typing_extensions import override
 
 Batch = Any  # a tensor, or a tuple/list/dict of tensors, as a DataLoader yields
+
+# The phases of a training step whose time a strategy can cut: loading and preparing batches on the host (data), the
+# host-to-device copy (copy), the forward and backward kernels (compute), the optimizer's update and the gradients'
+# reset (optimizer), and the host's cost of issuing work - Python, dispatch, kernel launches (launch overhead).
+Phase = Literal["data", "copy", "compute", "optimizer", "launch"]
+# What a strategy targets: a phase, or memory for one that spends time to free it (activation checkpointing).
+Target = Literal[Phase, "memory"]
+PHASES: tuple[Phase, ...] = get_args(Phase)
+TARGETS: tuple[Target, ...] = get_args(Target)  # the order `ablate list` and docs/strategies.md name them in
 
 
 class Strategy:
@@ -50,6 +64,8 @@ class Strategy:
             conversions (Float8 10, ActivationCheckpointing 50) before graph capture
             (TorchScript, Compile: 100), which must wrap last; the compiled optimizer step
             (150) and BatchSize's lr scaling and warm-up (200) after every optimizer rebuild.
+        targets: what it sets out to improve (`TARGETS`): one or more phases of the step, or memory; each
+            class says why beside it.
         one_off_cost: whether it pays a one-off cost at the first step
             (compilation) that faster later steps must earn back; `caches_compiled_code`
             says whether a later process can start from what it compiled.
@@ -61,6 +77,7 @@ class Strategy:
     owns: ClassVar[frozenset[str]] = frozenset()
     conflicts_with: ClassVar[frozenset[str]] = frozenset()
     order: ClassVar[int] = 0
+    targets: ClassVar[frozenset[Target]] = frozenset()  # every registered strategy declares its own
     one_off_cost: ClassVar[bool] = False
 
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:

@@ -42,6 +42,7 @@ class BatchSize(Strategy):
     """
 
     name = "batch_size"
+    targets = frozenset({"optimizer", "launch"})  # per-step costs (launches, Python, the update) over more samples
     changes_numerics = True
     order = 200  # prepare_optimizer after the strategies that rebuild the optimizer (fused, compiled, masters)
 

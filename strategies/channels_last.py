@@ -27,6 +27,7 @@ class ChannelsLast(Strategy):
     """
 
     name = "channels_last"
+    targets = frozenset({"compute"})  # convolution kernels without the layout transposes
     changes_numerics = True  # other convolution kernels, other rounding
     may_be_bitwise_equal = True  # where the backend's kernels for both layouts accumulate alike
     order = 10  # after PinMemory's non-blocking copy (order 0), so the layout change runs on the device

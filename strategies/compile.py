@@ -103,6 +103,7 @@ class Compile(Strategy):
     """
 
     name = "compile"
+    targets = frozenset({"compute", "launch"})  # fused kernels (compute), fewer launches and no Python per op (launch)
     changes_numerics = True
     conflicts_with = frozenset({"torchscript"})
     one_off_cost = True  # compilation happens at the first forward and backward

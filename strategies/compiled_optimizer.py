@@ -36,6 +36,7 @@ class CompiledOptimizer(Strategy):
     """
 
     name = "compiled_optimizer"
+    targets = frozenset({"optimizer"})  # the update as a few generated, fused kernels
     changes_numerics = True  # Inductor's generated update rounds differently from the eager one
     conflicts_with = frozenset({"fused_optimizer"})
     one_off_cost = True  # the step compiles at the first call

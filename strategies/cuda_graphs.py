@@ -53,6 +53,7 @@ class CUDAGraphs(Strategy):
     """
 
     name = "cuda_graphs"
+    targets = frozenset({"compute", "launch"})  # the step's launches replayed as one; by default Inductor's kernels too
     changes_numerics = True  # traced and decomposed by AOTAutograd; Inductor kernels round differently
     conflicts_with = frozenset({"compile", "torchscript"})
     one_off_cost = True  # tracing, compilation and capture at the first steps

@@ -20,6 +20,7 @@ class CudnnBenchmark(Strategy):
     """
 
     name = "cudnn_benchmark"
+    targets = frozenset({"compute"})  # the fastest convolution algorithm, measured, for each shape
     changes_numerics = True  # other algorithms, other rounding
     one_off_cost = True  # autotuning at the first step of each shape
 

@@ -85,6 +85,7 @@ class DeviceResidentData(Strategy):
     """
 
     name = "device_resident_data"
+    targets = frozenset({"data", "copy"})  # no loading or copy per batch: one gather on the device
     owns = frozenset({"make_loader"})
     conflicts_with = frozenset({"num_workers", "pin_memory"})
     one_off_cost = True  # the dataset is read and moved at the first step

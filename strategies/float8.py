@@ -49,6 +49,7 @@ class Float8(Strategy):
     """
 
     name = "float8"
+    targets = frozenset({"compute"})  # the linear layers' matmuls on float8 tensor cores
     changes_numerics = True  # float8 keeps 3 mantissa bits (e4m3)
     conflicts_with = frozenset({"torchscript"})  # Float8Linear's tensor subclasses cannot be scripted
     order = 10  # converts before graph capture (Compile, order 100) wraps the model

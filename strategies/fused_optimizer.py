@@ -29,6 +29,7 @@ class FusedOptimizer(Strategy):
     """
 
     name = "fused_optimizer"
+    targets = frozenset({"optimizer"})  # the update in one kernel (or a few) instead of several per parameter tensor
     changes_numerics = True  # the same update, computed in another order
 
     def __init__(self, impl: str = "fused") -> None:

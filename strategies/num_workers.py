@@ -31,6 +31,7 @@ class NumWorkers(Strategy):
     """
 
     name = "num_workers"
+    targets = frozenset({"data"})  # worker processes load and transform the next batches while the step runs
 
     def __init__(self, n: int, persistent: bool = True, prefetch_factor: int | None = None) -> None:
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:

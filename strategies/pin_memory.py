@@ -21,6 +21,7 @@ class PinMemory(Strategy):
     """
 
     name = "pin_memory"
+    targets = frozenset({"copy"})  # page-locked batches copy to the device asynchronously, overlapping compute
 
     @override
     def loader_kwargs(self, **kwargs: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ class SetToNone(Strategy):
     """
 
     name = "set_to_none"
+    targets = frozenset({"optimizer"})  # the gradients' reset after the step: no memset per parameter
     owns = frozenset({"zero_grad"})
 
     @override

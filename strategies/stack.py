@@ -24,7 +24,7 @@ import torch
 from torch.utils.data import Dataset
 from typing_extensions import override
 
-from strategies.base import Batch, Strategy, move
+from strategies.base import Batch, Strategy, Target, move
 
 OWNED_HOOKS = ("make_loader", "backward", "step", "zero_grad")
 
@@ -83,6 +83,12 @@ class Stack(Strategy):
     def one_off_cost(self) -> bool:  # type: ignore[override]
         """True when any member pays a one-off cost (a preset holding a compiling strategy, say)."""
         return any(m.one_off_cost for m in self.members)
+
+    @property
+    @override
+    def targets(self) -> frozenset[Target]:  # type: ignore[override]
+        """What its members target, together (a preset's, say)."""
+        return frozenset().union(*(m.targets for m in self.members))
 
     @override
     def caches_compiled_code(self) -> bool:

@@ -78,6 +78,7 @@ class TF32(Strategy):
     """
 
     name = "tf32"
+    targets = frozenset({"compute"})  # fp32 matmuls and convolutions on tensor cores
     changes_numerics = True
 
     @override

@@ -20,6 +20,7 @@ class TorchScript(Strategy):
     """
 
     name = "torchscript"
+    targets = frozenset({"compute", "launch"})  # no Python in the forward (launch), some pointwise ops fused (compute)
     changes_numerics = True  # fused kernels may round differently
     may_be_bitwise_equal = True  # without a fuser (a CPU's default) it runs eager's kernels
     conflicts_with = frozenset({"compile"})

@@ -2,9 +2,9 @@
 
 `ablate list` is what a new user runs first, and it should answer in about a second. Importing the
 strategies imports torch (and torchao, with its warnings): seconds spent for names and first lines. So
-a study's description is read from its YAML, and the strategies (the `REGISTRY`, each class's `name` and
-the first line of its docstring) and the presets' members from the `strategies` package's source, with
-`ast`. Should that source ever take a shape this reading does not know, the listing imports the package
+a study's description is read from its YAML, and the strategies (the `REGISTRY`, each class's `name`, its
+`targets` and the first line of its docstring) and the presets' members from the `strategies` package's source,
+with `ast`. Should that source ever take a shape this reading does not know, the listing imports the package
 instead: slower, never wrong. tests/config/test_catalogue.py holds the reading to the imported registry.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -32,14 +33,24 @@ def studies() -> list[tuple[str, str]]:
     return found
 
 
-def strategies() -> list[tuple[str, str]]:
-    """(registry name, first line of the class's docstring) of every strategy, in `REGISTRY`'s order."""
+class Listed(NamedTuple):
+    """A strategy as `ablate list` shows it."""
+
+    name: str  # its registry name
+    targets: tuple[str, ...]  # what it targets (`Strategy.targets`), in `strategies.base.TARGETS`' order
+    summary: str  # the first line of its docstring
+
+
+def strategies() -> list[Listed]:
+    """Every strategy, in `REGISTRY`'s order."""
     try:
         return _read_strategies(_package())
     except (_Unread, OSError, SyntaxError):
         from strategies import REGISTRY
+        from strategies.base import TARGETS
 
-        return [(name, _first_line(cls.__doc__)) for name, cls in REGISTRY.items()]
+        return [Listed(name, tuple(t for t in TARGETS if t in cls.targets), _first_line(cls.__doc__))
+                for name, cls in REGISTRY.items()]
 
 
 def presets() -> list[tuple[str, list[str]]]:
@@ -95,7 +106,36 @@ def _class(package: Path, module: str, name: str) -> ast.ClassDef:
     raise _Unread(f"no class {name} in {module}")
 
 
-def _read_strategies(package: Path) -> list[tuple[str, str]]:
+def _literal(tree: ast.Module, name: str) -> list[str]:
+    """The strings of ``name = Literal[...]`` in `tree`, in order, those of a Literal it names included."""
+    value = _assigned(tree, name)
+    if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == "Literal"):
+        raise _Unread(f"{name} is not a Literal")
+    found: list[str] = []
+    for element in value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]:
+        if isinstance(element, ast.Constant) and isinstance(element.value, str):
+            found.append(element.value)
+        elif isinstance(element, ast.Name):
+            found += _literal(tree, element.id)
+        else:
+            raise _Unread(f"{name} holds something other than strings and Literals")
+    return found
+
+
+def _targets(cls: ast.ClassDef, known: list[str]) -> tuple[str, ...]:
+    """A class's ``targets = frozenset({...})``, in the order of `known`."""
+    value = _assigned(cls, "targets")
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "frozenset"
+            and len(value.args) == 1 and isinstance(value.args[0], ast.Set)):
+        raise _Unread(f"{cls.name}.targets is not frozenset({{...}})")
+    named = {e.value for e in value.args[0].elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    if len(named) != len(value.args[0].elts) or not named <= set(known):
+        raise _Unread(f"{cls.name}.targets names something other than {known}")
+    return tuple(t for t in known if t in named)
+
+
+def _read_strategies(package: Path) -> list[Listed]:
+    known = _literal(_tree(package / "base.py"), "Target")
     init = _tree(package / "__init__.py")
     where = _imported_from(init)
     # REGISTRY = {cls.name: cls for cls in (NumWorkers, PinMemory, ...)}: the one tuple of class names in it
@@ -111,7 +151,7 @@ def _read_strategies(package: Path) -> list[tuple[str, str]]:
         name = _assigned(cls, "name")
         if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
             raise _Unread(f"{class_name}.name is not a string")
-        found.append((name.value, _first_line(ast.get_docstring(cls))))
+        found.append(Listed(name.value, _targets(cls, known), _first_line(ast.get_docstring(cls))))
     return found
 
 

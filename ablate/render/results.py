@@ -1,4 +1,10 @@
-"""The results table: one row per combination, its speed-up the protocol's one estimate (ablate.stats.protocol)."""
+"""The results table: one row per combination, its speed-up the protocol's one estimate (ablate.stats.protocol).
+
+Energy per sample is a paired ratio against the baseline too (`ablate.stats.analysis.energy_ratios`); where no
+measurement of a device counted energy its column says so ("not counted here") rather than stay blank, which
+would read as a combination that failed to count. The default table shows it only where something was counted,
+and keeps to its width then too.
+"""
 from __future__ import annotations
 
 import csv
@@ -15,9 +21,12 @@ from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
 
 COLUMNS = ["combination", "state", "samples/s", "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc",
-           "acc from", "to target s", "to target e2e s", "peak MB", "first step s", "data wait %", "reason"]
+           "acc from", "to target s", "to target e2e s", "peak MB", "energy/sample", "first step s", "data wait %",
+           "reason"]
 RATE = "samples/s"  # the throughput column's key; its header names the study's unit (`columns`)
 NOT_REACHED = "not reached"
+ENERGY = "energy/sample"  # the energy ratio's column; "energy low" and "energy high" hold its interval
+NOT_COUNTED = "not counted here"  # no measurement on the device counted energy (no RAPL or NVML counter readable)
 COMPACT_WIDTH = 100  # the default table fits a 100-column terminal; the full one is behind --full-table
 
 
@@ -37,7 +46,7 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
     table = []
     for device in sorted(compared, key=lambda d: d.device):
         for c in device.rows:
-            r, s, p, m = c.record, c.interval, c.parity, c.record.metrics
+            r, s, p, m, e = c.record, c.interval, c.parity, c.record.metrics, c.energy_interval
             table.append({
                 "trial": r.number,
                 "combination": r.combination,
@@ -60,6 +69,9 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "to target s": _to_target(m, metric.TIME_TO_TARGET_S),
                 "to target e2e s": _to_target(m, metric.TIME_TO_TARGET_E2E_S),
                 "peak MB": c.peak_memory_mb,
+                ENERGY: c.energy_ratio if device.energy_counted else NOT_COUNTED,
+                "energy low": e.low if e else None,
+                "energy high": e.high if e else None,
                 "first step s": m.get(metric.FIRST_STEP_S),
                 "data wait %": 100 * m[metric.DATA_WAIT_FRACTION] if metric.DATA_WAIT_FRACTION in m else None,
                 "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else ""),
@@ -86,6 +98,8 @@ def render(table: list[dict[str, Any]], unit: str = "samples") -> str:
             return ""
         if key == "speed-up":
             return f"x{value:.2f}"
+        if key == ENERGY and isinstance(value, float):
+            return factor(value)
         if key == "Δ acc":
             return f"{value:+.2f}"
         if key == "acc from":
@@ -97,10 +111,13 @@ def render(table: list[dict[str, Any]], unit: str = "samples") -> str:
     columns = (["device"] if len({r["device"] for r in table}) > 1 else []) + COLUMNS
     shown = [c for c in columns if c not in ("ci low", "ci high")]
     shown.insert(shown.index("speed-up") + 1, "95% CI")
+    shown.insert(shown.index(ENERGY) + 1, "energy 95% CI")
 
     def value(row: dict[str, Any], key: str) -> Any:
         if key == "95% CI":
             return "" if row["ci low"] is None else interval(row["ci low"], row["ci high"])
+        if key == "energy 95% CI":
+            return "" if row["energy low"] is None else interval(row["energy low"], row["energy high"])
         return cell(key, row[key])
     headers = [_header(k, unit) for k in shown]
     return tabulate([[value(r, k) for k in shown] for r in table], headers=headers, disable_numparse=True)
@@ -127,15 +144,24 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
             return f"{r['Δ acc']:+.2f} no verdict"
         return f"{points(r['Δ acc'], r['parity low'], r['parity high'])} {r['parity']}"
 
+    def energy(r: dict[str, Any]) -> str:  # the point: its interval would not fit beside the others (--full-table)
+        return factor(r[ENERGY]) if isinstance(r.get(ENERGY), float) else ""
+
+    counted = any(isinstance(r.get(ENERGY), float) for r in shown)  # else no column: not a column of blanks
     body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r), accuracy(r),
-             r["state"] + (f" ({r['device'][:12]})" if several else "")]
+             *([energy(r)] if counted else []), r["state"] + (f" ({r['device'][:12]})" if several else "")]
             for i, (r, label) in enumerate(zip(shown, labels), start=1)]
-    headers = ["#", "combination", "speed-up [95% CI]", "Δ acc [95% CI] parity", "state"]
+    headers = ["#", "combination", "speed-up [95% CI]", "Δ acc [95% CI] parity",
+               *(["energy"] if counted else []), "state"]
     text = _fitted(body, headers, width)
     if max(map(len, text.splitlines())) > width and all(r["state"] == "complete" for r in shown):
         text = _fitted([row[:-1] for row in body], headers[:-1], width)  # a narrow terminal: no column of "complete"
     notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
              f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it."]
+    if counted:
+        notes.append("energy: joules per sample over the timed windows, over the baseline's (below x1: less energy; "
+                     "the interval is in --full-table); RAPL counts a CPU's whole packages, NVML the whole GPU "
+                     "(docs/measuring.md).")
     for state in ("skipped", "failed"):
         reasons = Counter(r["reason"] for r in table if r["state"] == state)
         for reason, n in reasons.most_common():
@@ -170,6 +196,7 @@ def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") ->
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "parity", "parity low",
-                                               "parity high", "seeds", "device", "host"])
+                                               "parity high", "seeds", "energy low", "energy high", "device",
+                                               "host"])
         writer.writeheader()
         writer.writerows({_header(k, unit): v for k, v in row.items()} for row in table)

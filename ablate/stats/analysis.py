@@ -100,6 +100,19 @@ def speedup_of(records: list[Record]) -> dict[str, Speedup]:
     return {s.record.combination: s for s in speedups(records)}
 
 
+def energy_ratios(records: list[Record]) -> dict[str, protocol.Estimate]:
+    """Each combination's energy per sample over the baseline's, estimated as a speed-up is: `protocol.estimates`
+    on log joules per sample (the protocol's per-process response, here not a throughput), paired in the blocks
+    both counted energy in, its interval from those measurements' own noise. Only measurements that counted energy
+    take part (`ablate.trial.energy`), so a combination has a ratio only where it and the baseline counted in a
+    block they shared. Below 1: less energy per sample than the baseline."""
+    counted = [protocol.Measurement(r.combination, m.block, m.phase, math.log(joules))
+               for r in records for m in (r.measurements or (r,))
+               if m.complete and m.phase != protocol.PARITY
+               and (joules := m.metrics.get(metric.ENERGY_J_PER_SAMPLE, 0.0)) > 0]
+    return protocol.estimates(counted, BASELINE)
+
+
 @dataclass(frozen=True)
 class Effect:
     techniques: tuple[str, ...]  # one for a main effect, two for an interaction

@@ -10,6 +10,9 @@ times the combination's speed-up**. A measurement's throughput is the geometric 
 combination's speed-up is the paired estimate over the blocks it shares with the baseline. So throughput / the
 baseline's throughput = the speed-up, exactly, in every surface. A combination the estimator could not pair with
 a baseline (none ran in its blocks) shows its own measurements' geometric mean and no speed-up.
+
+Energy per sample, where the hardware counted it (`ablate.trial.energy`), is the same kind of paired ratio
+against the baseline (`ablate.stats.analysis.energy_ratios`).
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
 from ablate.stats import parity as parity_
-from ablate.stats import verdicts
-from ablate.stats.analysis import Interval, Speedup, speedups
+from ablate.stats import protocol, verdicts
+from ablate.stats.analysis import CONFIDENCE, Interval, Speedup, energy_ratios, speedups
 from ablate.store.records import Record, baseline, by_device
 from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
@@ -38,6 +41,7 @@ class Comparison:
     throughput: float | None  # in the study's unit per second: the baseline's times the speed-up
     parity: parity_.Parity | None  # its accuracy group's verdict; None without a measured accuracy
     accuracy_change: float | None  # points: the parity verdict's mean paired change, else the plain difference
+    energy: protocol.Estimate | None = None  # energy per sample over the baseline's, log scale; None: not paired
 
     @property
     def combination(self) -> str:
@@ -71,6 +75,17 @@ class Comparison:
     @property
     def parity_failed(self) -> bool:
         return self.parity is not None and self.parity.below
+
+    @property
+    def energy_ratio(self) -> float | None:
+        """Its energy per sample over the baseline's (x0.80: a fifth less); None where they were not both counted."""
+        return self.energy.factor if self.energy else None
+
+    @property
+    def energy_interval(self) -> Interval | None:
+        """The energy ratio's 95% interval (None: no noise estimate to build one from)."""
+        bounds = self.energy.interval(CONFIDENCE) if self.energy else None
+        return Interval(self.energy.log, *bounds).exp() if self.energy and bounds else None
 
     @property
     def peak_memory_mb(self) -> float | None:
@@ -109,6 +124,11 @@ class DeviceComparisons:
     def speedup_of(self) -> dict[str, Speedup]:
         """combination -> its estimated speed-up."""
         return {c.combination: c.speedup for c in self.rows if c.speedup}
+
+    @property
+    def energy_counted(self) -> bool:
+        """Whether any measurement on this device counted energy; where none did, nothing here can."""
+        return any(metric.ENERGY_J_PER_SAMPLE in m.metrics for r in self.records for m in (r.measurements or (r,)))
 
     @property
     def baseline(self) -> Comparison | None:
@@ -150,6 +170,7 @@ def compare(records: list[Record], tolerance: float, settings: ProtocolSettings 
 def _one_device(device: str, records: list[Record], tolerance: float,
                 settings: ProtocolSettings | None) -> DeviceComparisons:
     speedup_of = {s.record.combination: s for s in speedups(records)}
+    energy_of = energy_ratios(records)
     groups = verdicts.parity_by_group(records, tolerance)
     verdict = verdicts.parity_of(records, tolerance, groups)
     base = baseline(records)
@@ -161,7 +182,7 @@ def _one_device(device: str, records: list[Record], tolerance: float,
         rate = base_rate * s.point if s and base_rate else r.throughput
         change = p.change if p else (r.accuracy - base_acc if r.accuracy is not None and base_acc is not None
                                      else None)
-        rows.append(Comparison(r, s, rate, p, change))
+        rows.append(Comparison(r, s, rate, p, change, energy_of.get(r.combination)))
     rows.sort(key=lambda c: (c.factor is None, -(c.factor or 0), -(c.throughput or 0)))
     rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups)

@@ -31,7 +31,9 @@ adds the model preparation time).
 Foreign load: the machine's CPU time and this process tree's own are read as
 the first window opens and as the last one closes, outside the clock
 (`ablate.trial.load`); the difference, in cores, is how much other work ran
-beside the windows - a neighbour the windows' own clock cannot see.
+beside the windows - a neighbour the windows' own clock cannot see. The energy
+counter of the device (`ablate.trial.energy`) is read at the same points, and around
+an evaluation inside the windows, whose joules are left out as its time is.
 
 Peak memory covers the timed windows only: the peak is reset when the first
 window opens (so compilation and warm-up allocations do not count), and an
@@ -63,7 +65,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from ablate.config.study import Budget
-from ablate.trial import load
+from ablate.trial import energy, load
 from ablate.trial import metrics as metric
 from ablate.trial.failures import Diverged
 from ablate.workload.tasks import Quality
@@ -135,9 +137,11 @@ class StepClock:
     _floor: float = 0.0  # the windows' least duration on this device (`Budget.window_floor_s`)
     _load_before: load.Snapshot | None = None  # the machine's and this tree's CPU time as the first window opened
     foreign: load.Load | None = None  # other work on the machine over the windows (`ablate.trial.load`)
+    _energy: energy.Tally = field(init=False)  # the device's joules over the windows (`ablate.trial.energy`)
 
     def __post_init__(self) -> None:
         self._floor = self.budget.window_floor_s(self.device.type)
+        self._energy = energy.Tally(energy.meter(self.device.type, self.device.index))
 
     def _sync(self) -> None:
         """Wait for the device (CUDA only), then fail the run if a loss so far was NaN or infinite.
@@ -233,6 +237,7 @@ class StepClock:
                     empty_cache(self.device)
                 # Outside the clock: reading /proc takes a few milliseconds.
                 self._load_before = load.snapshot(time.perf_counter())
+                self._energy.open(time.perf_counter())
                 self._open_window()
                 reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
             return
@@ -249,6 +254,7 @@ class StepClock:
                 # with those that do not.
                 self.peak_memory = _highest(self._peak_outside_evals, peak_memory(self.device))
                 self.foreign = load.between(self._load_before, load.snapshot(now))
+                self._energy.close(now)
             self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
@@ -260,8 +266,9 @@ class StepClock:
             return self.evaluations[-1]
         self._sync()
         in_windows = self._window_start is not None and not self.timing_done
-        if in_windows:  # the windows' peak so far; the evaluation's own is left out below
+        if in_windows:  # the windows' peak so far and their joules; the evaluation's own are left out below
             self._peak_outside_evals = _highest(self._peak_outside_evals, peak_memory(self.device))
+            self._energy.pause(time.perf_counter())
         self.on_phase(f"evaluating at {self.samples:,} samples")
         began = time.perf_counter()
         quality = self.evaluate()
@@ -270,6 +277,7 @@ class StepClock:
         ended = time.perf_counter()  # evaluate() reads results back with .item(), so the device is done
         if in_windows:
             reset_peak_memory(self.device)
+            self._energy.resume(ended)
         self.evaluations.append(Evaluation(self.samples, began - self._start - self._paused, quality))
         self._paused += ended - began
         if self._window_start is not None:  # a window open across the evaluation must not count it
@@ -323,6 +331,7 @@ class StepClock:
             **{metric.window(i): r for i, r in enumerate(rates)},
             **({metric.FOREIGN_CORES: self.foreign.foreign_cores, metric.STEAL_CORES: self.foreign.steal_cores}
                if self.foreign else {}),
+            **self._energy.metrics(sum(w.samples for w in self.windows)),
             **self._accuracy_summary(),
         }
 

@@ -49,6 +49,11 @@ COMPILE_CACHE_HITS = "compile_cache_hits"
 FOREIGN_CORES = "foreign_cores"  # other processes and the hypervisor's steal
 STEAL_CORES = "steal_cores"
 REMEASURED = "remeasured"  # how many earlier attempts were discarded because the machine was busy
+# Energy over the timed windows (ablate.trial.energy): joules per sample, and which counter counted them, by its code
+# in ENERGY_COUNTERS (metrics are floats); both absent where nothing counts energy.
+ENERGY_J_PER_SAMPLE = "energy_j_per_sample"
+ENERGY_COUNTER = "energy_counter"
+ENERGY_COUNTERS = {"RAPL": 1.0, "NVML": 2.0}  # a CPU's packages (RAPL), the trial's GPU (NVML)
 # A graph-capturing strategy's own metric (strategies name it; a stack prefixes it with the strategy's name): the
 # graphs torch.compile ran without CUDA graphs. Any on CUDA makes the trial fail: its timing would not be of graphs.
 CUDAGRAPH_SKIPS = "cudagraph_skips"

@@ -4,14 +4,43 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import strategies
 from ablate.config import catalogue, study
 from strategies import PRESETS, REGISTRY, preset
+from strategies.base import TARGETS
 
 
-def test_the_strategies_read_from_source_are_the_registry_with_its_docstrings_first_lines():
-    assert catalogue._read_strategies(catalogue._package()) == [
-        (name, cls.__doc__.strip().splitlines()[0]) for name, cls in REGISTRY.items()]
+def _imported() -> list[catalogue.Listed]:
+    return [catalogue.Listed(name, tuple(t for t in TARGETS if t in cls.targets), cls.__doc__.strip().splitlines()[0])
+            for name, cls in REGISTRY.items()]
+
+
+def test_the_strategies_read_from_source_are_the_registry_with_its_targets_and_docstrings_first_lines():
+    read = catalogue._read_strategies(catalogue._package())
+    assert read == _imported()
+    assert dict((s.name, s.targets) for s in read)["compile"] == ("compute", "launch")  # in TARGETS' order
+
+
+def test_the_targets_the_source_can_name_are_read_from_the_literal_type_itself(tmp_path: Path):
+    base = tmp_path / "base.py"
+    base.write_text('Phase = Literal["data", "copy"]\nTarget = Literal[Phase, "memory"]\n')
+    assert catalogue._literal(catalogue._tree(base), "Target") == ["data", "copy", "memory"]
+
+
+def test_targets_of_another_shape_are_listed_by_importing_the_package(tmp_path: Path, monkeypatch):
+    package = catalogue._package()
+    for path in package.glob("*.py"):
+        text = path.read_text()
+        if path.name == "amp.py":  # a targets the reading does not know: a name, not a set of strings
+            text = text.replace('targets = frozenset({"compute"})', "targets = COMPUTE")
+            assert "targets = COMPUTE" in text
+        (tmp_path / path.name).write_text(text)
+    with pytest.raises(catalogue._Unread, match="AMP.targets"):
+        catalogue._read_strategies(tmp_path)
+    monkeypatch.setattr(catalogue, "_package", lambda: tmp_path)
+    assert catalogue.strategies() == _imported()
 
 
 def test_each_presets_members_read_from_source_build_the_presets_stack():
@@ -28,7 +57,7 @@ def test_a_source_of_another_shape_is_listed_by_importing_the_package(tmp_path: 
     (tmp_path / "__init__.py").write_text("from strategies.registry import REGISTRY\n")  # no tuple of classes
     (tmp_path / "presets.py").write_text("PRESETS = make()\n")
     monkeypatch.setattr(catalogue, "_package", lambda: tmp_path)
-    assert catalogue.strategies() == [(name, cls.__doc__.strip().splitlines()[0]) for name, cls in REGISTRY.items()]
+    assert catalogue.strategies() == _imported()
     assert catalogue.presets() == [(name, [repr(m) for m in preset(name).members]) for name in PRESETS]
 
 

@@ -1,10 +1,10 @@
 """The README and docs/ stay true to the code and to each other.
 
 The strategy and preset tables in docs/strategies.md have one row per name in `strategies.REGISTRY` and
-`strategies.PRESETS`; the README's intro names every registered strategy; every relative link in README.md and
-docs/*.md points at a file in the repository (and a heading that exists, where it names one); the README stays
-short and free of paths outside the repository. Its examples are executed by tests/docs/test_readme.py and
-tests/docs/test_library_readme.py.
+`strategies.PRESETS`, and its targets table says what each class's `targets` says; the README's intro names every
+registered strategy; every relative link in README.md and docs/*.md points at a file in the repository (and a
+heading that exists, where it names one); the README stays short and free of paths outside the repository. Its
+examples are executed by tests/docs/test_readme.py and tests/docs/test_library_readme.py.
 """
 from __future__ import annotations
 
@@ -30,10 +30,16 @@ def pages() -> list[Path]:
 
 def table_names(text: str, marker: str) -> list[str]:
     """The first cell of every row of the Markdown table that follows `<!-- marker ... -->`, backticks stripped."""
+    return table_cells(text, marker, 1)
+
+
+def table_cells(text: str, marker: str, column: int) -> list[str]:
+    """Cell `column` (from 1) of every row of the Markdown table that follows `<!-- marker ... -->`, backticks
+    stripped."""
     match = re.search(rf"<!-- {marker}\b[^>]*-->\n((?:\|.*(?:\n|$))+)", text)
     assert match, f"no table right after <!-- {marker} -->"
     rows = match.group(1).splitlines()[2:]  # past the header and its |---| rule
-    return [row.split("|")[1].strip().strip("`") for row in rows]
+    return [row.split("|")[column].strip().strip("`") for row in rows]
 
 
 def slugs(text: str) -> set[str]:
@@ -52,6 +58,14 @@ def test_the_strategy_table_has_one_row_per_registered_strategy():
     assert len(names) == len(set(names)), f"rows named twice: {sorted({n for n in names if names.count(n) > 1})}"
     assert set(names) == set(REGISTRY), (f"docs/strategies.md lacks rows for {sorted(set(REGISTRY) - set(names))} "
                                          f"and has rows for no strategy: {sorted(set(names) - set(REGISTRY))}")
+
+
+def test_the_targets_table_says_what_each_strategy_declares():
+    text = (DOCS / "strategies.md").read_text()
+    rows = dict(zip(table_names(text, "targets-table"), table_cells(text, "targets-table", 2)))
+    assert set(rows) == set(REGISTRY), sorted(set(rows) ^ set(REGISTRY))
+    wrong = {name: cell for name, cell in rows.items() if set(cell.split(", ")) != REGISTRY[name].targets}
+    assert not wrong, f"docs/strategies.md's targets differ from the classes' `targets`: {wrong}"
 
 
 def test_the_preset_table_has_one_row_per_preset():

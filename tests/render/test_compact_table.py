@@ -19,7 +19,7 @@ DIMS = {  # mnist_cnn_gpu-like labels: the longest the built-in studies make
 SKIP = "AttentionBackend: the cudnn attention kernel is CUDA-only; on a CPU PyTorch has flash and math only"
 
 
-def _table() -> list[dict]:
+def _table(energy: bool = False) -> list[dict]:
     measurements = []
     for number, choice in enumerate(itertools.product(*DIMS.values())):
         levels = dict(zip(DIMS, choice))
@@ -35,7 +35,9 @@ def _table() -> list[dict]:
             measurements.append(Record(1000 * block + number, label, levels, "complete", block=block,
                                        accuracy_trained=block == 0,
                                        metrics={"throughput": rate * (1 + block / 100), "throughput_window_0": rate,
-                                                "test_accuracy": 98.0 - (number % 7) / 2}))
+                                                "test_accuracy": 98.0 - (number % 7) / 2,
+                                                **({"energy_j_per_sample": 2.0 / (1 + number / 50) * (1 + block / 50),
+                                                    "energy_counter": 2.0} if energy else {})}))
     return results.rows(compare(combine(measurements), 0.5))
 
 
@@ -90,3 +92,15 @@ def test_in_an_80_column_terminal_a_table_of_complete_rows_drops_its_state_colum
     assert max(len(line) for line in text.splitlines()) <= 79
     assert "state" not in text.splitlines()[0] and "Δ acc [95% CI] parity" in text.splitlines()[0]
     assert "state" in results.render_compact(complete, tolerance=0.5).splitlines()[0]  # 100 columns: room for it
+
+
+def test_where_energy_was_counted_the_default_table_shows_its_ratio_and_still_fits_100_columns():
+    table = _table(energy=True)
+    text = results.render_compact(table, tolerance=0.5)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert text.splitlines()[0].split()[-2:] == ["energy", "state"]
+    baseline = next(line.split() for line in text.splitlines() if " baseline " in line)
+    assert baseline[-2:] == ["x1.00", "complete"]  # the baseline's own ratio, by definition
+    assert "energy: joules per sample" in text
+    # Where nothing counted it, no column of blanks: the full table says why (tests/render/test_results_table.py).
+    assert "energy" not in results.render_compact(_table(), tolerance=0.5)

@@ -57,3 +57,51 @@ def test_accuracy_is_borrowed_only_from_a_trial_on_the_same_device(tmp_path):
     donor = accuracy_donor(runner.optuna_study, "amp", machine.device_name)
     assert donor is not None and donor.number == 1
     assert accuracy_donor(runner.optuna_study, "baseline", machine.device_name) is None
+
+
+def test_where_no_counter_is_readable_the_energy_column_says_so_from_the_trial_to_the_table(tmp_path, monkeypatch):
+    """A machine without RAPL (this folder is empty) on a CPU: the step clock claims no energy, so the table's
+    energy column says it was not counted here - in every row, the full table and the CSV alike."""
+    import torch
+
+    from ablate.config.study import Budget
+    from ablate.trial import energy, measure
+
+    empty = tmp_path / "powercap"
+    empty.mkdir()
+    monkeypatch.setattr(energy, "POWERCAP", empty)
+    records = []
+    for number, (combination, seconds) in enumerate([(BASELINE, 1.0), ("amp", 0.5)]):
+        now = [0.0]
+        monkeypatch.setattr(measure, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: now[0])}))
+        clock = measure.StepClock(Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=2),
+                                  torch.device("cpu"), train_for_accuracy=False)
+        for _ in clock.batches([None] * 100):
+            now[0] += seconds
+            clock.count(8)
+        record = _record(number, combination, 1000, "cpu", "a")
+        records.append(Record(number, combination, record.levels, "complete", metrics=clock.summary(),
+                              machine=record.machine))
+    assert clock.windows and clock.windows[-1].seconds >= 1  # long enough to have been counted, had it a counter
+    table = results.rows(compare(records, 0.5))
+    assert [r[results.ENERGY] for r in table] == [results.NOT_COUNTED] * 2
+    assert table[0]["speed-up"] == pytest.approx(2.0)
+    assert "not counted here" in results.render(table) and "energy" not in results.render_compact(table, 0.5)
+    results.write_csv(table, tmp_path / "t.csv")
+    assert {row["energy/sample"] for row in csv.DictReader((tmp_path / "t.csv").open())} == {results.NOT_COUNTED}
+
+
+def test_the_full_table_shows_the_energy_ratio_with_its_interval_where_it_was_counted():
+    def measured(number: int, combination: str, block: int, joules: float) -> Record:
+        record = _record(number, combination, 1000, "cpu", "a")
+        return Record(number, combination, record.levels, "complete", block=block, machine=record.machine,
+                      metrics={**record.metrics, "energy_j_per_sample": joules, "energy_counter": 1.0})
+    from ablate.store.records import combine
+
+    records = combine([measured(0, BASELINE, 0, 2.0), measured(1, "amp", 0, 1.0), measured(2, BASELINE, 1, 2.0),
+                       measured(3, "amp", 1, 1.2), measured(4, BASELINE, 2, 2.0), measured(5, "amp", 2, 1.1)])
+    table = {r["combination"]: r for r in results.rows(compare(records, 0.5))}
+    assert table["amp"][results.ENERGY] == pytest.approx((0.5 * 0.6 * 0.55) ** (1 / 3))
+    assert table["amp"]["energy low"] < table["amp"][results.ENERGY] < table["amp"]["energy high"]
+    text = results.render(list(table.values()))
+    assert f"x{table['amp'][results.ENERGY]:.2f}" in text and "energy 95% CI" in text.splitlines()[0]

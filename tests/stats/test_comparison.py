@@ -45,3 +45,33 @@ def test_a_combination_no_baseline_shared_a_block_with_keeps_its_own_throughput_
     assert solo.speedup is None and solo.factor is None and solo.throughput == pytest.approx(solo.record.throughput)
     assert device.rows[-1] is solo  # rows without a speed-up sort last
     assert "speedup" not in view.rows([device])[(solo.device, "solo")].metrics
+
+
+def _counted(record: Record, joules_per_sample: float) -> Record:
+    return Record(record.number, record.combination, record.levels, record.state, block=record.block,
+                  metrics={**record.metrics, "energy_j_per_sample": joules_per_sample, "energy_counter": 1.0},
+                  accuracy_trained=record.accuracy_trained, accuracy_group=record.accuracy_group)
+
+
+def test_energy_per_sample_is_a_paired_ratio_against_the_baseline_of_the_same_blocks_like_a_speedup():
+    # The baseline spends 2.0 and 2.2 J a sample in blocks 0 and 1, and 3.0 in block 2, which amp missed; amp spends
+    # 1.0 and 1.21: ratios 0.5 and 0.55 in its blocks. Paired, block 2's baseline does not pull amp's ratio down
+    # (against the baseline's overall mean it would read 1.1 / 2.37 = 0.46).
+    stored = combine([_counted(_measured(0, BASELINE, 0, [1000]), 2.0), _counted(_measured(1, "amp", 0, [1500]), 1.0),
+                      _counted(_measured(2, BASELINE, 1, [1000]), 2.2), _counted(_measured(3, "amp", 1, [1500]), 1.21),
+                      _counted(_measured(4, BASELINE, 2, [1000]), 3.0), _measured(5, "solo", 2, [2000])])
+    (device,) = compare(stored, tolerance=0.5)
+    assert device.energy_counted
+    assert device["amp"].energy_ratio == pytest.approx(math.sqrt(0.5 * 0.55))
+    low, high = device["amp"].energy_interval.low, device["amp"].energy_interval.high
+    assert low < math.sqrt(0.5 * 0.55) < high
+    assert device[BASELINE].energy_ratio == 1.0
+    assert device["solo"].energy_ratio is None and device["solo"].factor is not None  # it counted no energy
+
+
+def test_no_energy_ratio_where_the_baseline_counted_none():
+    stored = combine([_measured(0, BASELINE, 0, [1000]), _counted(_measured(1, "amp", 0, [1500]), 1.0)])
+    (device,) = compare(stored, tolerance=0.5)
+    assert device.energy_counted and device["amp"].energy_ratio is None and device["amp"].factor is not None
+    (uncounted,) = compare(combine([_measured(0, BASELINE, 0, [1000]), _measured(1, "amp", 0, [1500])]), 0.5)
+    assert not uncounted.energy_counted and uncounted["amp"].energy is None

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 from torch.utils.data import DataLoader, TensorDataset
 
+import strategies
 from strategies import (
     REGISTRY,
     ConflictError,
@@ -30,6 +31,7 @@ from strategies import (
     fp32_precision,
     set_fp32_precision,
 )
+from strategies.base import PHASES, TARGETS
 
 PASSTHROUGH = {"batch_size": 8, "shuffle": True, "drop_last": False, "collate_fn": None}
 
@@ -386,6 +388,17 @@ CHANGES_NUMERICS = {
     "num_workers": False, "pin_memory": False, "set_to_none": False, "device_resident_data": False,
 }
 
+# What each sets out to improve (`Strategy.targets`): a phase of the step, or memory. Pinned here so that a change
+# is a decision made twice, as `changes_numerics` is.
+TARGETS_OF = {
+    "num_workers": {"data"}, "pin_memory": {"copy"}, "device_resident_data": {"data", "copy"},
+    "batch_size": {"optimizer", "launch"}, "set_to_none": {"optimizer"}, "fused_optimizer": {"optimizer"},
+    "compiled_optimizer": {"optimizer"}, "amp": {"compute"}, "half_precision": {"compute"}, "float8": {"compute"},
+    "tf32": {"compute"}, "channels_last": {"compute"}, "cudnn_benchmark": {"compute"}, "attention_backend": {"compute"},
+    "activation_checkpointing": {"memory"}, "torchscript": {"compute", "launch"}, "compile": {"compute", "launch"},
+    "cuda_graphs": {"compute", "launch"},
+}
+
 # Whether a later process can start from what it compiled (`Strategy.caches_compiled_code`): the strategies that
 # compile with Inductor, whose on-disk caches persist; a one-off cost nothing keeps (cuDNN's autotuning,
 # TorchScript's profiling runs, moving the data) is not a cache.
@@ -417,6 +430,42 @@ def env(model_factory, dataset, batch):
 def test_settings_cover_registry():
     assert set(REGISTRY) == set(SETTINGS)
     assert set(REGISTRY) == set(CHANGES_NUMERICS)
+    assert set(REGISTRY) == set(TARGETS_OF)
+
+
+def _exported() -> list[type[Strategy]]:
+    """Every strategy class the package exports, but the base class and the stack of them."""
+    values = [getattr(strategies, name) for name in strategies.__all__]
+    return [v for v in values if isinstance(v, type) and issubclass(v, Strategy) and v not in (Strategy, Stack)]
+
+
+def _undeclared(classes: list[type[Strategy]]) -> list[str]:
+    """The classes that do not declare, in their own body, a non-empty `targets` of known names."""
+    return [c.__name__ for c in classes if not vars(c).get("targets") or not vars(c)["targets"] <= set(TARGETS)]
+
+
+def test_every_exported_strategy_declares_what_it_targets():
+    assert set(_exported()) == set(REGISTRY.values())
+    assert _undeclared(_exported()) == []
+
+    class Forgot(NumWorkers):  # a declaration inherited is not one: the subclass may target something else
+        name = "forgot"
+
+    class Misspelt(NumWorkers):
+        targets = frozenset({"dataloading"})  # what mypy refuses in the package, caught here too
+
+    assert _undeclared([Forgot, Misspelt]) == ["Forgot", "Misspelt"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_targets(name):
+    assert make(name).targets == TARGETS_OF[name]
+
+
+def test_a_stack_targets_what_its_members_target():
+    assert compose().targets == frozenset()
+    assert compose(NumWorkers(2), REGISTRY["compile"]()).targets == {"data", "compute", "launch"}
+    assert TARGETS[:len(PHASES)] == PHASES and set(TARGETS) - set(PHASES) == {"memory"}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -372,3 +372,27 @@ def test_no_foreign_load_is_claimed_where_the_machine_cannot_be_read(fake_time, 
     clock = _clock(fake_time, [90.0])
     _train(clock, fake_time)
     assert measure.metric.FOREIGN_CORES not in clock.summary()
+
+
+def test_energy_is_read_over_the_timed_windows_and_an_evaluation_inside_them_is_left_out(fake_time, monkeypatch):
+    """At 50 W, a window's step of 1 s and 8 samples spends 6.25 J a sample; the evaluations inside the windows
+    (100 s each) would add 5,000 J apiece, and the warm-up and the evaluations after the windows more."""
+    watts = 50.0
+
+    def read(wall: float) -> measure.energy.Reading:
+        return measure.energy.Reading(wall, (watts * fake_time.now,), (math.inf,))
+    monkeypatch.setattr(measure.energy, "meter", lambda *a, **k: measure.energy.Meter(measure.energy.RAPL, read))
+    clock = _clock(fake_time, [20.0, 55.0, 70.0, 90.0], eval_every_samples=16, target_accuracy=50.0)
+    _train(clock, fake_time)
+    clock.evaluate_now()
+    summary = clock.summary()
+    assert summary["evaluations"] == 4 and summary["throughput"] == pytest.approx(BATCH / STEP_S)
+    assert summary[measure.metric.ENERGY_J_PER_SAMPLE] == pytest.approx(watts * STEP_S / BATCH)
+    assert summary[measure.metric.ENERGY_COUNTER] == measure.metric.ENERGY_COUNTERS["RAPL"]
+
+
+def test_no_energy_is_claimed_where_nothing_counts_it(fake_time, monkeypatch):
+    monkeypatch.setattr(measure.energy, "meter", lambda *a, **k: None)
+    clock = _clock(fake_time, [90.0])
+    _train(clock, fake_time)
+    assert not {measure.metric.ENERGY_J_PER_SAMPLE, measure.metric.ENERGY_COUNTER} & set(clock.summary())
