@@ -98,11 +98,10 @@ def main(argv: list[str] | None = None) -> int:
                   if flags else f"unrecognized arguments: {' '.join(extra)}")
     library_log.hold()  # library messages and warnings wait for the log file the command names (the study's)
     try:
-        if "device" in args:  # a command that reads a study: torch is imported here, its loggers claimed at once
+        if "device" in args:  # a command that reads a study: torch is imported here
             from ablate.trial.machine import default_device
 
             args.device = args.device or default_device()
-            library_log.claim()  # torchao speaks through torch's loggers when the strategies are imported
         return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui,
                 "new": _new}[args.command](args)
     except BrokenPipeError:  # `ablate list | head`: the reader has gone, which is no error of ours
@@ -209,12 +208,12 @@ def _run(args: argparse.Namespace) -> int:
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
     with lock, library_log.trial_log_set():  # the lock refuses at once while another run holds the study
-        from ablate.config.design import SINGLE_PASS
+        from ablate.config.design import single_pass
 
         library_log.to_log_file(log)  # MLflow's loggers too, and the trials' output
 
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
-                        design=SINGLE_PASS if args.single_pass else None)
+                        design=single_pass(study.protocol) if args.single_pass else None)
         # what screening measures besides the baseline: the runnable combinations, or TPE's picks
         screened = len(runner.planner.runnable_combinations()) - 1 if args.search == "grid" else args.trials
         print(wrapped(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, "
@@ -423,16 +422,6 @@ def _new(args: argparse.Namespace) -> int:
         scaffold.target(args.model, args.out)
     except FileExistsError as error:
         raise StudyError(str(error)) from None
-    # The libraries first, then their loggers claimed: torchao warns through torch's at the strategies' import, and
-    # transformers through its own when a configuration is built.
-    import torch  # noqa: F401
-
-    if args.model.startswith("hf:"):
-        with contextlib.suppress(ImportError):  # without it, scaffold says so in one line
-            import transformers  # noqa: F401
-    from ablate.trial import library_log
-
-    library_log.claim()
     try:
         path = scaffold.write(args.model, args.out)
     except (LookupError, FileExistsError, OSError) as error:  # an unknown or unavailable model, a file in the way

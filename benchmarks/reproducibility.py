@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.trial.machine import default_device, describe
-from benchmarks import cpu_time
+from benchmarks import busy, cpu_time
 
 STUDY = Path(__file__).resolve().parent / "studies" / "repro16.yaml"
 Z = 1.96
@@ -131,17 +131,14 @@ def compare(first: dict, second: dict) -> Comparison:
                       (first.get("seeds"), second.get("seeds")), (float(sum(screened)), len(screened)), len(zs))
 
 
-BUSY = "import time\nend = time.perf_counter() + {s}\nwhile time.perf_counter() < end: pass\n"
-
-
 def transient_load(after_s: float, seconds: float, cores: int) -> threading.Thread:
     """After `after_s`, every core busy for `seconds`: a neighbour's burst, started here so that it is not part of
     any trial's process tree (the load guard must see it as foreign). Returns the thread that starts it."""
     def burst() -> None:
         time.sleep(after_s)
-        busy = [subprocess.Popen([sys.executable, "-c", BUSY.format(s=seconds)]) for _ in range(cores)]
+        burners = [subprocess.Popen(busy.command(seconds)) for _ in range(cores)]
         print(f"transient load: {cores} busy processes for {seconds:g} s", file=sys.stderr, flush=True)
-        for p in busy:
+        for p in burners:
             p.wait()
     thread = threading.Thread(target=burst, daemon=True)
     thread.start()

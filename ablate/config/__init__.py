@@ -7,7 +7,7 @@ __getattr__, __dir__ = exports(__name__, {
     "Study": "study",
     "Budget": "study",
     "load": "study",
-    "available": "study",
+    "available": "catalogue",
     "StudyError": "validate",
     "Option": "choices",
     "BASELINE": "choices",

@@ -16,20 +16,26 @@ from typing import NamedTuple
 
 import yaml
 
-STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"  # as ablate.config.study.STUDIES_DIR
+# The bundled studies, named by their file's stem; shipped in the package: a non-editable install lists them.
+STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"
 
 
 class _Unread(Exception):
     """The source is not in the shape this module reads."""
 
 
+def available() -> list[str]:
+    """The bundled studies' names (`ablate run NAME`), sorted."""
+    return sorted(p.stem for p in STUDIES_DIR.glob("*.yaml"))
+
+
 def studies() -> list[tuple[str, str]]:
     """(name, description) of every study in studies/, by name; the description on one line."""
     found = []
-    for path in sorted(STUDIES_DIR.glob("*.yaml"), key=lambda p: p.stem):
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for name in available():
+        raw = yaml.safe_load((STUDIES_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
         description = raw.get("description", "") if isinstance(raw, dict) else ""
-        found.append((path.stem, " ".join(str(description or "").split())))
+        found.append((name, " ".join(str(description or "").split())))
     return found
 
 

@@ -5,7 +5,7 @@ protocol's statistics (scipy: about a second of every trial interpreter's start-
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ablate.config.validate import StudyError
 from ablate.words import count
@@ -70,3 +70,8 @@ class ProtocolSettings:
 
 # The design before blocks.
 SINGLE_PASS = ProtocolSettings(block_size=SINGLE_BLOCK, race_blocks=0, screen_baselines=1, confirm_blocks=0, seeds=1)
+
+
+def single_pass(study: ProtocolSettings) -> ProtocolSettings:
+    """`--single-pass`: the design before blocks, with the study's own load guard (it changes the blocks only)."""
+    return replace(SINGLE_PASS, foreign_load_limit=study.foreign_load_limit, remeasure=study.remeasure)

@@ -17,6 +17,7 @@ from typing import Any, Mapping, get_args, get_type_hints
 import yaml
 
 from ablate.config import choices
+from ablate.config.catalogue import STUDIES_DIR, available
 from ablate.config.choices import Option
 from ablate.config.design import ProtocolSettings
 from ablate.config.validate import StudyError, choice, mapping, reject_unknown
@@ -24,8 +25,6 @@ from ablate.workload import tasks
 from ablate.workload.registry import lookup, unknown
 from ablate.workload.tasks import Task
 
-# Shipped in the package: a non-editable install lists them.
-STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"
 # A timed window's least duration by device type, where the study file does not set budget.min_window_seconds. On
 # CUDA the clock synchronises at each window's ends only, so a window of a few milliseconds carries a launch's and
 # a synchronisation's latency and any 0.1-0.5 ms hiccup as a percent-sized error; half a second makes them
@@ -166,10 +165,6 @@ def find(name_or_path: str) -> Path:
     if not candidate.is_file():
         raise StudyError(unknown("study", [name_or_path], available(), tail=", or give a path to a study file"))
     return candidate
-
-
-def available() -> list[str]:
-    return sorted(p.stem for p in STUDIES_DIR.glob("*.yaml"))
 
 
 def load(name_or_path: str, device_type: str) -> Study:

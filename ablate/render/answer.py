@@ -24,11 +24,10 @@ from ablate.config.study import Study
 from ablate.render import terminal
 from ablate.stats import parity, protocol
 from ablate.stats.analysis import BreakEven, Speedup, TimeToTarget
-from ablate.stats.comparison import Comparison
+from ablate.stats.comparison import Comparison, MachineLoad
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
-from ablate.trial import metrics as metric
 from ablate.words import count, factor, points
 
 
@@ -270,33 +269,18 @@ def time_to_target_lines(found: list[TimeToTarget], study: Study) -> list[str]:
     return out + [""]
 
 
-def machine_load(records: list[Record], limit: float | None) -> dict[str, float]:
-    """What the load guard did over the run: measurements taken again because other work ran beside their timed
-    windows, and those kept though still disturbed (the repeats ran out); with the busiest kept one's foreign cores.
-    Empty where no measurement could read the machine's load (not Linux)."""
-    kept = [m for r in records for m in r.measurements if m.metrics.get(metric.FOREIGN_CORES) is not None]
-    if not kept:
-        return {}
-    disturbed = [m for m in kept if limit is not None and m.metrics[metric.FOREIGN_CORES] > limit]
-    return {"measurements": float(len(kept)),
-            "taken_again": float(sum(m.metrics.get(metric.REMEASURED, 0.0) for m in kept)),
-            "still_disturbed": float(len(disturbed)),
-            "most_foreign_cores": max(m.metrics[metric.FOREIGN_CORES] for m in kept)}
-
-
-def load_lines(load: dict[str, float], limit: float | None) -> list[str]:
+def load_lines(load: MachineLoad) -> list[str]:
     """The report's words on the load guard: silent on a quiet run, where nothing was repeated or disturbed."""
-    if not load or (not load["taken_again"] and not load["still_disturbed"]):
+    if not load.taken_again and not load.still_disturbed:
         return []
     out = []
-    if load["taken_again"]:
-        n = int(load["taken_again"])
+    if n := load.taken_again:
+        over = "more cores than the limit" if load.limit is None else f"more than {load.limit:g} cores"
         out.append(f"**A busy machine.** {count(n, 'measurement')} {'was' if n == 1 else 'were'} discarded and taken "
-                   f"again because other work used more than {limit:g} cores on average during their timed windows "
+                   f"again because other work used {over} on average during their timed windows "
                    "(`protocol.foreign_load_limit`; the machine's CPU time less the trial's own, steal included).")
-    if load["still_disturbed"]:
-        n = int(load["still_disturbed"])
+    if n := load.still_disturbed:
         out.append(f"{count(n, 'measurement')} {'was' if n == 1 else 'were'} kept though still disturbed after "
-                   f"`protocol.remeasure` repeats (up to {load['most_foreign_cores']:.2f} foreign cores): their "
+                   f"`protocol.remeasure` repeats (up to {load.most_foreign_cores:.2f} foreign cores): their "
                    "`foreign_cores` in the CSV and MLflow say which; measure again on a quieter machine.")
     return [" ".join(out), ""]

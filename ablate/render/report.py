@@ -125,7 +125,7 @@ def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: P
     summary.write_text(json.dumps(summaries.summary(study, compared, search, cv, followed(study, race), race),
                                   indent=2) + "\n")
     return Report(device, folder, md, html, summary, figures, rec.pick if rec else None, compose,
-                  _metrics(compared, throughput, accuracy, cv, study.protocol.foreign_load_limit),
+                  _metrics(compared, throughput, accuracy, cv),
                   race.seeds, rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else (),
                   tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(records))
@@ -230,8 +230,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         method += [f"Seeds of this run: {seeds.describe(stored.seeds)} (parity's extra seeds: the "
                    "training seed plus 1, 2...).", ""]
 
-    out += answer.load_lines(answer.machine_load(records, study.protocol.foreign_load_limit),
-                             study.protocol.foreign_load_limit)
+    out += answer.load_lines(compared.load)
     if cv is not None and cv > NOISY_CV:
         out += [f"**A noisy host.** The baseline's throughput moved by {100 * cv:.0f}% between blocks (coefficient "
                 "of variation): a single measurement cannot resolve effects of that size, and the speed-ups rest "
@@ -324,12 +323,12 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
 
 
 def _metrics(compared: DeviceComparisons, throughput: EffectFit | str, accuracy: EffectFit | str,
-             cv: float | None, limit: float | None) -> dict[str, float]:
+             cv: float | None) -> dict[str, float]:
     m: dict[str, float] = {"parity_failures": float(len(compared.flagged))}
     if cv is not None:
         m["baseline_cv_across_blocks"] = cv
     m.update(effects.metrics(throughput, accuracy))
-    m.update({f"load.{k}": v for k, v in answer.machine_load(compared.records, limit).items()})
+    m.update({f"load.{k}": v for k, v in compared.load.figures.items()})
     rec = compared.recommendation
     c = compared.get(rec.pick.combination) if rec else None
     if c and c.factor is not None and not c.interval:

@@ -13,7 +13,6 @@ from typing import Any, Callable
 
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.render import answer
 from ablate.stats import analysis, protocol
 from ablate.stats.comparison import Comparison, DeviceComparisons
 from ablate.stats.contrasts import Contrast
@@ -102,8 +101,7 @@ def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | 
                      "compile_cache": "cold on a combination's first measurement, its own warm cache after"},
         "seeds": stored.seeds,
         # The load guard over the run (ablate.trial.load): measurements taken again, and kept though still disturbed.
-        "machine_load": {"foreign_load_limit": design.foreign_load_limit,
-                         **answer.machine_load(records, design.foreign_load_limit)},
+        "machine_load": {"foreign_load_limit": compared.load.limit, **compared.load.figures},
         "recommendation": recommendation(compared, unit, lambda r: analysis.compose_line(r, study)),
         "speedups": [entry(c, unit) for c in compared.rows if c.speedup],
     }

@@ -128,11 +128,12 @@ class Objective:
 
     def _measure(self, spec: TrialSpec, where: str) -> dict[str, Any]:
         """Train and time `spec` in a fresh process, again while the machine was busy (`measured_quietly`)."""
-        limit = None if self.shared_cpu else self.study.protocol.foreign_load_limit
+        design = self.planner.design  # the run's, stored with its results (the reports judge the load by it)
+        limit = None if self.shared_cpu else design.foreign_load_limit
         return measured_quietly(
             lambda: run_in_fresh_process(spec, on_phase=lambda doing: self.show(f"{where} · {doing}"),
                                          interpreters=self.interpreters),
-            limit, self.study.protocol.remeasure, lambda text: self.show(f"{where} · {text}"))
+            limit, design.remeasure, lambda text: self.show(f"{where} · {text}"))
 
 
 def measured_quietly(measure: Callable[[], dict[str, Any]], limit: float | None, most: int,

@@ -172,15 +172,14 @@ class Runner:
 
     def _throughput_only(self) -> str | None:
         """The dataset's own note when it has no accuracy (as a trial would load it), else None; a dataset that
-        cannot be loaded here says nothing (its trials will say why)."""
+        cannot be loaded here says nothing (its trials will say why). From `ablate run`'s early load of it: the
+        study's process stays light, its trials load the data in their own interpreters."""
         from ablate.workload import data
 
-        study, budget = self.study, self.study.budget
         try:
-            splits = data.load(study.dataset, budget.train_subset, budget.test_subset, **study.dataset_kwargs)
+            return data.throughput_only(self.study.dataset, **self.study.dataset_kwargs)
         except Exception:  # noqa: BLE001 - unreadable data fails the trials, with their own message
             return None
-        return splits.throughput_only
 
     def _work(self) -> None:
         """Measurements, one at a time, until the protocol has planned its last and every one has a result:

@@ -2,7 +2,8 @@
 summary.json and MLflow all render, so no two of them can disagree.
 
 `compare` runs the speed-up estimator (`ablate.stats.protocol.estimates`) and the parity verdicts
-(`ablate.stats.parity`) once per device, and the race's recommendation on top of them (`ablate.stats.verdicts`).
+(`ablate.stats.parity`) once per device, the race's recommendation on top of them (`ablate.stats.verdicts`), and
+what the load guard did (`MachineLoad`), under the limit of the design the run followed.
 
 A row's throughput has one definition, consistent with its speed-up by construction: **the baseline's throughput
 times the combination's speed-up**. A measurement's throughput is the geometric mean of its timed windows
@@ -99,6 +100,37 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class MachineLoad:
+    """What the load guard (`ablate.trial.load`) did over a device's measurements: those taken again because other
+    work ran beside their timed windows, and those kept though still disturbed (the repeats ran out), judged by the
+    `foreign_load_limit` of the design the run followed."""
+
+    limit: float | None  # foreign cores; None: the guard never measured again
+    measurements: int  # those that read the machine's load; 0 where none could (not Linux)
+    taken_again: int
+    still_disturbed: int
+    most_foreign_cores: float | None  # the busiest kept measurement's
+
+    @property
+    def figures(self) -> dict[str, float]:
+        """summary.json's and MLflow's figures: empty where no measurement read the load (nothing read, nothing
+        claimed)."""
+        if not self.measurements:
+            return {}
+        assert self.most_foreign_cores is not None  # some measurement read it
+        return {"measurements": float(self.measurements), "taken_again": float(self.taken_again),
+                "still_disturbed": float(self.still_disturbed), "most_foreign_cores": self.most_foreign_cores}
+
+
+def machine_load(records: list[Record], limit: float | None) -> MachineLoad:
+    """The load guard over `records`' kept measurements, judged by `limit` (the design's `foreign_load_limit`)."""
+    kept = [m.metrics for r in records for m in r.measurements if m.metrics.get(metric.FOREIGN_CORES) is not None]
+    cores = [float(k[metric.FOREIGN_CORES]) for k in kept]
+    return MachineLoad(limit, len(kept), int(sum(k.get(metric.REMEASURED, 0.0) for k in kept)),
+                       sum(limit is not None and c > limit for c in cores), max(cores, default=None))
+
+
+@dataclass(frozen=True)
 class DeviceComparisons:
     """One device's comparisons, in the table's order (fastest first), and the recommendation drawn from them."""
 
@@ -108,6 +140,7 @@ class DeviceComparisons:
     recommendation: verdicts.Recommendation | None
     tolerance: float
     groups: dict[str, parity_.Parity]  # accuracy group -> its parity verdict
+    load: MachineLoad  # what the load guard did, under the design the run followed
 
     def __getitem__(self, combination: str) -> Comparison:
         return next(c for c in self.rows if c.combination == combination)
@@ -163,12 +196,14 @@ def compare_stored(study: Study, stored: list[Record], attrs: StudyRecord) -> li
 
 def compare(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None
             ) -> list[DeviceComparisons]:
-    """Every combination of every device against that device's baseline (devices are never compared)."""
+    """Every combination of every device against that device's baseline (devices are never compared), under
+    `settings`: the design the run followed (the defaults where None)."""
     return [_one_device(device, group, tolerance, settings) for device, group in by_device(records).items()]
 
 
 def _one_device(device: str, records: list[Record], tolerance: float,
                 settings: ProtocolSettings | None) -> DeviceComparisons:
+    settings = settings or ProtocolSettings()
     speedup_of = {s.record.combination: s for s in speedups(records)}
     energy_of = energy_ratios(records)
     groups = verdicts.parity_by_group(records, tolerance)
@@ -185,4 +220,5 @@ def _one_device(device: str, records: list[Record], tolerance: float,
         rows.append(Comparison(r, s, rate, p, change, energy_of.get(r.combination)))
     rows.sort(key=lambda c: (c.factor is None, -(c.factor or 0), -(c.throughput or 0)))
     rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict)
-    return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups)
+    return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups,
+                             machine_load(records, settings.foreign_load_limit))

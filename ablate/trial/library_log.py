@@ -11,6 +11,11 @@ Every command does so, not only `ablate run`: `hold` at its start keeps what lib
 knows its log (the study's, once the study file is read: torch and torchao speak while it is), and `settle`
 at its end writes what no study's log took to the results folder's own log, made only when there is
 something to write (`ablate list` and `ablate new` name no study).
+
+A library logger that prints with a handler of its own (torch's, Optuna's, transformers') is claimed however
+late its library is imported: the loggers made while a command runs are of a class (`logging.setLoggerClass`)
+that claims such a handler as it is added, and those made before are claimed when the command starts. So no
+command imports a library early for its loggers' sake.
 """
 from __future__ import annotations
 
@@ -91,37 +96,84 @@ def _install(handler: logging.Handler) -> list[_Held]:
         root.removeHandler(old)
         old.close()
     root.addHandler(handler)  # also keeps logging's last-resort handler (stderr) from printing warnings
-    _claim(handler, OWN_HANDLERS)
+    _claim(OWN_HANDLERS)
+    if not issubclass(logging.getLoggerClass(), _ClaimingLogger):  # a library imported from now on: claimed too
+        logging.setLoggerClass(_ClaimingLogger)
     logging.captureWarnings(False)  # anew: whatever replaced `warnings.showwarning` since (a test runner) is undone
     logging.captureWarnings(True)  # warnings.warn(...) through the "py.warnings" logger, so into the file
     return [h for h in replaced if isinstance(h, _Held)]
 
 
-def claim() -> None:
-    """Library loggers configured since the last call (torch's, at its import) print to the log, not the terminal:
-    call it after importing a library that may speak before the command names its log."""
-    current = [h for h in logging.getLogger().handlers if h.get_name() == HANDLER]
-    if current:  # else no command holds library messages here (a test calling a command's helper)
-        _claim(current[0])
+def _current() -> logging.Handler | None:
+    """The handler that takes this process's library messages now (held, or a log file); None outside a command."""
+    return next((h for h in logging.getLogger().handlers if h.get_name() == HANDLER), None)
 
 
-def _claim(handler: logging.Handler, names: tuple[str, ...] = ()) -> None:
-    for name in {*names, *_printing_loggers()}:
-        logger = logging.getLogger(name)  # one that propagates reaches the root's handler: none of its own
-        logger.handlers = [] if logger.propagate else [handler]
+class _Claimed(logging.Handler):
+    """A library logger's own handler that would print to the terminal, claimed: while a command holds library
+    messages, what it is given goes to the command's handler of the moment (held, then the log file; looked up
+    at each message, so a log named later takes it), unless the message reaches that handler anyway through the
+    root. Outside a command (a test calling a helper) the library's handler prints as it meant to."""
+
+    def __init__(self, logger: logging.Logger, printing: logging.Handler) -> None:
+        super().__init__(printing.level)
+        self.logger, self.printing = logger, printing
+        self.filters = list(printing.filters)
+        # The library's own marks too (not its stream): torch removes the handlers it made by a mark when its log
+        # settings change.
+        for key, value in vars(printing).items():
+            if key != "stream":
+                self.__dict__.setdefault(key, value)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        current = _current()
+        if current is None:
+            self.printing.handle(record)
+        elif not _reaches_root(self.logger):
+            current.handle(record)
+
+    def close(self) -> None:
+        self.printing.close()
+        super().close()
 
 
-def _printing_loggers() -> list[str]:
-    """Library loggers that print to the terminal with handlers of their own (torch's `_StderrHandler`, Optuna's
-    and transformers' StreamHandlers), or took this module's earlier handler."""
+def _reaches_root(logger: logging.Logger) -> bool:
+    """Whether `logger`'s messages propagate to the root's handlers (as `logging.Logger.callHandlers` walks)."""
+    at: logging.Logger | None = logger
+    while at is not None and at is not logging.getLogger():
+        if not at.propagate:
+            return False
+        at = at.parent
+    return True
+
+
+class _ClaimingLogger(logging.Logger):
+    """The class of the loggers a library makes while a command runs (`logging.setLoggerClass`): a handler that
+    would print to the terminal, added when the library is imported, is claimed as it is added, so a library
+    imported at any point of a command speaks into its log."""
+
+    def addHandler(self, hdlr: logging.Handler) -> None:
+        super().addHandler(_Claimed(self, hdlr) if _current() is not None and _prints(hdlr) else hdlr)
+
+    def removeHandler(self, hdlr: logging.Handler) -> None:
+        super().removeHandler(next((h for h in self.handlers if isinstance(h, _Claimed) and h.printing is hdlr),
+                                   hdlr))
+
+
+def _claim(names: tuple[str, ...] = ()) -> None:
+    """Claim the printing handlers of loggers made before the command held library messages (and every handler
+    of `names`: MLflow's print through a stream of its own)."""
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger):
+            logger.handlers = [_Claimed(logger, h) if not isinstance(h, (_Claimed, logging.FileHandler)) and
+                               (name in names or _prints(h)) else h for h in logger.handlers]
+
+
+def _prints(handler: logging.Handler) -> bool:
+    """Whether `handler` writes to the terminal (torch's `_StderrHandler`, Optuna's and transformers'
+    StreamHandlers)."""
     terminal = {id(s) for s in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__) if s is not None}
-
-    def printing(handler: logging.Handler) -> bool:
-        return handler.get_name() == HANDLER or (
-            not isinstance(handler, logging.FileHandler) and id(getattr(handler, "stream", None)) in terminal)
-
-    return [name for name, logger in logging.Logger.manager.loggerDict.items()
-            if isinstance(logger, logging.Logger) and any(map(printing, logger.handlers))]
+    return not isinstance(handler, logging.FileHandler) and id(getattr(handler, "stream", None)) in terminal
 
 
 def trial_output_to_log_file() -> None:

@@ -256,11 +256,29 @@ DATASETS: dict[str, Callable[..., Splits]] = {
 TEXT_DATASETS = frozenset({"kjv", "text"})  # windows of bytes for the next_token task: they take its seq_len
 
 
+# What this process's loads found: (data root, offline, dataset, its options) -> the splits' `throughput_only`.
+_FOUND: dict[tuple[str, bool, str, str], str | None] = {}
+
+
 def load(name: str, train_subset: int | None = None, test_subset: int | None = None, **options: object) -> Splits:
     """The train and test splits of dataset `name`, optionally cut to their first N samples.
 
     `options` go to the dataset (a text dataset's ``seq_len`` and ``path``).
     """
     splits = lookup(DATASETS, name, "dataset")(data_root(), **options)
+    _FOUND[_key(name, options)] = splits.throughput_only
     cut = lambda ds, n: Subset(ds, range(min(n, len(ds)))) if n else ds  # noqa: E731
     return Splits(cut(splits.train, train_subset), cut(splits.test, test_subset), splits.throughput_only, splits.note)
+
+
+def throughput_only(name: str, **options: object) -> str | None:
+    """Why dataset `name` has no accuracy here (synthetic, or a stand-in for missing files), else None: what this
+    process's load of it found (a study's process loads it once, to fail early), else loaded now. So a study's
+    process asks without loading a large dataset twice (an ImageFolder's scan of every file, CIFAR-10's checksums)."""
+    if (key := _key(name, options)) not in _FOUND:
+        load(name, None, None, **options)
+    return _FOUND[key]
+
+
+def _key(name: str, options: dict[str, object]) -> tuple[str, bool, str, str]:
+    return str(data_root()), offline(), name, repr(sorted(options.items()))

@@ -92,3 +92,34 @@ def test_a_study_file_for_a_library_model_is_written_with_one_line_in_the_termin
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"wrote {out}; edit it, then run it with: ablate run {out}"]
     assert done.stderr == ""
+
+
+# A library imported in the middle of a command, after its log was named: it makes its logger then, gives it a
+# terminal handler of its own and turns propagation off afterwards (as transformers does), and speaks.
+LATE = """
+import logging, sys
+from pathlib import Path
+from ablate.trial import library_log
+
+library_log.hold()
+log = library_log.to_log_file(Path(sys.argv[1]), lazy=True)
+
+logger = logging.getLogger("alatelibrary")  # imported only now
+own = logging.StreamHandler(sys.stderr)
+logger.addHandler(own)
+logger.propagate = False
+logger.warning("a late library's message")
+logging.getLogger("alatelibrary.child").error("its child's message")
+logger.removeHandler(own)  # the library takes its handler back: it is gone
+assert not logger.handlers, logger.handlers
+"""
+
+
+def test_a_library_imported_after_the_log_is_named_logs_to_it_not_the_terminal(tmp_path):
+    log = tmp_path / "results" / library_log.LOG_NAME
+    done = subprocess.run([sys.executable, "-c", LATE, str(log)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert "message" not in done.stderr, done.stderr
+    text = log.read_text()
+    assert text.count("a late library's message") == 1 and text.count("its child's message") == 1, text

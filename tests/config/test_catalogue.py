@@ -62,6 +62,6 @@ def test_a_source_of_another_shape_is_listed_by_importing_the_package(tmp_path: 
 
 
 def test_the_studies_and_their_descriptions_are_those_the_study_files_load_with():
-    assert catalogue.STUDIES_DIR == study.STUDIES_DIR
     assert catalogue.studies() == [(name, " ".join(study.load(name, "cpu").description.split()))
-                                   for name in study.available()]
+                                   for name in catalogue.available()]
+    assert study.find("mnist_cnn") == catalogue.STUDIES_DIR / "mnist_cnn.yaml"  # the one folder both read

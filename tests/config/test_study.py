@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ablate.config.study import StudyError, available, load
+from ablate.config.catalogue import available
+from ablate.config.study import StudyError, load
 
 from bad_studies import BAD
 

@@ -2,8 +2,10 @@
 named by the strategies' own names."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ablate.config.choices import SHORT, short_label
-from ablate.config.design import SINGLE_PASS, ProtocolSettings
+from ablate.config.design import SINGLE_PASS, ProtocolSettings, single_pass
 
 
 def test_a_4_combination_study_is_screened_in_one_block_of_its_3_not_in_blocks_of_8():
@@ -25,6 +27,12 @@ def test_without_the_studys_size_the_description_is_still_true():
     assert "screening in one block plus 1 baseline measurement" in SINGLE_PASS.describe()
     assert "screening in one block of 40 combinations plus 1 baseline measurement" in SINGLE_PASS.describe(40)
     assert ProtocolSettings(full_blocks=3).describe(3).startswith("every combination in each of 3 blocks")
+
+
+def test_the_single_pass_keeps_the_studys_load_guard():
+    mine = single_pass(ProtocolSettings(foreign_load_limit=None, remeasure=5, seeds=4))
+    assert (mine.foreign_load_limit, mine.remeasure) == (None, 5)
+    assert mine == replace(SINGLE_PASS, foreign_load_limit=None, remeasure=5)  # the blocks are the single pass's
 
 
 def test_set_to_none_keeps_its_name_when_labels_are_shortened():

@@ -7,6 +7,7 @@ import math
 from ablate.config.choices import BASELINE
 from ablate.render import answer
 from ablate.stats import parity, protocol
+from ablate.stats.comparison import machine_load
 from ablate.stats.contrasts import Contrast
 from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
@@ -84,14 +85,16 @@ def _measured(combination: str, *loads: tuple[float, float]) -> Record:
 
 def test_the_report_says_how_many_measurements_the_load_guard_took_again_and_is_silent_on_a_quiet_run():
     busy = [_measured(BASELINE, (0.1, 1.0), (0.05, 0.0)), _measured(LONG, (0.9, 2.0))]
-    found = answer.machine_load(busy, 0.25)
-    assert found == {"measurements": 3.0, "taken_again": 3.0, "still_disturbed": 1.0, "most_foreign_cores": 0.9}
-    text = " ".join(answer.load_lines(found, 0.25))
+    found = machine_load(busy, 0.25)
+    assert found.figures == {"measurements": 3.0, "taken_again": 3.0, "still_disturbed": 1.0,
+                             "most_foreign_cores": 0.9}
+    text = " ".join(answer.load_lines(found))
     assert "3 measurements were discarded and taken again" in text and "more than 0.25 cores" in text
     assert "1 measurement was kept though still disturbed" in text and "0.90 foreign cores" in text
-    assert answer.load_lines(answer.machine_load([_measured(BASELINE, (0.02, 0.0))], 0.25), 0.25) == []
+    assert answer.load_lines(machine_load([_measured(BASELINE, (0.02, 0.0))], 0.25)) == []
+    assert machine_load(busy, None).still_disturbed == 0  # no limit: nothing is disturbed
     unread = Record(0, BASELINE, {}, "complete", measurements=(Record(1, BASELINE, {}, "complete"),))
-    assert answer.machine_load([unread], 0.25) == {}  # not Linux: nothing read, nothing claimed
+    assert machine_load([unread], 0.25).figures == {}  # not Linux: nothing read, nothing claimed
 
 
 def test_the_parity_table_says_which_spread_each_interval_used():

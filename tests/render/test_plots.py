@@ -8,7 +8,7 @@ import pytest
 
 from ablate.render import effects, plots
 from ablate.stats.analysis import Effect, EffectFit, Interval
-from ablate.stats.comparison import Comparison, DeviceComparisons
+from ablate.stats.comparison import Comparison, DeviceComparisons, machine_load
 from ablate.stats.parity import Parity
 from ablate.store.records import Record
 from ablate.words import count
@@ -52,7 +52,8 @@ def test_pareto_legend_covers_no_point(drawn, tmp_path):
                _record(4, "d", 390, 92.2)]
     below = Parity("below", -1.0, -1.5, -0.6, 2, 0.2, 1.0)
     rows = tuple(Comparison(r, None, r.throughput, below if r.number in (1, 2) else None, None) for r in records)
-    plots.pareto_chart(tmp_path / "p.png", DeviceComparisons("cpu", records, rows, None, 0.5, {}), 4, "t")
+    compared = DeviceComparisons("cpu", records, rows, None, 0.5, {}, machine_load(records, None))
+    plots.pareto_chart(tmp_path / "p.png", compared, 4, "t")
     ax = drawn[0].axes[0]
     legend = ax.get_legend().get_window_extent()
     points = ax.transData.transform([(r.throughput, r.accuracy) for r in records])

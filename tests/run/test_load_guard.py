@@ -39,3 +39,19 @@ def test_quiet_unknown_or_unguarded_measurements_are_taken_once() -> None:
         measure, calls = _attempts(*loads)
         got = measured_quietly(measure, limit, 2, lambda text: None, wait=lambda limit, most: 0.0)
         assert len(calls) == 1 and got[metric.REMEASURED] == 0.0
+
+
+def test_the_objective_guards_by_the_design_the_run_follows_not_the_study_files(monkeypatch) -> None:
+    """The reports judge the load by the stored design; the measurements must have followed the same one."""
+    from types import SimpleNamespace
+
+    from ablate.config.design import ProtocolSettings
+    from ablate.run import objective
+
+    got: list[tuple[float | None, int]] = []
+    monkeypatch.setattr(objective, "measured_quietly", lambda measure, limit, most, show: got.append((limit, most)))
+    study = SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.5, remeasure=1))
+    planner = SimpleNamespace(design=ProtocolSettings(foreign_load_limit=0.1, remeasure=3))
+    run = SimpleNamespace(study=study, planner=planner, shared_cpu=False, interpreters=None, show=print)
+    objective.Objective._measure(run, None, "here")  # type: ignore[arg-type]
+    assert got == [(0.1, 3)]

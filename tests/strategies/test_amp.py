@@ -10,6 +10,8 @@ from torch.nn import functional as F
 
 from strategies import AMP, compose
 
+from fake_cuda import FakeCUDA
+
 INIT_SCALE = 2.0**16
 
 
@@ -201,19 +203,15 @@ def test_counting_skipped_steps_does_not_read_the_scale(model, batch, monkeypatc
 def test_bf16_needs_native_support_on_the_trials_own_device(monkeypatch, capability, reason):
     from strategies import HalfPrecision
 
-    asked = []
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # emulation counts by default
-    monkeypatch.setattr(torch.cuda, "get_device_capability",
-                        lambda device=None: asked.append(torch.device(device)) or capability)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    # torch.cuda.is_bf16_supported() would say yes: it asks the current device (cuda:0), and counts emulation.
+    fake = FakeCUDA(count=2, current=0, name="Tesla T4", capability=capability).install(monkeypatch)
     monkeypatch.setattr(torch.version, "hip", None)
     for strategy in (AMP("bf16"), HalfPrecision("bf16")):
         got = strategy.check("cuda:1")
         assert (got is not None) is reason
         if reason:
             assert "bf16" in got and "7.5" in got
-    assert asked and all(d == torch.device("cuda:1") for d in asked)
+    assert fake.asked and set(fake.asked) == {1}
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])

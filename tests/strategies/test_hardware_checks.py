@@ -1,4 +1,5 @@
-"""`check(device)` names the real reason a technique cannot run on a machine, simulated here by patching torch."""
+"""`check(device)` names the real reason a technique cannot run on a machine, simulated here by patching torch (the
+CUDA device by tests/support/fake_cuda.py's FakeCUDA, which refuses what torch.cuda refuses)."""
 from __future__ import annotations
 
 import contextlib
@@ -24,28 +25,18 @@ from strategies import (
     HalfPrecision,
 )
 
-
-@contextlib.contextmanager
-def _gpu(capability: tuple[int, int], bf16: bool, name: str) -> Iterator[None]:
-    """Makes torch report one CUDA device of `capability`."""
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch("torch.cuda.is_available", return_value=True))
-        stack.enter_context(mock.patch("torch.cuda.get_device_capability", return_value=capability))
-        stack.enter_context(mock.patch("torch.cuda.get_device_name", return_value=name))
-        stack.enter_context(mock.patch("torch.cuda.is_bf16_supported", return_value=bf16))
-        yield
+from fake_cuda import FakeCUDA
 
 
 @pytest.fixture
-def volta():
-    with _gpu((7, 0), bf16=False, name="Tesla V100"):
-        yield
+def volta(monkeypatch) -> FakeCUDA:
+    """torch reports one CUDA device, a V100 (compute capability 7.0)."""
+    return FakeCUDA(count=1, name="Tesla V100", capability=(7, 0)).install(monkeypatch)
 
 
 @pytest.fixture
-def pascal():
-    with _gpu((6, 1), bf16=False, name="GTX 1080"):
-        yield
+def pascal(monkeypatch) -> FakeCUDA:
+    return FakeCUDA(count=1, name="GTX 1080", capability=(6, 1)).install(monkeypatch)
 
 
 @pytest.mark.parametrize("strategy, what", [
@@ -69,8 +60,8 @@ def test_without_cuda_every_cuda_check_says_no_device(name):
 
 def test_tf32_needs_ampere(volta):
     assert TF32().check("cuda") == "TensorFloat-32 needs compute capability >= 8.0; Tesla V100 has 7.0"
-    with mock.patch("torch.cuda.get_device_capability", return_value=(8, 0)):
-        assert TF32().check("cuda") is None
+    volta.capability = (8, 0)
+    assert TF32().check("cuda") is None
 
 
 def test_bf16_needs_native_support(volta):
@@ -129,16 +120,16 @@ def test_float8_needs_ada_or_hopper(volta):
     with _torchao(installed=True):
         assert Float8().check("cuda") == \
             "float8 training (tensorwise) needs compute capability >= 8.9; Tesla V100 has 7.0"
-        with mock.patch("torch.cuda.get_device_capability", return_value=(8, 9)):
-            assert Float8("tensorwise").check("cuda") is None
-            assert Float8("rowwise").check("cuda").startswith(
-                "float8 training (rowwise) needs compute capability >= 9.0")
-        with mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
-            assert Float8("rowwise").check("cuda") is None
+        volta.capability = (8, 9)
+        assert Float8("tensorwise").check("cuda") is None
+        assert Float8("rowwise").check("cuda").startswith("float8 training (rowwise) needs compute capability >= 9.0")
+        volta.capability = (9, 0)
+        assert Float8("rowwise").check("cuda") is None
 
 
 def test_float8_without_torchao_says_how_to_install_it(volta):
-    with _torchao(installed=False), mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)):
+    volta.capability = (9, 0)
+    with _torchao(installed=False):
         assert Float8().check("cuda") == \
             "float8 training needs torchao, which is not installed (pip install 'ablate[float8]')"
     assert Float8().check("cpu") == "float8 training is CUDA-only; the device here is cpu"  # before torchao: moot

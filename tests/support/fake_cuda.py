@@ -3,7 +3,9 @@
 Each fake does what PyTorch's own code does where that can be done honestly without a GPU, and says so:
 - `FakeCUDA.set_device` validates its argument with PyTorch's own `torch.cuda._utils._get_device_index`
   (the function `torch.cuda.set_device` calls), so an index-less ``torch.device("cuda")`` raises the same
-  ValueError; it then records the index instead of creating a CUDA context, which a CPU cannot.
+  ValueError; it then records the index instead of creating a CUDA context, which a CPU cannot. Its
+  `get_device_name` and `get_device_capability` refuse as `torch.cuda.get_device_properties` does: an index-less
+  device or None is the current one, a CPU device a ValueError, an index outside the devices an AssertionError.
 - `GraphPool` plays a CUDA-graph tree's memory pool: the backward's gradient outputs are views of one buffer
   that the next forward (a replay) overwrites. It does not capture or replay kernels; it reproduces only the
   memory contract (outputs live until the next replay), which is what the zero-filled-gradient crash
@@ -14,7 +16,9 @@ Each fake does what PyTorch's own code does where that can be done honestly with
   pool a CUDA graph holds; `reset_peak_memory_stats` sets every peak, allocated and reserved, to its current level;
   a graph's recording reserves its private pool and its replays pass through no allocator at all (the
   CUDAGraphNode docstring in torch/_inductor/cudagraph_trees.py). Each call takes its device as PyTorch's does
-  (`_get_device_index(device, optional=True)`), so it needs `FakeCUDA` installed for an index-less device.
+  (`_get_device_index(device, optional=True)`), so it needs `FakeCUDA` installed for an index-less device, and
+  refuses an index outside `torch.cuda.device_count()` as the allocator (memory statistics) and
+  `torch.cuda.device` (synchronize) do.
 """
 from __future__ import annotations
 
@@ -23,12 +27,32 @@ import torch
 
 
 class FakeCUDA:
-    """`count` CUDA devices, the current one `current`; `set_device` records what was asked for."""
+    """`count` CUDA devices named `name` of compute capability `capability`, the current one `current`;
+    `set_to` records what `set_device` was asked for, `asked` the devices whose properties were read."""
 
     NAME = "NVIDIA H100 80GB HBM3"
 
-    def __init__(self, count: int = 2, current: int = 0) -> None:
-        self.count, self.current, self.set_to = count, current, []
+    def __init__(self, count: int = 2, current: int = 0, name: str = NAME,
+                 capability: tuple[int, int] = (9, 0)) -> None:
+        self.count, self.current, self.name, self.capability = count, current, name, capability
+        self.set_to: list[int] = []
+        self.asked: list[int] = []
+
+    def _properties(self, device: object) -> int:
+        """The device index `torch.cuda.get_device_properties` reads, refused as it refuses."""
+        index = torch.cuda._utils._get_device_index(device, optional=True)
+        if index < 0 or index >= self.count:
+            raise AssertionError("Invalid device id")
+        self.asked.append(index)
+        return index
+
+    def get_device_name(self, device: object = None) -> str:
+        self._properties(device)
+        return self.name
+
+    def get_device_capability(self, device: object = None) -> tuple[int, int]:
+        self._properties(device)
+        return self.capability
 
     def set_device(self, device: object) -> None:
         index = torch.cuda._utils._get_device_index(device)  # PyTorch's own refusal of "cuda" without an index
@@ -43,7 +67,8 @@ class FakeCUDA:
         monkeypatch.setattr(torch.cuda, "device_count", lambda: self.count)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: self.current)
         monkeypatch.setattr(torch.cuda, "set_device", self.set_device)
-        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: self.NAME)
+        monkeypatch.setattr(torch.cuda, "get_device_name", self.get_device_name)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", self.get_device_capability)
         return self
 
 
@@ -81,7 +106,11 @@ class FakeAllocator:
 
     # The torch.cuda functions, as they behave.
     def _device(self, device: object) -> int:
-        return torch.cuda._utils._get_device_index(device, optional=True)
+        """The index the allocator's statistics are read for, refused as c10's CUDACachingAllocator refuses."""
+        index = torch.cuda._utils._get_device_index(device, optional=True)
+        if not 0 <= index < torch.cuda.device_count():
+            raise RuntimeError(f"Invalid device argument {index}: did you call init?")
+        return index
 
     def max_memory_allocated(self, device: object = None) -> int:
         self._device(device)
@@ -100,7 +129,9 @@ class FakeAllocator:
         self.reserved = self.allocated + self.pools  # blocks in use, and pools a graph holds, stay
 
     def synchronize(self, device: object = None) -> None:
-        self._device(device)
+        # Under `torch.cuda.device(device)`: a negative index leaves the current device, one too high is refused.
+        if torch.cuda._utils._get_device_index(device, optional=True) >= torch.cuda.device_count():
+            raise RuntimeError("CUDA error: invalid device ordinal")
         self.synchronized += 1
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeAllocator:

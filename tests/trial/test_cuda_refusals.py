@@ -9,7 +9,7 @@ from torch.nn import functional as F
 
 from strategies import AMP, AttentionBackend, Compile, CUDAGraphs, HalfPrecision, SetToNone, compose
 
-from fake_cuda import FakeCUDA, GraphPool
+from fake_cuda import FakeAllocator, FakeCUDA, GraphPool
 from tiny_cnn import make_dataset, make_model
 from tiny_transformer import make_transformer
 
@@ -22,6 +22,28 @@ def test_the_fake_refuses_an_index_less_device_as_torch_does(monkeypatch):
         torch.cuda.set_device("cuda:2")
     torch.cuda.set_device("cuda:1")
     assert fake.current == 1
+
+
+def test_the_fakes_read_a_device_s_properties_and_memory_as_torch_does(monkeypatch):
+    # torch.cuda.get_device_properties: None or "cuda" is the current device; a CPU or a missing index is refused.
+    fake = FakeCUDA(current=1).install(monkeypatch)
+    assert torch.cuda.get_device_name() == torch.cuda.get_device_name("cuda") == FakeCUDA.NAME
+    assert torch.cuda.get_device_capability(torch.device("cuda:0")) == (9, 0) and fake.asked == [1, 1, 0]
+    with pytest.raises(ValueError, match="Expected a cuda device, but got: cpu"):
+        torch.cuda.get_device_name("cpu")
+    with pytest.raises(AssertionError, match="Invalid device id"):
+        torch.cuda.get_device_capability("cuda:2")
+    # The allocator's statistics and synchronize: the current device by default, no index beyond the devices.
+    FakeAllocator().install(monkeypatch)
+    torch.cuda.synchronize("cuda")
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_reserved(torch.device("cuda")) == 0
+    with pytest.raises(RuntimeError, match="Invalid device argument 2"):
+        torch.cuda.max_memory_allocated("cuda:2")
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.cuda.synchronize(2)
+    with pytest.raises(ValueError, match="Expected a cuda device"):
+        torch.cuda.synchronize(torch.device("cpu"))
 
 
 def test_a_bare_cuda_device_becomes_the_current_one_in_the_record_and_its_tags(monkeypatch):

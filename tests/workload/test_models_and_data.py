@@ -38,3 +38,21 @@ def test_mnist_is_real_data():
     except data.DataUnavailable as error:
         pytest.skip(f"MNIST not available: {error}")
     assert splits.throughput_only is None
+
+
+def test_whether_data_has_accuracy_is_answered_by_the_load_the_process_made(tmp_path, monkeypatch):
+    """A study's process loads its dataset once, to fail early; asked again whether it has accuracy (the runner,
+    before its bitwise probes), it answers from that load instead of loading a large dataset a second time."""
+    loads: list[dict] = []
+
+    def counted(root, **options):
+        loads.append(options)
+        return data.Splits([0] * 4, [0], throughput_only="a stand-in" if options.get("fake") else None)
+
+    monkeypatch.setitem(data.DATASETS, "counted", counted)
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path))
+    data.load("counted", fake=True)
+    assert data.throughput_only("counted", fake=True) == "a stand-in" and len(loads) == 1  # no second load
+    assert data.throughput_only("counted", fake=False) is None and len(loads) == 2  # other options: loaded
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "elsewhere"))
+    assert data.throughput_only("counted", fake=True) == "a stand-in" and len(loads) == 3  # another root: loaded
