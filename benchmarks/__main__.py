@@ -1,6 +1,6 @@
 """`make bench`: run the framework's benchmarks and rewrite this device's section of benchmarks/RESULTS.md.
 
-    python -m benchmarks [--device cpu|cuda] [--no-grid] [--pairs 7] [--repeats 5]
+    python -m benchmarks [--device cpu|cuda] [--no-grid] [--pairs 7] [--repeats 5] [--profile-pairs 7]
 
 Each device type has its own section between markers, so a GPU run does not
 erase the CPU figures; everything else in RESULTS.md is left as it is.
@@ -16,10 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ablate.trial.machine import default_device, describe, resolve
-from benchmarks import cpu_time, grid, overhead, trials
+from benchmarks import cpu_time, grid, overhead, profiling, trials
 from benchmarks.sections import RESULTS, rewrite
 
 TARGET_OVERHEAD = 0.01
+PROFILING, GRID = "### 4. The profiling window", "### 5. Full mnist_cnn grid"
 TARGET_NOISE_PCT = {"cpu": 5.0, "cuda": 2.0}
 
 
@@ -28,13 +29,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=default_device())
     parser.add_argument("--pairs", type=int, default=9, help="alternated overhead pairs (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=5, help="repeated baseline trials (default: %(default)s)")
+    parser.add_argument("--profile-pairs", type=int, default=7,
+                        help="baseline trials with the profiling window and without, in pairs (default: %(default)s; "
+                             "0 skips them)")
     parser.add_argument("--no-grid", action="store_true",
                         help="skip the full mnist_cnn grid (about 13 min on 2 CPU cores)")
     parser.add_argument("--steps", type=int, default=40,
                         help="training steps per overhead block (default: %(default)s)")
     parser.add_argument("--study", default="mnist_cnn",
-                        help="the study whose baseline trials time start-up and noise (default: %(default)s; the "
-                             "grid is always mnist_cnn)")
+                        help="the study whose baseline trials time start-up, noise and the profiling window (default: "
+                             "%(default)s; the grid is always mnist_cnn)")
     parser.add_argument("--results", type=Path, default=Path("results/bench"), help="where the grid's results go")
     parser.add_argument("--output", type=Path, default=RESULTS, help="the file to rewrite (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -56,16 +60,23 @@ def main(argv: list[str] | None = None) -> int:
         rewrite(args.output, kind,
                 "\n".join(lines + ([f"*Still measuring: {pending}.*", ""] if pending else []) + [end]))
 
-    print("1/4 framework overhead ...", file=sys.stderr)
-    add(_overhead(overhead.measure(device, pairs=args.pairs, steps=args.steps), args.pairs), "start-up, noise, grid")
-    print("2-3/4 trial start-up and noise ...", file=sys.stderr)
+    print("1/5 framework overhead ...", file=sys.stderr)
+    add(_overhead(overhead.measure(device, pairs=args.pairs, steps=args.steps), args.pairs),
+        "start-up, noise, the profiling window, grid")
+    print("2-3/5 trial start-up and noise ...", file=sys.stderr)
     with cpu_time.Meter() as meter:
         runs = trials.measure(str(device), repeats=args.repeats, study_name=args.study)
-    add(_startup(runs) + _noise(runs, kind, meter), None if args.no_grid else "the full grid")
-    if args.no_grid:
-        add(["### 4. Full mnist_cnn grid", "", "Not run this time (`--no-grid`).", ""], None)
+    add(_startup(runs) + _noise(runs, kind, meter), "the profiling window" + ("" if args.no_grid else ", grid"))
+    if args.profile_pairs:
+        print("4/5 the profiling window ...", file=sys.stderr)
+        found = profiling.measure(str(device), pairs=args.profile_pairs, study_name=args.study)
+        add(_profiling(found, args.study), None if args.no_grid else "the full grid")
     else:
-        print("4/4 full mnist_cnn grid ...", file=sys.stderr)
+        add([PROFILING, "", "Not run this time (`--profile-pairs 0`).", ""], None if args.no_grid else "the full grid")
+    if args.no_grid:
+        add([GRID, "", "Not run this time (`--no-grid`).", ""], None)
+    else:
+        print("5/5 full mnist_cnn grid ...", file=sys.stderr)
         add(_grid(grid.run("mnist_cnn", args.results, str(device))), None)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -121,13 +132,30 @@ def _noise(runs: trials.TrialRuns, kind: str, meter: cpu_time.Meter) -> list[str
             f"- CPU time of the whole machine meanwhile (/proc/stat): {meter.describe()}.", ""]
 
 
+def _profiling(found: profiling.ProfilingCost, study: str) -> list[str]:
+    low_high = (f"95% interval {found.interval[0]:.3f} - {found.interval[1]:.3f}" if found.interval
+                else "no interval from one pair")
+    within = "" if not found.interval else (" (the interval holds 1: no cost shown)"
+                                            if found.interval[0] <= 1 <= found.interval[1] else " (1 is outside it)")
+    shares = ", ".join(f"{name} {100 * share:.0f}%" for name, share in found.shares.items())
+    idle = (f"; the GPU sat idle for {100 * statistics.median(found.idle):.0f}% of the window (median)"
+            if found.idle else "")
+    return [PROFILING, "", profiling.__doc__.split("\n\n", 1)[1].strip().replace("\n", " "), "",
+            f"- Throughput with the profiling window over without ({study}'s baseline): **{found.ratio:.3f}** "
+            f"({low_high}, {found.pairs} pairs){within}.",
+            f"- Inside the window, the instrumentation's cost (`profile_cost`, 1 is none): median "
+            f"{statistics.median(found.costs):.3f} (range {min(found.costs):.3f} - {max(found.costs):.3f}, "
+            f"n={len(found.costs)}).",
+            f"- Where the baseline's step goes (median shares): {shares}{idle}.", ""]
+
+
 def _grid(run: grid.GridRun) -> list[str]:
     found = re.search(r"^combination .*?(?=\n\n|\Z)", run.output, flags=re.S | re.M)
     assert found is not None, "the grid's output has no results table"
     table = found.group(0)
     report = run.report.read_text()
     minutes, seconds = divmod(round(run.wall_s), 60)
-    return ["### 4. Full mnist_cnn grid", "",
+    return [GRID, "",
             f"`ablate run mnist_cnn` in a subprocess, fresh results folder and a cold inductor cache: "
             f"**{minutes} min {seconds} s** wall time.", "",
             "```", _trim(table), "```", "",

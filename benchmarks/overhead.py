@@ -69,9 +69,10 @@ def _ablate_block(variant: Variant, model: torch.nn.Module, device: torch.device
     stack = compose(*variant.strategies())
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     samples = BATCH * len(batches)
-    # No window floor: a block is its 40 steps, as the hand loop's is (on CUDA the floor would add steps to hold
-    # the window open for half a second).
-    budget = Budget(train_samples=samples, warmup_samples=BATCH, window_samples=BATCH, windows=1, min_window_seconds=0)
+    # No window floor and no profiling window: a block is its 40 steps, as the hand loop's is (on CUDA the floor
+    # would add steps to hold the window open for half a second; the profiling window adds its own after them).
+    budget = Budget(train_samples=samples, warmup_samples=BATCH, window_samples=BATCH, windows=1, min_window_seconds=0,
+                    profile_steps=0)
     return lambda: train(stack, Classification(), model, optimizer, batches, device, StepClock(budget, device, True),
                          variant.max_grad_norm)
 

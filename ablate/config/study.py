@@ -45,6 +45,11 @@ class Budget:
     # (MIN_WINDOW_S: half a second on CUDA, none on a CPU); 0: none. Never more than window_seconds.
     min_window_seconds: float | None = None
     windows: int = 3
+    # After the timed windows (and any training for accuracy), a profiling window times where a step's time goes
+    # (ablate.trial.phases): at least profile_steps steps and profile_seconds, closed like a window by window_seconds.
+    # profile_steps 0: no profiling window.
+    profile_steps: int = 20
+    profile_seconds: float = 1.0
     test_batch_size: int = 1_000
     train_subset: int | None = None  # first N training images only (tests)
     test_subset: int | None = None
@@ -144,8 +149,9 @@ class Study:
 
 
 OPTIMIZERS = ("adam", "sgd")
-# 0 races no block: screening only; min_window_seconds 0: no floor; remeasure 0: never again
-ZERO_ALLOWED = {"seed", "race_blocks", "min_window_seconds", "remeasure"}
+# 0 races no block: screening only; min_window_seconds 0: no floor; remeasure 0: never again; profile_steps 0: no
+# profiling window; profile_seconds 0: steps only
+ZERO_ALLOWED = {"seed", "race_blocks", "min_window_seconds", "remeasure", "profile_steps", "profile_seconds"}
 TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices",
             "protocol", "task", "model_options", "dataset_options"}
 DEVICE_KEYS = {"space", "budget", "protocol", "model_options"}

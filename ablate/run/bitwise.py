@@ -135,6 +135,8 @@ def _trained(spec: TrialSpec) -> tuple[dict[str, Any], list[Any]]:
 class _Steps:
     """A clock for `ablate.trial.train.train` that stops after `n` steps and keeps every step's loss."""
 
+    profiling = False  # it times nothing
+
     def __init__(self, n: int) -> None:
         self.n = n
         self.losses: list[Any] = []  # each step's loss tensor, as `_trained` returns them
@@ -145,3 +147,6 @@ class _Steps:
     def count(self, n: int, loss: Any = None) -> None:
         if loss is not None:
             self.losses.append(loss.detach().float().cpu().clone())
+
+    def mark(self, phase: int) -> None:
+        pass

@@ -35,28 +35,10 @@ beside the windows - a neighbour the windows' own clock cannot see. The energy
 counter of the device (`ablate.trial.energy`) is read at the same points, and around
 an evaluation inside the windows, whose joules are left out as its time is.
 
-Peak memory covers the timed windows only: the peak is reset when the first
-window opens (so compilation and warm-up allocations do not count), and an
-evaluation that falls inside the windows is left out (the peak so far is kept,
-and reset after it), so a trial that evaluates for accuracy reads the same as
-one that borrows the accuracy. On a CPU it is the process's resident set size
-(Linux; elsewhere the peak over the whole trial). On CUDA both of the caching
-allocator's peaks are recorded, allocated (what tensors held) and reserved
-(what the allocator held from the device), and the table shows the reserved
-one: CUDA-graph replays (`cuda_graphs`, `compile` in reduce-overhead or
-max-autotune mode) run in a private pool without passing through the
-allocator (torch/_inductor/cudagraph_trees.py, CUDAGraphNode), so the
-allocated peak leaves their activations out and would show graphs as a
-saving. The reserved peak never falls by itself (the allocator keeps freed
-blocks), so the cache is emptied once before the windows - at the third step,
-after compilation, graph recording and cuDNN's autotuning, leaving the
-warm-up to re-reserve what a step needs (or as the first window opens, after
-a shorter warm-up) - and after each evaluation before the windows end (for
-one inside a window, the re-reservation, a few cudaMallocs, falls in it).
+Peak memory covers the timed windows only (`ablate.trial.memory` says how it is read).
 """
 from __future__ import annotations
 
-import resource
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -65,12 +47,11 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from ablate.config.study import Budget
-from ablate.trial import energy, load
+from ablate.trial import energy, load, phases
 from ablate.trial import metrics as metric
 from ablate.trial.failures import Diverged
+from ablate.trial.memory import empty_cache, highest, peak_memory, reset_peak_memory
 from ablate.workload.tasks import Quality
-
-_STATUS, _CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"
 
 # Steps a one-off cost can still reach: TorchScript's profiling executor optimises the graph at the third call,
 # CUDA-graph trees run the first call eagerly and record at the second.
@@ -138,6 +119,9 @@ class StepClock:
     _load_before: load.Snapshot | None = None  # the machine's and this tree's CPU time as the first window opened
     foreign: load.Load | None = None  # other work on the machine over the windows (`ablate.trial.load`)
     _energy: energy.Tally = field(init=False)  # the device's joules over the windows (`ablate.trial.energy`)
+    profiling: bool = False  # in the profiling window (`ablate.trial.phases`): the loop marks its phases (`mark`)
+    profiled: phases.Phases | None = None  # what the profiling window found
+    _profile: phases.Profile | None = None
 
     def __post_init__(self) -> None:
         self._floor = self.budget.window_floor_s(self.device.type)
@@ -161,10 +145,13 @@ class StepClock:
         return len(self.windows) >= self.budget.windows
 
     @property
+    def _measured(self) -> bool:
+        """All but the profiling window: the windows are timed and the training for accuracy is done."""
+        return self.timing_done and (not self.train_for_accuracy or self.samples >= self.budget.train_samples)
+
+    @property
     def done(self) -> bool:
-        if not self.timing_done:
-            return False
-        return not self.train_for_accuracy or self.samples >= self.budget.train_samples
+        return self._measured and (self.profiled is not None or not self.budget.profile_steps)
 
     @property
     def started_at(self) -> float:
@@ -185,25 +172,58 @@ class StepClock:
 
     def count(self, n: int, loss: torch.Tensor | None = None) -> None:
         """Call after each optimizer step with the batch's sample count and its loss."""
+        if self._profile is not None:  # the profiling window: its steps count in nothing else
+            self._profile.end_step(n)
+            self._add_loss(loss)  # as in a timed step; after the step's end, in "other"
+            if self._profile.full():
+                self.profiled = self._profile.close(self._sync)
+                self._paused += time.perf_counter() - self._profile.opened  # not training time
+                self._profile, self.profiling = None, False
+                self.on_phase("finishing")
+            return
         self._count(n, loss)
         if (self.train_for_accuracy and not self._trained and self.samples >= self.budget.train_samples
                 and not self.timing_done):
             # The windows go on past the training for accuracy (a floor, or windows longer than train_samples):
             # its last evaluation is here, at the samples every combination trains, not where a faster one's
             # windows end. (Otherwise the run ends now, and the caller's `evaluate_now` is the last.)
-            self._trained = True
-            self.evaluate_now()
+            self._end_training_for_accuracy()
+        if self._measured and not self.done:
+            self._open_profile()
+
+    def mark(self, phase: int) -> None:
+        """A phase of the step begins (`ablate.trial.phases`); the loop calls it only while `profiling`."""
+        if self._profile is not None:
+            self._profile.mark(phase)
+
+    def _end_training_for_accuracy(self) -> None:
+        """Its last evaluation, here (unless one ran at these samples already); none follows."""
+        self.evaluate_now()
+        self._trained = True
+
+    def _open_profile(self) -> None:
+        """After everything else: the profiled steps are in no window, and train no accuracy that is evaluated."""
+        if self.train_for_accuracy and not self._trained:
+            self._end_training_for_accuracy()
+        self._sync()  # CUDA: the window's first step starts from an idle queue, with no earlier kernel in its trace
+        self.on_phase("profiling where a step's time goes")
+        self._profile, self.profiling = phases.Profile(self.budget, self.device, time.perf_counter), True
+
+    def _add_loss(self, loss: torch.Tensor | None) -> None:
+        # One kernel a step: the loss is never negative, so the sum is finite until a loss is NaN or
+        # infinite, and stays so after (fp32, so a long run of finite fp16 losses cannot overflow it).
+        if loss is None:
+            return
+        if self._loss_sum is None:
+            self._loss_sum = loss.detach().to(torch.float32, copy=True)
+        else:
+            self._loss_sum.add_(loss.detach())
 
     def _count(self, n: int, loss: torch.Tensor | None) -> None:
         self.steps += 1
         self.samples += n
+        self._add_loss(loss)
         if loss is not None:
-            # One kernel a step: the loss is never negative, so the sum is finite until a loss is NaN or
-            # infinite, and stays so after (fp32, so a long run of finite fp16 losses cannot overflow it).
-            if self._loss_sum is None:
-                self._loss_sum = loss.detach().to(torch.float32, copy=True)
-            else:
-                self._loss_sum.add_(loss.detach())
             if self.steps % DIVERGENCE_CHECK_EVERY == 0 and (self.timing_done or self._window_start is None):
                 self._sync()  # outside timed windows: stop a diverged run without waiting for the budget
         if self.steps == 1:
@@ -252,7 +272,7 @@ class StepClock:
             if self.timing_done:
                 # Read here: evaluations after the windows must not count, so trials that train accuracy compare
                 # with those that do not.
-                self.peak_memory = _highest(self._peak_outside_evals, peak_memory(self.device))
+                self.peak_memory = highest(self._peak_outside_evals, peak_memory(self.device))
                 self.foreign = load.between(self._load_before, load.snapshot(now))
                 self._energy.close(now)
             self._open_window(now)
@@ -267,7 +287,7 @@ class StepClock:
         self._sync()
         in_windows = self._window_start is not None and not self.timing_done
         if in_windows:  # the windows' peak so far and their joules; the evaluation's own are left out below
-            self._peak_outside_evals = _highest(self._peak_outside_evals, peak_memory(self.device))
+            self._peak_outside_evals = highest(self._peak_outside_evals, peak_memory(self.device))
             self._energy.pause(time.perf_counter())
         self.on_phase(f"evaluating at {self.samples:,} samples")
         began = time.perf_counter()
@@ -333,6 +353,8 @@ class StepClock:
                if self.foreign else {}),
             **self._energy.metrics(sum(w.samples for w in self.windows)),
             **self._accuracy_summary(),
+            **(self.profiled.summary(sum(w.seconds for w in self.windows) / sum(w.samples for w in self.windows))
+               if self.profiled else {}),
         }
 
     def _accuracy_summary(self) -> dict[str, float]:
@@ -360,6 +382,8 @@ class StepClock:
 
 def _timed(iterator: Iterator[Any], clock: StepClock) -> Iterator[Any]:
     while True:
+        if clock.profiling:
+            clock.mark(phases.DATA)
         t = time.perf_counter()
         try:
             batch = next(iterator)
@@ -367,57 +391,3 @@ def _timed(iterator: Iterator[Any], clock: StepClock) -> Iterator[Any]:
             return
         clock.add_data_wait(time.perf_counter() - t)
         yield batch
-
-
-def _highest(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    """Each peak's higher reading of two (the keys of `peak_memory`)."""
-    return {k: max(a.get(k, 0.0), b.get(k, 0.0)) for k in {**a, **b}}
-
-
-def peak_memory(device: torch.device) -> dict[str, float]:
-    """The peaks since the last reset, by metric key. CUDA: allocated and reserved, and the reserved one as the
-    figure the table shows, marked so (see the module docstring); CPU: the resident set (`peak_memory_mb`)."""
-    if device.type != "cuda":
-        return {metric.PEAK_MEMORY_MB: peak_memory_mb(device)}
-    reserved = torch.cuda.max_memory_reserved(device) / 2**20
-    return {metric.PEAK_MEMORY_MB: reserved, metric.PEAK_MEMORY_RESERVED_MB: reserved,
-            metric.PEAK_MEMORY_ALLOCATED_MB: torch.cuda.max_memory_allocated(device) / 2**20,
-            metric.PEAK_MEMORY_IS_RESERVED: 1.0}
-
-
-def empty_cache(device: torch.device) -> None:
-    """CUDA: hand the caching allocator's free blocks back to the device, so its reserved level is what is held now
-    (blocks in use stay, CUDA-graph pools too: PyTorch releases only a pool no graph holds). CPU: nothing."""
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
-def reset_peak_memory(device: torch.device) -> None:
-    """CUDA: start new peaks (allocated and reserved: `reset_peak_memory_stats` resets every "peak" statistic) from
-    what is held now. CPU on Linux: the same for the resident set (writing 5 to /proc/self/clear_refs sets the
-    process's high-water mark to its current size, proc(5)); elsewhere nothing."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    try:
-        with open(_CLEAR_REFS, "w") as refs:
-            refs.write("5")
-    except OSError:  # not Linux, or a kernel before 4.0: the peak stays the whole process's
-        pass
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    """CUDA: the caching allocator's reserved peak (`peak_memory`). CPU: this process's peak resident set size,
-    Linux's VmHWM where there is one. Why not getrusage's ru_maxrss: the kernel carries the high-water mark of the
-    image an interpreter was exec'ed from into it, so a trial started by the study process read the study's own
-    peak (995 MB for every combination of mnist_cnn on a CPU)."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_reserved(device) / 2**20
-    try:
-        with open(_STATUS) as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB

@@ -27,6 +27,18 @@ PEAK_MEMORY_RESERVED_MB = "peak_memory_reserved_mb"  # CUDA: torch.cuda.max_memo
 PEAK_MEMORY_IS_RESERVED = "peak_memory_is_reserved"  # CUDA: 1.0, PEAK_MEMORY_MB is the reserved peak; absent on a CPU
 MFU = "mfu"  # model FLOPs utilisation (ablate.trial.mfu): language models on CUDA only
 
+# Where a step's time goes, from the profiling window after the timed windows (ablate.trial.phases).
+# The loop's phases in its order, then "other": the rest of a step, the loop's own bookkeeping between one step's
+# optimizer and the next step's request for a batch. Names, not keys: the keys are PHASE_S and PHASE_SHARE + a name.
+STEP_PHASES = ("data", "copy", "forward", "backward", "optimizer", "other")
+PHASE_S = "phase_s_"  # + a phase's name: its mean seconds per profiled step
+PHASE_SHARE = "phase_share_"  # + a phase's name: its share of the profiled step (the shares, other's too, sum to 1)
+PROFILED_STEP_S = "profiled_step_s"  # the profiling window's mean step, in seconds
+PROFILED_STEPS = "profiled_steps"  # steps in the profiling window (none of them in a timed window or counted above)
+# The profiled steps' time per sample over the timed windows': what the instrumentation costs, measured (1.0: nothing).
+PROFILE_COST = "profile_cost"
+GPU_IDLE_SHARE = "gpu_idle_share"  # CUDA with a kernel trace: of the window's time, the device ran no kernel or copy
+
 # One-off costs, in seconds.
 PREPARE_MODEL_S = "prepare_model_s"  # the stack's prepare_model and prepare_optimizer (TorchScript scripts here)
 FIRST_STEP_S = "first_step_s"  # compilation, worker start-up, allocator warm-up
@@ -79,6 +91,16 @@ ACCURACY_NOT_MEASURED = "accuracy_not_measured"  # why: stand-in data, or a task
 def window(i: int) -> str:
     """The key of timed window `i`'s throughput."""
     return f"{THROUGHPUT_WINDOW}{i}"
+
+
+def phase_s(name: str) -> str:
+    """The key of a step phase's mean seconds (a name in `STEP_PHASES`)."""
+    return f"{PHASE_S}{name}"
+
+
+def phase_share(name: str) -> str:
+    """The key of a step phase's share of the profiled step."""
+    return f"{PHASE_SHARE}{name}"
 
 
 def windows(metrics: Mapping[str, float]) -> tuple[float, ...]:

@@ -6,6 +6,7 @@ from typing import Any, Iterable, Iterator, Protocol
 import torch
 from torch.utils.data import DataLoader
 
+from ablate.trial.phases import BACKWARD, COPY, FORWARD, OPTIMIZER
 from ablate.workload.tasks import EVAL_LOGITS_BYTES, Quality, Task
 from strategies import Stack
 
@@ -14,9 +15,13 @@ class Clock(Protocol):
     """What the loop asks of its clock (`ablate.trial.measure.StepClock` in a trial; a step count in
     `ablate.run.bitwise`)."""
 
+    profiling: bool  # in a profiling window (`ablate.trial.phases`): the loop marks where each phase begins
+
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]: ...
 
     def count(self, n: int, loss: torch.Tensor | None = None) -> None: ...
+
+    def mark(self, phase: int) -> None: ...
 
 
 def train(
@@ -32,10 +37,19 @@ def train(
     """Train until `clock` says the budget is spent. `model` is the prepared (wrapped) model."""
     model.train()
     for batch in clock.batches(loader):
+        profiling = clock.profiling  # False outside the profiling window: each mark below costs a branch, no more
+        if profiling:
+            clock.mark(COPY)
         batch = stack.to_device(batch, device)
+        if profiling:
+            clock.mark(FORWARD)
         with stack.autocast(device):
             loss = task.loss(model, batch)
+        if profiling:
+            clock.mark(BACKWARD)
         stack.backward(loss)
+        if profiling:
+            clock.mark(OPTIMIZER)
         stack.step(optimizer, max_grad_norm)
         clock.count(task.samples(batch), loss)
 

@@ -56,7 +56,8 @@ def _bench(args: list[str]) -> int:
 
     import benchmarks.__main__ as bench
     from ablate.trial.machine import Machine
-    from benchmarks import overhead, trials
+    from ablate.trial.metrics import STEP_PHASES
+    from benchmarks import overhead, profiling, trials
 
     bench.resolve = lambda device: torch.device("cuda", 0)
     bench.describe = lambda device: Machine("cuda:0", "a stand-in GPU", torch.__version__, "abc123", "host")
@@ -65,6 +66,9 @@ def _bench(args: list[str]) -> int:
              "throughput_cv_pct": 1.0, "throughput": 20000.0}
     study = SimpleNamespace(name="mnist_cnn", budget=SimpleNamespace(describe_windows=lambda: "3 windows"))
     trials.measure = lambda device, repeats, study_name: trials.TrialRuns(study, dict(trial), [dict(trial)] * 3)
+    profiling.measure = lambda device, pairs, study_name: profiling.ProfilingCost(
+        pairs, 1.002, (0.99, 1.014), [1.05] * pairs, {name: 1 / len(STEP_PHASES) for name in STEP_PHASES},
+        [0.3] * pairs)
     return bench.main(args[2:])
 
 

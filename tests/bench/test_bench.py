@@ -18,11 +18,12 @@ def test_bench_writes_every_section_for_this_device(tmp_path, mnist):
     # sections time is the harness, not the model.
     tiny = str(tiny_study(tmp_path / "study"))
     assert main(["--device", "cpu", "--no-grid", "--pairs", "1", "--repeats", "1", "--steps", "3", "--study", tiny,
-                 "--output", str(out)]) == 0
+                 "--profile-pairs", "1", "--output", str(out)]) == 0
     text = out.read_text()
     for heading in ("### 1. Framework overhead", "### 2. Trial start-up", "### 3. Measurement noise",
-                    "### 4. Full mnist_cnn grid"):
+                    "### 4. The profiling window", "### 5. Full mnist_cnn grid"):
         assert heading in text
+    assert "no interval from one pair" in text and "Where the baseline's step goes (median shares): data " in text
     assert KEPT in text and "torch " in text and "commit " in text
 
 

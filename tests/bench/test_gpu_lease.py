@@ -93,6 +93,7 @@ def test_both_parts_run_every_step_and_merge_writes_both_sections(lent, tmp_path
     for kind in ("gpu-part1", "gpu-part2", "cuda"):
         assert text.count(f"<!-- bench:{kind}:start") == 1 == text.count(f"<!-- bench:{kind}:end -->")
     assert "## `make bench` on CUDA: a stand-in GPU" in text and "### 3. Measurement noise" in text
+    assert "### 4. The profiling window" in text and "the GPU sat idle for 30% of the window" in text
     assert "| amp(dtype=bf16) | x2.50 [2.25, 2.75] |" in text  # a study's speed-ups reach the part's section
     assert "kept" in text
 
@@ -117,7 +118,7 @@ def test_c1_the_bench_writes_its_output_into_a_new_folder(tmp_path, monkeypatch)
     monkeypatch.setattr(overhead, "measure", lambda device, pairs, steps: [overhead.Overhead("b", [1.0], 1.0, 1.0)])
     monkeypatch.setattr(trials, "measure", lambda device, repeats, study_name: trials.TrialRuns(study, trial, [trial]))
     output = tmp_path / "new" / "RESULTS.md"
-    assert bench.main(["--device", "cpu", "--no-grid", "--output", str(output)]) == 0
+    assert bench.main(["--device", "cpu", "--no-grid", "--profile-pairs", "0", "--output", str(output)]) == 0
     assert "### 3. Measurement noise" in output.read_text()
 
 

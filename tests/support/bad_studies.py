@@ -12,6 +12,8 @@ BAD = {
     "wrong type": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbudget: {windows: three}\n",
                    "budget.windows: expected int"),
     "out of range": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbudget: {windows: 0}\n", "must be > 0"),
+    "negative profiling window": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbudget: {profile_steps: -1}\n",
+                                  "budget.profile_steps: must be >= 0"),
     "malformed yaml": ("model: [mnist_cnn\n", "not valid YAML"),
     "python tag": ("!!python/object/apply:os.system ['echo pwned']\n", "not valid YAML"),
     "not a mapping": ("- a\n- b\n", "a study is a mapping"),

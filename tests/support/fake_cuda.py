@@ -19,11 +19,22 @@ Each fake does what PyTorch's own code does where that can be done honestly with
   (`_get_device_index(device, optional=True)`), so it needs `FakeCUDA` installed for an index-less device, and
   refuses an index outside `torch.cuda.device_count()` as the allocator (memory statistics) and
   `torch.cuda.device` (synchronize) do.
+- `FakeEvents` plays `torch.cuda.Event` on a host clock, refusing what c10's CUDAEvent::elapsed_time refuses: an
+  event made without ``enable_timing`` or not yet recorded (ValueError), and one not yet complete (RuntimeError); an
+  event completes only once the device is synchronised (`torch.cuda.synchronize`, or its own `synchronize`). Its
+  device keeps up with the host: an event completes at the host time it was recorded.
+- `FakeTrace` plays ``torch.profiler.profile(activities=[CUDA])``: the device work a test runs while it records,
+  read back as kineto's events. As PyTorch's, its `profiler` is None before `start()`, its `kineto_results` None
+  before `stop()`, and kineto refuses a second trace while one records.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Callable
+
 import pytest
 import torch
+from torch.autograd import DeviceType
 
 
 class FakeCUDA:
@@ -177,3 +188,90 @@ class _Replay(torch.autograd.Function):
             views.append(view)
             offset += grad.numel()
         return (None, None, *views)
+
+
+class FakeEvents:
+    """`torch.cuda.Event` and a `torch.cuda.synchronize` that completes every recorded event (see the docstring)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now, self.pending, self.recorded = now, [], 0
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeEvents:
+        """Install after `FakeAllocator`, whose `synchronize` this one calls."""
+        fake, synchronize = self, torch.cuda.synchronize
+
+        class Event:
+            def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                         external: bool = False) -> None:
+                self.timing, self.at, self.complete = enable_timing, None, False
+
+            def record(self, stream: object = None) -> None:
+                self.at, self.complete = fake.now(), False
+                fake.pending.append(self)
+                fake.recorded += 1
+
+            def query(self) -> bool:
+                return self.at is None or self.complete  # an event never recorded has nothing to wait for
+
+            def synchronize(self) -> None:
+                self.complete = self.at is not None
+
+            def elapsed_time(self, end: Event) -> float:
+                if not (self.timing and end.timing):
+                    raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+                if self.at is None or end.at is None:
+                    raise ValueError("Both events must be recorded before calculating elapsed time.")
+                if not (self.query() and end.query()):
+                    raise RuntimeError("Both events must be completed before calculating elapsed time.")
+                return 1000.0 * (end.at - self.at)
+
+        def synchronize_all(device: object = None) -> None:
+            synchronize(device)
+            for event in fake.pending:
+                event.complete = True
+            fake.pending.clear()
+
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.cuda, "synchronize", synchronize_all)
+        return self
+
+
+class FakeTrace:
+    """What a kernel trace records: `run` device work while one records; `cupti` False: CUDA is no supported
+    activity (PyTorch built or installed without CUPTI)."""
+
+    def __init__(self, cupti: bool = True) -> None:
+        self.cupti, self.recording, self.traces = cupti, None, 0
+
+    def run(self, start_s: float, end_s: float, activity: str = "kernel", device: int = 0,
+            device_type: DeviceType = DeviceType.CUDA) -> None:
+        """Device work from `start_s` to `end_s` (seconds on the test's clock); kept only while a trace records."""
+        if self.recording is not None:
+            self.recording.append(SimpleNamespace(
+                start_ns=lambda: round(start_s * 1e9), end_ns=lambda: round(end_s * 1e9),
+                activity_type=lambda: activity, device_index=lambda: device, device_type=lambda: device_type))
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeTrace:
+        from torch.profiler import ProfilerActivity
+
+        fake = self
+
+        class Profile:
+            def __init__(self, activities: list[ProfilerActivity]) -> None:
+                self.activities, self.profiler = activities, None
+
+            def start(self) -> None:
+                if fake.recording is not None:
+                    raise RuntimeError("Profiler is already enabled on this thread")
+                fake.recording, fake.traces = [], fake.traces + 1
+                self.profiler = SimpleNamespace(kineto_results=None)
+
+            def stop(self) -> None:
+                events, fake.recording = fake.recording, None
+                assert self.profiler is not None and events is not None
+                self.profiler.kineto_results = SimpleNamespace(events=lambda: list(events))
+
+        supported = {ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.cupti else [])}
+        monkeypatch.setattr(torch.profiler, "profile", Profile)
+        monkeypatch.setattr(torch.profiler, "supported_activities", lambda: supported)
+        return self

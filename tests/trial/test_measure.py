@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from ablate.config.study import Budget
-from ablate.trial import measure
+from ablate.trial import measure, memory
 from ablate.trial.measure import StepClock
 from ablate.workload.tasks import Quality
 
-from fake_cuda import FakeAllocator, FakeCUDA
+from fake_cuda import FakeAllocator, FakeCUDA, FakeEvents, FakeTrace
 
 STEP_S, EVAL_S, BATCH = 1.0, 100.0, 8
 
@@ -89,7 +89,10 @@ def test_without_an_interval_only_the_final_evaluation_runs(fake_time):
 
 def _on_fake_cuda(monkeypatch) -> FakeAllocator:
     FakeCUDA().install(monkeypatch)
-    return FakeAllocator().install(monkeypatch)
+    memory = FakeAllocator().install(monkeypatch)
+    FakeEvents(lambda: measure.time.perf_counter()).install(monkeypatch)  # the profiling window's (ablate.trial.phases)
+    FakeTrace().install(monkeypatch)
+    return memory
 
 
 def test_peak_memory_covers_the_timed_windows_without_warm_up_or_evaluations(fake_time, monkeypatch):
@@ -160,8 +163,8 @@ def test_on_a_cpu_the_peak_is_the_one_figure_it_was(fake_time):
     assert "peak_memory_mb" in summary and not {k for k in summary if k.startswith("peak_memory_")} - {"peak_memory_mb"}
 
 
-_LINUX_PEAK = pytest.mark.skipif(not os.path.exists(measure._CLEAR_REFS), reason="needs Linux's /proc/self/clear_refs")
-_CHILD_PEAK = ("import torch; from ablate.trial.measure import peak_memory_mb; "
+_LINUX_PEAK = pytest.mark.skipif(not os.path.exists(memory._CLEAR_REFS), reason="needs Linux's /proc/self/clear_refs")
+_CHILD_PEAK = ("import torch; from ablate.trial.memory import peak_memory_mb; "
                "print(peak_memory_mb(torch.device('cpu')))")
 
 
@@ -169,10 +172,10 @@ _CHILD_PEAK = ("import torch; from ablate.trial.measure import peak_memory_mb; "
 def test_a_cpu_peak_is_reset_to_what_the_process_holds_now():
     cpu = torch.device("cpu")
     ballast = bytearray(b"\x01") * (256 * 2**20)  # written, so resident
-    held = measure.peak_memory_mb(cpu)
+    held = memory.peak_memory_mb(cpu)
     del ballast
-    measure.reset_peak_memory(cpu)
-    assert measure.peak_memory_mb(cpu) < held - 200
+    memory.reset_peak_memory(cpu)
+    assert memory.peak_memory_mb(cpu) < held - 200
 
 
 @_LINUX_PEAK
@@ -216,7 +219,7 @@ def test_the_divergence_check_costs_one_kernel_a_step(fake_time):
 
 
 def test_steps_after_the_first_that_pay_a_one_off_cost_are_reported(fake_time):
-    clock = _clock(fake_time, [], warmup_samples=24)  # steps 2 and 3 end before the first window opens
+    clock = _clock(fake_time, [90.0], warmup_samples=24)  # steps 2 and 3 end before the first window opens
     for _ in clock.batches([None] * 1000):
         # CUDA-graph recording or TorchScript's optimisation at steps 2 and 3; 1 s a step after that.
         fake_time.now += 5 * STEP_S if clock.steps in (1, 2) else STEP_S
@@ -258,7 +261,9 @@ def test_only_a_throughput_runs_warm_up_is_left_untimed_and_its_wait_is_not_trai
 
 
 def _throughput_run(fake: FakeTime, step_s: Callable[[], float], **budget) -> StepClock:
-    budget = Budget(**{"train_samples": 64, "warmup_samples": 8, "window_samples": 16, "windows": 3, **budget})
+    # No profiling window: these simulate the timed windows, and its steps would draw step times from their streams.
+    budget = Budget(**{"train_samples": 64, "warmup_samples": 8, "window_samples": 16, "windows": 3,
+                       "profile_steps": 0, **budget})
     clock = StepClock(budget, torch.device("cpu"), train_for_accuracy=False)
     for _ in clock.batches(iter(lambda: None, 0)):
         fake.now += step_s()
@@ -346,6 +351,25 @@ def test_windows_held_open_past_train_samples_do_not_train_the_accuracy_longer(f
     summary = clock.summary()
     assert summary["evaluations"] == 2 and summary["test_accuracy"] == 90.0
     assert all(w.seconds >= 0.5 for w in clock.windows)  # the evaluations inside the windows are not timed
+
+
+def test_windows_held_open_past_train_samples_evaluate_at_train_samples_whatever_the_interval(fake_time, monkeypatch):
+    # An interval that does not divide train_samples: the accuracy was the last periodic evaluation's, at 48 samples.
+    evaluated: list[int] = []
+
+    def evaluate() -> Quality:
+        evaluated.append(clock.samples)
+        return Quality(0.5, 90.0)
+
+    clock = None
+    _on_fake_cuda(monkeypatch)
+    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=3, eval_every_samples=48)
+    clock = StepClock(budget, torch.device("cuda:0"), train_for_accuracy=True, evaluate=evaluate)
+    for _ in clock.batches(iter(lambda: None, 0)):
+        fake_time.now += 0.001
+        clock.count(BATCH)
+    last = clock.evaluate_now()
+    assert clock.samples > 1000 and evaluated == [48, 64] and last is not None and last.samples == 64
 
 
 def test_the_foreign_load_is_read_over_the_timed_windows_only(fake_time, monkeypatch):
