@@ -11,25 +11,16 @@ from typing import Callable
 
 import pytest
 import torch
+from fake_time import FakeTime
 
 from ablate.config.study import Budget
 from ablate.trial import measure, memory
-from ablate.trial.measure import StepClock
+from ablate.trial.measure import Evaluation, StepClock
 from ablate.workload.tasks import Quality
 
 from fake_cuda import FakeAllocator, FakeCUDA, FakeEvents, FakeTrace
 
 STEP_S, EVAL_S, BATCH = 1.0, 100.0, 8
-
-
-class FakeTime:
-    """Stands in for the `time` module inside ablate.trial.measure: time moves only when told."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -331,22 +322,27 @@ def test_the_floor_is_cuda_s_by_default_settable_and_below_the_cap(fake_time, mo
     assert all(0.05 <= w.seconds < 0.052 for w in on_a_cpu.windows)
 
 
-def test_windows_held_open_past_train_samples_do_not_train_the_accuracy_longer(fake_time, monkeypatch):
-    # A faster combination's windows hold more samples; its accuracy must still be that of train_samples.
+def _held_open(monkeypatch, eval_every: int) -> tuple[StepClock, list[int], Evaluation | None]:
+    """A fast (fake) GPU whose windows run far past train_samples=64, trained for accuracy: the clock, the samples
+    each evaluation saw, and what the trial's call after the loop returned."""
     evaluated: list[int] = []
 
     def evaluate() -> Quality:
         evaluated.append(clock.samples)
         return Quality(0.5, 90.0)
 
-    clock = None
     _on_fake_cuda(monkeypatch)
-    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=3, eval_every_samples=32)
+    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=3, eval_every_samples=eval_every)
     clock = StepClock(budget, torch.device("cuda:0"), train_for_accuracy=True, evaluate=evaluate)
     for _ in clock.batches(iter(lambda: None, 0)):
-        fake_time.now += 0.001
+        measure.time.now += 0.001
         clock.count(BATCH)
-    clock.evaluate_now()  # what the trial calls after the loop: the evaluation at train_samples, not another
+    return clock, evaluated, clock.evaluate_now()  # the evaluation at train_samples, not another
+
+
+def test_windows_held_open_past_train_samples_do_not_train_the_accuracy_longer(fake_time, monkeypatch):
+    # A faster combination's windows hold more samples; its accuracy must still be that of train_samples.
+    clock, evaluated, _ = _held_open(monkeypatch, 32)
     assert clock.samples > 1000 and evaluated == [32, 64]
     summary = clock.summary()
     assert summary["evaluations"] == 2 and summary["test_accuracy"] == 90.0
@@ -355,20 +351,7 @@ def test_windows_held_open_past_train_samples_do_not_train_the_accuracy_longer(f
 
 def test_windows_held_open_past_train_samples_evaluate_at_train_samples_whatever_the_interval(fake_time, monkeypatch):
     # An interval that does not divide train_samples: the accuracy was the last periodic evaluation's, at 48 samples.
-    evaluated: list[int] = []
-
-    def evaluate() -> Quality:
-        evaluated.append(clock.samples)
-        return Quality(0.5, 90.0)
-
-    clock = None
-    _on_fake_cuda(monkeypatch)
-    budget = Budget(train_samples=64, warmup_samples=8, window_samples=16, windows=3, eval_every_samples=48)
-    clock = StepClock(budget, torch.device("cuda:0"), train_for_accuracy=True, evaluate=evaluate)
-    for _ in clock.batches(iter(lambda: None, 0)):
-        fake_time.now += 0.001
-        clock.count(BATCH)
-    last = clock.evaluate_now()
+    clock, evaluated, last = _held_open(monkeypatch, 48)
     assert clock.samples > 1000 and evaluated == [48, 64] and last is not None and last.samples == 64
 
 

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import torch
+from fake_time import FakeTime
 
 from ablate.config.study import Budget
 from ablate.trial import measure, phases
@@ -105,16 +106,6 @@ def test_the_phases_of_a_loop_with_known_sleeps_add_up_to_its_step_and_each_hold
 # Binary fractions: sums of them are exact, so two runs on the fake clock agree to the bit.
 FAKE = {"data": 0.25, "copy": 0.0625, "forward": 0.125, "backward": 0.1875, "optimizer": 0.0625}
 FAKE_STEP = sum(FAKE.values())
-
-
-class FakeTime:
-    """Stands in for the `time` module inside ablate.trial.measure: time moves only when told."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
 
 
 @pytest.fixture
