@@ -52,7 +52,8 @@ def decided(c: Contrast[str] | None) -> str:
     blocks = count(c.blocks, "shared race block")
     if (bounds := c.simultaneous()) is not None:
         return (f"{_of_leader(c, bounds)} the leader's throughput (simultaneous {100 * (1 - c.alpha):.1f}% over "
-                f"{c.k} combinations, {blocks})")
+                f"{c.k} combinations, {blocks}" + (", guarded against two-level processes" if c.guarded else "")
+                + ")")
     pointwise = c.interval()
     assert pointwise is not None  # it has a standard error
     return f"{_of_leader(c, pointwise)} the leader's throughput (pointwise 95%, {blocks}: too few for a look)"
@@ -89,7 +90,7 @@ def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], to
                  "from the blocks that selected it: no confirmation blocks ran, so it may read high")
         out += [f"The race's leader is **{leader.combination}**: {_speedup_factor(s)} the baseline's throughput "
                 f"({basis}" + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "")
-                + ")."]
+                + ")." + (f" {TWO_LEVELS}" if leader.combination in rec.two_level else "")]
     margin = f"{100 * rec.margin:g}%"
     if pick is not leader:
         e = rec.equivalence[pick.combination]
@@ -114,7 +115,7 @@ def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], to
             out.append(f"- **{m.combination}**{' (recommended)' if m is pick else ''}: "
                        f"{decided(rec.contrasts.get(m.combination))}"
                        + (f"; {_equivalence(test)}" if test else "") + _parity_word(verdicts.get(m.combination))
-                       + ".")
+                       + (f"; {LEVELS_NOTE}" if m.combination in rec.two_level else "") + ".")
     if rec.eliminated:
         out += ["", "Told apart from the leader by paired contrasts and dropped from the race:", ""]
         out += [f"- {c}: " + (decided(rec.dropped.get(c)) if c in rec.dropped else "dropped") + "."
@@ -137,17 +138,21 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
     out = []
     if rec.accuracy_unmeasured:
         out.append("accuracy could not be measured: the answer is on speed alone (see the report)")
+    if rec.pick.combination in rec.two_level:
+        out.append("its processes ran at two speed levels: the speed-up is their mean (see the report)")
     if rec.pick is not rec.leader:
         e = rec.equivalence[rec.pick.combination]
         out += [f"shown within {100 * rec.margin:g}% of the race's leader (it is at most x{e.bound:.3f} as fast):",
-                f"  {rec.leader.combination}"]
+                *(_named(leader, LEVELS_NOTE) if (leader := rec.leader.combination) in rec.two_level else
+                  [f"  {leader}"])]
     others = [m for m in rec.members if m is not rec.leader and m is not rec.pick]
     if others:
         out.append("not told apart from the leader (throughput over the leader's, the decision's interval):")
         for m in others:
             c = rec.contrasts.get(m.combination)
             bounds = c.simultaneous() if c else None
-            out += _named(m.combination, _of_leader(c, bounds) if c and bounds else "not judged")
+            out += _named(m.combination, (_of_leader(c, bounds) if c and bounds else "not judged")
+                          + (f"; {LEVELS_NOTE}" if m.combination in rec.two_level else ""))
     if rec.not_raced:
         out.append("not raced (no seat; screening's estimate only, not recommended):")
         out += [line for c in rec.not_raced for line in _named(c, _speedup_factor(speedup_of.get(c)))]
@@ -155,6 +160,9 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
 
 
 TERMINAL = terminal.LINE  # columns a terminal line may take
+TWO_LEVELS = ("Its processes ran at two speed levels (its per-block differences from the baseline split in two, "
+              "`ablate.stats.levels`): the speed-up is the mean of the two, which no single process shows.")
+LEVELS_NOTE = "two speed levels"  # beside a member's row: its processes ran at two (`ablate.stats.levels`)
 INDENT = 4  # the report's summary indents these lines by two, and a name by two more
 
 

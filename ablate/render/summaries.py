@@ -3,8 +3,9 @@
 What a user's CI reads to notice that the best stack has changed: every combination's speed-up with its
 interval and throughput, its parity verdict, and the recommendation: the recommended combination's own entry
 and `compose` lines (never one combination's speed-up beside another's code), one object per member of the race's
-set (each with its own `compose`, speed-up, interval, parity, and what it costs against the leader with the
-interval its decision used), the combinations told apart and dropped, and those never raced.
+set (each with its own `compose`, speed-up, interval, parity, what it costs against the leader with the
+interval its decision used, and `two_levels`: whether its processes ran at two speed levels, by
+`ablate.stats.levels`), the combinations told apart and dropped, and those never raced.
 """
 from __future__ import annotations
 
@@ -45,15 +46,17 @@ def entry(c: Comparison, unit: str) -> dict[str, Any]:
 
 def decision(k: Contrast[str]) -> dict[str, Any]:
     """A race contrast (log leader - log it) as scripts read it: the ratio, the interval its decision used (the
-    simultaneous one at the look's alpha; pointwise 95% where no look judged it, `interval` says which), the
-    adjusted p (below 0.05 exactly when told apart), and the pointwise `p` (not the decision)."""
+    simultaneous one at the look's alpha; pointwise 95% where no look judged it, `interval` says which; `guarded`:
+    on few blocks, widened against two-level processes, `ablate.stats.contrasts`), the adjusted p (below 0.05
+    exactly when told apart), and the pointwise `p` (not the decision)."""
     bounds = k.simultaneous()
     kind = "simultaneous" if bounds else "pointwise 95%" if k.se is not None else None
     bounds = bounds or k.interval()
     return {"leader_over_it": math.exp(k.diff), "low": math.exp(bounds[0]) if bounds else None,
             "high": math.exp(bounds[1]) if bounds else None, "interval": kind,
             "confidence": 1 - k.alpha if k.alpha else None, "k": k.k if k.alpha else None,
-            "p_adjusted": k.p_adjusted, "p": k.p, "blocks": k.blocks, "told_apart": k.apart}
+            "p_adjusted": k.p_adjusted, "p": k.p, "blocks": k.blocks, "told_apart": k.apart,
+            "guarded": k.guarded}
 
 
 def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> dict[str, Any] | None:
@@ -69,6 +72,7 @@ def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> 
         k, e = rec.contrasts.get(m.combination), rec.equivalence.get(m.combination)
         base = entry(c, unit) if c and c.speedup else {"combination": m.combination}
         return {**base, "compose": list(compose(m)), "leader": m is rec.leader, "recommended": m is rec.pick,
+                "two_levels": m.combination in rec.two_level,
                 "against_leader": decision(k) if k is not None and m is not rec.leader else None,
                 "equivalence": e and {"leader_over_it_at_most": e.bound, "alpha": e.alpha, "data": e.data,
                                       "shown": e.shown}}

@@ -9,8 +9,12 @@
   (the highest race-only estimate) is compared with every other field member
   by paired contrasts over their shared race blocks; those the studentized
   range tells apart at the look's share of the race's alpha
-  (`ablate.stats.contrasts`) drop out. Each look is replayed from the stored measurements, so the race is a
-  pure function of them.
+  (`ablate.stats.contrasts`) drop out; on five shared race blocks or
+  fewer only where the lead is beyond what a run of processes at one level
+  of a two-level (bimodal) process could give, or an exact sign-flip test
+  agrees, and a pair's spread counts the screening block it shared. Each
+  look is replayed from the stored measurements, so the race is a pure
+  function of them.
 - **Challengers**: an eligible combination never raced whose screening
   estimate beats the leader's race estimate takes a free seat in the next
   race block: it is raced, never recommended on its screening alone.
@@ -27,7 +31,9 @@
   contrasts `confirmed` gives). Each eliminated combination keeps the contrast
   that dropped it (`dropped_by`: its interval is the one that decided), and
   field members that never got a seat are named (`not_raced`), with their
-  screening estimates.
+  screening estimates. Raced combinations whose per-block differences from
+  the baseline fall in two levels are named (`two_level`: a flag for the
+  report, `ablate.stats.levels`).
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from typing import AbstractSet, Callable, Generic, Iterable, Sequence, TypedDict
 
 from ablate.stats import variance
 from ablate.stats.contrasts import ALPHA, SCREEN_ALPHA, Contrast, beyond_range, judged, look_alpha, paired
+from ablate.stats.levels import two_levels
 from ablate.stats.protocol import (
     CONFIRM,
     FULL,
@@ -71,6 +78,7 @@ class Race(Generic[Key]):
     confirm_blocks: int = 0
     dropped_by: tuple[Contrast[Key], ...] = ()  # per eliminated combination, the contrast of the look that dropped it
     not_raced: tuple[Key, ...] = ()  # eligible, not screened apart from the leader (or pending), never raced
+    two_level: tuple[Key, ...] = ()  # raced combinations whose processes ran at two levels (`levels.two_levels`)
 
 
 class _Standing(TypedDict, Generic[Key]):
@@ -101,7 +109,8 @@ def _relative(values: dict[Key, dict[int, float]], c: Key, baseline: Key, blocks
 
 
 def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
-          model: Callable[[Key], tuple[float, int]] | None = None) -> tuple[Key, list[Contrast[Key]], set[Key]]:
+          model: Callable[[Key], tuple[float, int]] | None = None,
+          screened: dict[Key, dict[int, float]] | None = None) -> tuple[Key, list[Contrast[Key]], set[Key]]:
     """The leader among `field` on `blocks`, its contrasts with the others (judged: each with the alpha and the
     field size its decision used), and those told apart from it.
     `model`: a combination's process variance from the variance model, with its degrees of freedom."""
@@ -110,9 +119,16 @@ def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], 
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
     ranked = {c: -math.inf if r is None else r for c, r in rel.items()}
     leader = max(sorted(field, key=str), key=lambda c: ranked[c])
-    found = judged([paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None)
+    found = judged([paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None,
+                           _differences(screened or {}, leader, c))
                     for c in sorted(field, key=str) if c != leader], alpha, len(field))
     return leader, found, {c.other for c in found if c.apart}
+
+
+def _differences(values: dict[Key, dict[int, float]], a: Key, b: Key) -> list[float]:
+    """a's value less b's in every block of `values` that measured both."""
+    mine, theirs = values.get(a, {}), values.get(b, {})
+    return [mine[k] - theirs[k] for k in sorted(set(mine) & set(theirs))]
 
 
 def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
@@ -126,7 +142,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     est = {c: e for c, e in estimates(measurements, baseline, techniques).items() if c in eligible}
     fitted = variance.fit(noise_sources(measurements, baseline, techniques))
     model = (lambda c: (fitted.variance(techniques(c)), fitted.df_for(techniques(c)))) if fitted else None
-    values = _values(measurements, RACE)
+    values, screened = _values(measurements, RACE), _values(measurements, SCREEN)
     blocks = sorted({b for by in values.values() for b in by})
     n_race = len(blocks)
     if not est:
@@ -156,7 +172,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
             field.append(baseline)
         field = [c for c in field if c in est]
         alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks) if n >= MIN_RACE_BLOCKS else 0.0
-        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model)
+        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model, screened)
         last.update({c.other: c for c in contrasts})
         out += sorted(dropped, key=str)
     survivors = [c for c in field if c != leader and c not in out]
@@ -207,8 +223,22 @@ def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key],
     members = tuple(dict.fromkeys(c for c in (leader, simplest([leader, *standing["contenders"]], techniques))
                                   if c != baseline))
     nxt = members if members and done < settings.confirm_blocks else None
+    differences = _from_baseline(measurements, baseline)
+    raced = [c for c in (leader, *standing["contenders"], *standing["eliminated"]) if c != baseline]
     return Race(**standing, next_block=nxt, why=why, phase=CONFIRM, pending=tuple(pending), confirm_blocks=done,
-                not_raced=not_raced)
+                not_raced=not_raced, two_level=tuple(c for c in raced if two_levels(differences.get(c, []))))
+
+
+def _from_baseline(measurements: Sequence[Measurement[Key]], baseline: Key) -> dict[Key, list[float]]:
+    """combination -> its per-block paired differences from the block's baselines (their mean), over every block it
+    shared with one: screening, race and confirmation."""
+    out: dict[Key, list[float]] = {}
+    for phase in (SCREEN, RACE, CONFIRM):
+        values = _values(measurements, phase)
+        base = values.get(baseline, {})
+        for c, mine in values.items():
+            out.setdefault(c, []).extend(mine[b] - base[b] for b in sorted(mine) if b in base)
+    return out
 
 
 def confirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: Key, others: Sequence[Key],

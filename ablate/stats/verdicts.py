@@ -127,6 +127,7 @@ class Recommendation:
     not_raced: tuple[str, ...] = ()  # field members that never got a race seat (their estimates: screening's)
     margin: float = ProtocolSettings().equivalence_margin
     accuracy_unmeasured: str | None = None  # why the answer is on speed alone
+    two_level: tuple[str, ...] = ()  # raced ones whose processes ran at two speed levels (`ablate.stats.levels`)
 
     @property
     def pick(self) -> Record:
@@ -169,7 +170,8 @@ def recommendation(records: list[Record], tolerance: float, settings: ProtocolSe
                           contrasts, standing.eliminated, standing.pending, standing,
                           verdicts.get(headline.combination), headline, tested,
                           {c.other: c for c in standing.dropped_by}, tuple(c for c in standing.not_raced if c in ok),
-                          settings.equivalence_margin, accuracy_unmeasured(records))
+                          settings.equivalence_margin, accuracy_unmeasured(records),
+                          tuple(c for c in standing.two_level if c in ok))
 
 
 def equivalent(measurements: list[protocol.Measurement[str]], leader: str, members: list[str],

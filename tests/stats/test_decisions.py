@@ -38,8 +38,12 @@ class Host:
         self.level += self.rng.normal(0.0, self.walk)
         self.time += 1
         c = slot.combination
-        y = self.truth[c] + TREND * self.time + self.level + self.rng.normal(0.0, self.sigma[c])
+        y = self.truth[c] + TREND * self.time + self.level + self.offset(c)
         return Measurement(c, slot.block, slot.phase, float(np.mean(y + self.rng.normal(0.0, SIGMA_W, 3))))
+
+    def offset(self, c: str) -> float:
+        """This process's own offset from its truth (drawn otherwise in tests/stats/test_bimodal_race.py)."""
+        return float(self.rng.normal(0.0, self.sigma[c]))
 
 
 def run_study(truth: dict[str, float], sigma: dict[str, float], settings: ProtocolSettings, seed: int,
@@ -272,7 +276,8 @@ def _two(ratio: float, seed: int) -> bool:
 @pytest.mark.parametrize("ratio, power", [(1.13, 0.60), (1.15, 0.70)])
 def test_two_contenders_13_or_15_percent_apart_are_told_apart_over_six_blocks(ratio, power):
     """The power beside "told apart and dropped", established (Clopper-Pearson lower bound over 300 races; seen:
-    68% at 13%, 79% at 15%)."""
+    67% at 13%, 80% at 15% with the guard against two-level processes of test_bimodal_race.py; 68% and 79%
+    without)."""
     n = 300
     told = sum(_two(ratio, seed) for seed in range(n))
     assert stats.beta.ppf(0.05, told, n - told + 1) >= power, told
@@ -290,8 +295,9 @@ def _tie(ways: int, seed: int) -> bool:
 
 @pytest.mark.parametrize("ways, studies", [(2, 800), (6, 300)])
 def test_a_true_tie_is_declared_broken_at_most_5_percent_of_the_time_over_the_whole_race(ways, studies):
-    """Established: the Clopper-Pearson upper bound of the rate is at most 5% (seen: 3.3% of 800 two-way ties; 200
-    could not establish it). Six ways: the leader is the luckiest of six, which Holm's procedure on "leader against
+    """Established: the Clopper-Pearson upper bound of the rate is at most 5% (seen: 2.4% of 800 two-way ties, 3.3%
+    before the guard against two-level processes of test_bimodal_race.py; 200 could not establish it). Six ways (seen:
+    1% of 300, 2% before the guard): the leader is the luckiest of six, which Holm's procedure on "leader against
     each" ignores (it broke this tie in 14% of races; the overlap rule before it in 9%)."""
     broken = sum(_tie(ways, seed) for seed in range(studies))
     assert stats.beta.ppf(0.95, broken + 1, studies - broken) <= 0.05, broken
