@@ -1,0 +1,131 @@
+"""Where a step's time goes, which techniques can touch it, and each measured speed-up told by the phase it changed.
+
+Why: the protocol proves how much a combination speeds a model up, never why; where the answer is "could not tell
+these apart", a user is left with nothing to act on. The profiling window (`ablate.trial.phases`) splits a step into
+its phases, and every strategy declares the phases it acts on (`strategies.base.Target`); joined, they say before a
+technique is measured whether it can matter, and after, which phase moved.
+
+- **From the loop's phases to what a strategy targets.** data -> data, copy -> copy, forward and backward ->
+  compute, optimizer -> optimizer; "other" (the loop's bookkeeping) is nobody's. Launch overhead (the host issuing
+  work) is a phase of its own only on CUDA, where the device's idle share measures it (the device waited for the
+  host); on a CPU the host issues and runs the kernels alike, so launch cost sits inside forward and backward and is
+  counted with compute.
+- **The ceiling** (Amdahl's law): a technique that removed every second of the phases it targets would make a step
+  1 / (1 - s) faster, s their share of it. Where that is under `UNLIKELY_BELOW`, the technique is said to be unlikely
+  to help before it is measured. It is a prediction from one profiled baseline, not a decision: the measured
+  speed-up then confirms or refutes it, and one whose interval lies wholly above the ceiling changed more than the
+  phases it declares (a bigger batch, say, that also made each sample's compute cheaper).
+- **Which phase moved**: of a combination against the baseline, the phase whose time per sample fell the most, as
+  the shares of the step before and after ("waiting for data 52% -> 4% of the step"). Per sample, not per step: a
+  bigger batch makes every step longer and still each sample cheaper.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from ablate.trial import metrics as metric
+
+UNLIKELY_BELOW = 1.05  # a ceiling under x1.05: unlikely to help, at most 5% even were its phases free
+# What a loop phase is to the strategies' targets (strategies.base.PHASES); launch on CUDA comes from the idle share.
+TARGET_OF = {"data": "data", "copy": "copy", "forward": "compute", "backward": "compute", "optimizer": "optimizer"}
+WORDS = {"data": "waiting for data", "copy": "the copy to the device", "forward": "the forward pass",
+         "backward": "the backward pass", "optimizer": "the optimizer step", "other": "the loop's own bookkeeping"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Where one combination's step goes: each loop phase's mean seconds per step and share of it, over its
+    profiled measurements; the GPU's idle share where a kernel trace measured it; samples per step where known."""
+
+    seconds: Mapping[str, float]  # loop phase (`metrics.STEP_PHASES`) -> mean seconds per step
+    step_s: float
+    idle: float | None  # CUDA: the share of the window the device ran nothing
+    samples_per_step: float | None
+
+    def share(self, phase: str) -> float:
+        return self.seconds.get(phase, 0.0) / self.step_s if self.step_s > 0 else 0.0
+
+    def per_sample(self, phase: str) -> float:
+        return self.seconds.get(phase, 0.0) / (self.samples_per_step or 1.0)
+
+    def targets(self) -> dict[str, float]:
+        """Each target's share of the step (strategies.base.PHASES): launch only where the idle share was measured;
+        without it launch is inside compute (module docstring)."""
+        out: dict[str, float] = {}
+        for phase, target in TARGET_OF.items():
+            out[target] = out.get(target, 0.0) + self.share(phase)
+        if self.idle is not None:
+            out["launch"] = self.idle
+        return out
+
+
+def profile(measurements: Iterable[Mapping[str, float]]) -> Profile | None:
+    """The mean profile of a combination's measurements (each a trial's metrics); None where none was profiled."""
+    found = [m for m in measurements if metric.PROFILED_STEP_S in m]
+    if not found:
+        return None
+    seconds = {p: statistics.fmean(m.get(metric.phase_s(p), 0.0) for m in found) for p in metric.STEP_PHASES}
+    idle = [m[metric.GPU_IDLE_SHARE] for m in found if metric.GPU_IDLE_SHARE in m]
+    per_step = [m[metric.TRAIN_SAMPLES] / m[metric.TRAIN_STEPS] for m in found
+                if m.get(metric.TRAIN_STEPS) and metric.TRAIN_SAMPLES in m]
+    return Profile(seconds, statistics.fmean(m[metric.PROFILED_STEP_S] for m in found),
+                   statistics.fmean(idle) if idle else None, statistics.fmean(per_step) if per_step else None)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the baseline's profile says of a technique before it is measured."""
+
+    name: str
+    targets: tuple[str, ...]
+    share: float  # of the step, the phases it targets (launch included only where measured)
+    ceiling: float | None  # 1 / (1 - share); None where it targets nothing a profile measures (memory)
+
+    @property
+    def unlikely(self) -> bool:
+        return self.ceiling is not None and self.ceiling < UNLIKELY_BELOW
+
+    def describe(self) -> str:
+        if self.ceiling is None:
+            return f"{self.name}: targets {' + '.join(self.targets)}, which no phase measures"
+        word = "unlikely to help" if self.unlikely else "can help"
+        return (f"{self.name}: {word} - {' + '.join(self.targets)} {self.share:.0%} of the step, "
+                f"at most x{self.ceiling:.2f} were it free")
+
+    def checked(self, low: float, high: float) -> str:
+        """The prediction against a measured speed-up's interval [low, high]."""
+        if self.ceiling is None:
+            return "no prediction"
+        if low > self.ceiling:
+            return f"faster than its ceiling x{self.ceiling:.2f}: it changed more than the phases it targets"
+        if self.unlikely:
+            return "as predicted, within its ceiling" if high <= UNLIKELY_BELOW else "not ruled out by the measurement"
+        return "within its ceiling"
+
+
+def predict(base: Profile, name: str, targets: Iterable[str]) -> Prediction:
+    """A technique's ceiling on the baseline's profile (module docstring)."""
+    mine = tuple(targets)
+    shares = base.targets()
+    measured = [t for t in mine if t in shares]
+    if not measured:
+        return Prediction(name, mine, 0.0, None)
+    share = min(1.0, sum(shares[t] for t in measured))
+    return Prediction(name, mine, share, 1 / (1 - share) if share < 1 else float("inf"))
+
+
+def moved(base: Profile, other: Profile) -> str | None:
+    """The loop phase whose time per sample fell the most from `base` to `other` (None: none fell)."""
+    drops = {p: base.per_sample(p) - other.per_sample(p) for p in metric.STEP_PHASES}
+    phase = max(drops, key=lambda p: drops[p])
+    return phase if drops[phase] > 0 else None
+
+
+def sentence(label: str, base: Profile, other: Profile) -> str:
+    """"num_workers(n=2): waiting for data 52% -> 4% of the step" (the phase `moved` names)."""
+    phase = moved(base, other)
+    if phase is None:
+        return f"{label}: no phase's time per sample fell"
+    return f"{label}: {WORDS[phase]} {base.share(phase):.0%} -> {other.share(phase):.0%} of the step"

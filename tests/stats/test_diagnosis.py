@@ -1,0 +1,70 @@
+"""The diagnosis (`ablate.stats.diagnosis`): the phases, each technique's ceiling, and the phase that moved."""
+from __future__ import annotations
+
+import pytest
+
+from ablate.stats import diagnosis
+from ablate.trial import metrics as metric
+
+
+def _measured(step_s: float, shares: dict[str, float], samples_per_step: int = 64, idle: float | None = None) -> dict:
+    m = {metric.PROFILED_STEP_S: step_s, metric.TRAIN_SAMPLES: 10.0 * samples_per_step, metric.TRAIN_STEPS: 10.0}
+    m.update({metric.phase_s(p): step_s * shares.get(p, 0.0) for p in metric.STEP_PHASES})
+    if idle is not None:
+        m[metric.GPU_IDLE_SHARE] = idle
+    return m
+
+
+INPUT_BOUND = {"data": 0.52, "copy": 0.01, "forward": 0.17, "backward": 0.2, "optimizer": 0.08, "other": 0.02}
+
+
+def test_a_profile_is_the_mean_of_the_profiled_measurements_and_none_without_one():
+    found = diagnosis.profile([_measured(0.1, INPUT_BOUND), _measured(0.3, INPUT_BOUND), {metric.THROUGHPUT: 1.0}])
+    assert found is not None and found.step_s == pytest.approx(0.2)
+    assert found.share("data") == pytest.approx(0.52) and found.idle is None
+    assert diagnosis.profile([{metric.THROUGHPUT: 1.0}]) is None
+
+
+def test_the_ceiling_is_amdahls_on_the_phases_a_technique_targets():
+    base = diagnosis.profile([_measured(0.1, INPUT_BOUND)])
+    assert base is not None
+    workers = diagnosis.predict(base, "num_workers", ["data"])
+    assert workers.ceiling == pytest.approx(1 / 0.48) and not workers.unlikely
+    pinning = diagnosis.predict(base, "pin_memory", ["copy"])
+    assert pinning.ceiling == pytest.approx(1 / 0.99) and pinning.unlikely and "unlikely to help" in pinning.describe()
+    compute = diagnosis.predict(base, "amp", ["compute"])
+    assert compute.share == pytest.approx(0.37)
+    assert diagnosis.predict(base, "activation_checkpointing", ["memory"]).ceiling is None
+
+
+def test_launch_is_measured_only_where_the_gpu_idle_share_was():
+    on_cpu = diagnosis.profile([_measured(0.1, INPUT_BOUND)])
+    on_gpu = diagnosis.profile([_measured(0.1, INPUT_BOUND, idle=0.3)])
+    assert on_cpu is not None and on_gpu is not None
+    assert "launch" not in on_cpu.targets() and on_gpu.targets()["launch"] == pytest.approx(0.3)
+    assert diagnosis.predict(on_cpu, "cuda_graphs", ["launch"]).ceiling is None
+    assert diagnosis.predict(on_gpu, "cuda_graphs", ["launch"]).ceiling == pytest.approx(1 / 0.7)
+
+
+def test_a_measured_speedup_confirms_or_refutes_the_prediction():
+    base = diagnosis.profile([_measured(0.1, INPUT_BOUND)])
+    assert base is not None
+    pinning = diagnosis.predict(base, "pin_memory", ["copy"])
+    assert pinning.checked(0.98, 1.03) == "as predicted, within its ceiling"
+    assert pinning.checked(0.98, 1.08) == "not ruled out by the measurement"
+    assert pinning.checked(1.2, 1.4).startswith("faster than its ceiling")
+
+
+def test_the_sentence_names_the_phase_whose_time_per_sample_fell_most():
+    base = diagnosis.profile([_measured(0.1, INPUT_BOUND)])
+    workers = diagnosis.profile([_measured(0.05, {"data": 0.04, "copy": 0.02, "forward": 0.4, "backward": 0.4,
+                                                  "optimizer": 0.12, "other": 0.02})])
+    assert base is not None and workers is not None
+    assert diagnosis.sentence("num_workers(n=2)", base, workers) == (
+        "num_workers(n=2): waiting for data 52% -> 4% of the step")
+    # A bigger batch: each step longer, each sample cheaper; read per sample, data fell most (its share barely moved).
+    batch = diagnosis.profile([_measured(0.16, {"data": 0.52, "copy": 0.01, "forward": 0.2, "backward": 0.23,
+                                                "optimizer": 0.02, "other": 0.02}, samples_per_step=128)])
+    assert batch is not None and diagnosis.moved(base, batch) == "data"
+    slower = diagnosis.profile([_measured(0.2, INPUT_BOUND)])
+    assert slower is not None and diagnosis.sentence("x", base, slower) == "x: no phase's time per sample fell"
