@@ -46,9 +46,9 @@ class Step:
         if self.name == "gpu-tests":
             return [py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests"]
         if self.name == "bench":
-            # No profiling-window pairs: 14 more fresh processes do not fit the step's 80 s; every catalogue and
-            # study trial records its own phases on the GPU anyway.
-            return [py, "-m", "benchmarks", "--device", "cuda", "--no-grid", "--profile-pairs", "0",
+            # Two profiling-window pairs, not the CPU's seven: 14 more fresh processes do not fit the step's 80 s.
+            # Two give the GPU's idle share and phases; every catalogue and study trial records its own as well.
+            return [py, "-m", "benchmarks", "--device", "cuda", "--no-grid", "--profile-pairs", "2",
                     "--results", str(scratch / "bench"), "--output", str(scratch / "bench" / "RESULTS.md")]
         assert self.study is not None
         return [py, "-m", "ablate", "run", self.study, "--device", "cuda", "--results", str(self.results(scratch)),
