@@ -16,7 +16,7 @@ from typing import Any, Mapping, get_args, get_type_hints
 
 import yaml
 
-from ablate.config import choices
+from ablate.config import choices, datasets
 from ablate.config.catalogue import STUDIES_DIR, available
 from ablate.config.choices import Option
 from ablate.config.design import ProtocolSettings
@@ -234,7 +234,7 @@ def load(name_or_path: str, device_type: str) -> Study:
                      **mapping(override.get("model_options", {}) or {}, f"{path}: devices.{device_type}.model_options")}
     _model_options(raw["model"], model_options, f"{path}: model_options")
     tokenizer, data_note = _text_encoding(raw["model"], raw["dataset"], model_options, f"{path}: model_options")
-    dataset_options = _dataset_options(raw["dataset"], raw.get("dataset_options", {}), f"{path}: dataset_options")
+    dataset_options = datasets.dataset_options(raw["dataset"], raw.get("dataset_options"), f"{path}: dataset_options")
     built_budget = _dataclass(Budget, budget, f"{path}: budget")
     _targets(built_budget, tasks.build(task_name, dict(task_options)), f"{path}: budget")
     _window_floor(built_budget, f"{path}: budget")
@@ -287,28 +287,6 @@ def _task(value: Any, dataset: str, where: str, model: str = "") -> tuple[str, t
         raise StudyError(f"{where}: model {model!r} is a Hugging Face causal LM: it trains with task "
                          "{causal_lm: {seq_len: N}} on a text dataset (kjv or text)")
     return name, tuple(sorted(options.items()))
-
-
-DATASET_OPTIONS = {"text": {"path"}, "imagefolder": {"path", "image_size"},
-                   "synthetic": {"image_size", "channels", "num_classes", "samples"}}
-
-
-def _dataset_options(dataset: str, value: Any, where: str) -> dict[str, Any]:
-    """`dataset: text` and `imagefolder` take the `path` of their data; imagefolder and synthetic an image size."""
-    options = mapping(value or {}, where)
-    if dataset in DATASET_OPTIONS:
-        reject_unknown(options, DATASET_OPTIONS[dataset], where, noun="option")
-        if "path" in DATASET_OPTIONS[dataset] and not isinstance(options.get("path"), str):
-            raise StudyError(f"{where}.path: dataset {dataset} needs the path of its "
-                             f"{'text file' if dataset == 'text' else 'folder'} "
-                             "(absolute, or relative to the data root)")
-        for key in DATASET_OPTIONS[dataset] - {"path"}:
-            if key in options and (not isinstance(options[key], int) or isinstance(options[key], bool)
-                                   or options[key] < 1):
-                raise StudyError(f"{where}.{key}: expected a whole number >= 1, got {options[key]!r}")
-    elif options:
-        raise StudyError(f"{where}: dataset {dataset!r} takes no options (text, imagefolder and synthetic do)")
-    return options
 
 
 def _model_options(model: str, options: dict[str, Any], where: str) -> None:

@@ -18,6 +18,10 @@ Images for library models: ``imagefolder`` reads torchvision's ImageFolder
 layout (``train/`` and ``val/`` under ``path``, one folder per class) at the
 model's input size; ``synthetic`` is random tensors of that size with random
 labels, throughput only, like the CIFAR-10 stand-in.
+
+Every dataset also takes ``sample_delay_ms``: each training sample returned that
+many milliseconds late (`ablate.workload.slow`, a loader bound by I/O on purpose,
+for showing the step-phase diagnosis); the test split is never slowed.
 """
 from __future__ import annotations
 
@@ -28,13 +32,14 @@ import socket
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
 import torch
 from torch.utils.data import Dataset, Subset
 
 from ablate.workload.datacache import cached
 from ablate.workload.registry import lookup
+from ablate.workload.slow import SAMPLE_DELAY, SlowSamples
 
 DATA_ENV = "ABLATE_DATA_DIR"
 OFFLINE_ENV = "ABLATE_OFFLINE"  # "1": never try a download (a machine with no route out, where one may hang)
@@ -263,12 +268,17 @@ _FOUND: dict[tuple[str, bool, str, str], str | None] = {}
 def load(name: str, train_subset: int | None = None, test_subset: int | None = None, **options: object) -> Splits:
     """The train and test splits of dataset `name`, optionally cut to their first N samples.
 
-    `options` go to the dataset (a text dataset's ``seq_len`` and ``path``).
+    `options` go to the dataset (a text dataset's ``seq_len`` and ``path``), except ``sample_delay_ms``, which
+    every dataset takes: each training sample then waits that long (`ablate.workload.slow`; the test split never).
     """
+    delay_ms = float(cast(float, options.pop(SAMPLE_DELAY, 0)))  # a number >= 0: ablate.config.datasets checked it
     splits = lookup(DATASETS, name, "dataset")(data_root(), **options)
     _FOUND[_key(name, options)] = splits.throughput_only
     cut = lambda ds, n: Subset(ds, range(min(n, len(ds)))) if n else ds  # noqa: E731
-    return Splits(cut(splits.train, train_subset), cut(splits.test, test_subset), splits.throughput_only, splits.note)
+    train = cut(splits.train, train_subset)
+    if delay_ms > 0:
+        train = SlowSamples(train, delay_ms)
+    return Splits(train, cut(splits.test, test_subset), splits.throughput_only, splits.note)
 
 
 def throughput_only(name: str, **options: object) -> str | None:
@@ -281,4 +291,5 @@ def throughput_only(name: str, **options: object) -> str | None:
 
 
 def _key(name: str, options: dict[str, object]) -> tuple[str, bool, str, str]:
-    return str(data_root()), offline(), name, repr(sorted(options.items()))
+    """What a load found depends on the data's options; the training samples' wait does not change it."""
+    return str(data_root()), offline(), name, repr(sorted((k, v) for k, v in options.items() if k != SAMPLE_DELAY))

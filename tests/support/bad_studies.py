@@ -50,6 +50,11 @@ BAD = {
     "no dimension": ("model: mnist_cnn\ndataset: mnist\nspace: {}\n", "space has no dimension"),
     "a name that leaves the results folder": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nname: ../../x\n",
                                               "name '../../x' must be letters, digits"),
+    "negative sample delay": ("model: mnist_cnn\ndataset: mnist\ndataset_options: {sample_delay_ms: -2}\n"
+                              "space: {a: [off]}\n",
+                              "dataset_options.sample_delay_ms: expected a number of milliseconds >= 0"),
+    "sample delay not a number": ("model: mnist_cnn\ndataset: mnist\ndataset_options: {sample_delay_ms: 2ms}\n"
+                                  "space: {a: [off]}\n", "got '2ms'"),
     "optimizer typo": ("model: mnist_cnn\ndataset: mnist\nspace: {a: [off]}\nbaseline: {optimizer: adma}\n",
                        "baseline: unknown optimizer 'adma'; choose one of: adam, sgd; did you mean 'adam'?"),
 }
