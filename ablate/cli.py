@@ -1,4 +1,5 @@
-"""Command line: `ablate run | worker | report | sync | list | ui | new`. Entry points only: parse, call, print.
+"""Command line: `ablate run | worker | report | sync | list | ui | new | diagnose`. Entry points only: parse, call,
+print.
 
 Imports are made where a command needs them: `ablate list` and `--help` import no torch (a second or more),
 and library messages and warnings go to a log file in every command (`ablate.trial.library_log`).
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ablate.config.validate import StudyError
+from ablate.stats.diagnosis import UNLIKELY_BELOW
 from ablate.store.lock import Busy, study_lock
 from ablate.trial import library_log
 from ablate.workload.registry import unknown
@@ -87,6 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("model", help="hf:ARCH (hf:llama), hf:PATH, timm:NAME, torchvision:NAME, a built-in model or "
                                    "package.module:Class")
     new.add_argument("--out", type=Path, metavar="FILE", help="where to write it (default: ./NAME.yaml)")
+    diagnose = commands.add_parser("diagnose", help="profile the baseline alone (about a minute on a CPU): where its "
+                                                    "step goes, and which strategies can help")
+    diagnose.add_argument("target", metavar="STUDY_OR_MODEL",
+                          help="a name in studies/, a path to a study file, or a model as `ablate new` takes it")
+    diagnose.add_argument("--device", help="cpu or cuda[:N] (default: cuda:0 where CUDA is available, else cpu)")
+    diagnose.add_argument("--write-study", type=Path, metavar="FILE",
+                          help="write a study whose space holds the strategies that can help (a ceiling of "
+                               f"x{UNLIKELY_BELOW:.2f} or more on this profile)")
+    diagnose.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
+                          help="results folder, for the log of library messages (default: %(default)s)")
     ui = commands.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=_port, default=5000, help="port to serve on (default: %(default)s)")
     ui.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: %(default)s)")
@@ -103,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
             args.device = args.device or default_device()
         return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui,
-                "new": _new}[args.command](args)
+                "new": _new, "diagnose": _diagnose}[args.command](args)
     except BrokenPipeError:  # `ablate list | head`: the reader has gone, which is no error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush cannot raise again
         return 141
@@ -427,6 +439,44 @@ def _new(args: argparse.Namespace) -> int:
     except (LookupError, FileExistsError, OSError) as error:  # an unknown or unavailable model, a file in the way
         raise StudyError(str(error).strip('"')) from None
     print(f"wrote {path}; edit it, then run it with: ablate run {path}")
+    return 0
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    from ablate import diagnose
+    from ablate.render.terminal import addressed
+    from ablate.trial.process import TrialFailed
+    from ablate.workload import data
+
+    device = _device(args.device)
+    _runnable(device)
+    found = diagnose.source(args.target, device.type)
+    log = library_log.to_log_file(args.results / found.study.name / library_log.LOG_NAME, lazy=True)
+    if args.write_study:
+        diagnose.destination(args.write_study)
+    _writable(args.results, "results folder", "--results")
+    data.load(found.study.dataset, **found.study.dataset_kwargs)  # fails early, before anything is written
+    try:
+        with library_log.trials_to(log):
+            diagnosis = diagnose.diagnose(found, device)
+    except TrialFailed as failed:
+        print(f"ablate: error: the baseline's trial failed: {failed}", file=sys.stderr)
+        print(addressed("its output", log), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ablate: interrupted; nothing written", file=sys.stderr)
+        return 130
+    print("\n".join(diagnosis.lines()))
+    if not args.write_study:
+        return 0
+    if not (helpful := diagnosis.helpful):
+        print(f"ablate: no study written: no strategy available here has a ceiling of x{UNLIKELY_BELOW:.2f} or more "
+              "on this profile", file=sys.stderr)
+        return 1
+    written = diagnose.write(diagnosis, args.write_study, f"`ablate diagnose {args.target}` on {device.type}")
+    print(f"\n{addressed(f'wrote the study of the {len(helpful)} strategies that can help', written.path)}\n"
+          f"{written.size:,} combinations (edit its space, or run it with --search optuna --trials N); run it with:\n"
+          f"  ablate run {written.path}")
     return 0
 
 

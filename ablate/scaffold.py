@@ -4,23 +4,32 @@ The file is written only after it loads as a study (so what `ablate new` writes,
 never over an existing file. What it fills in follows the model's kind: an `hf:` decoder learns the King
 James Bible on its own causal-LM loss at a CPU size; a `timm:` or `torchvision:` image model trains on
 synthetic images of its input size (throughput only, with the real data sets named in a comment); anything
-else (a built-in or `package.module:Class`) is a classifier on MNIST.
+else (a built-in or `package.module:Class`) is a classifier on MNIST. `ablate diagnose --write-study` writes
+through the same functions, with a space of its own (`space_text`).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+import yaml
+
+from ablate.config.validate import StudyError
 from ablate.workload import library_models
 
-__all__ = ["study_text", "default_path", "write"]
+if TYPE_CHECKING:
+    from ablate.config.study import Study
+
+__all__ = ["study_text", "space_text", "default_path", "target", "loaded", "write_text", "write"]
 
 _HF_SIZE = {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 512, "num_attention_heads": 4,
             "vocab_size": 256}
 
 _HEAD = """\
-# A study of {model}, written by `ablate new {model}`: edit it, then run it with
+# A study of {model}, written by {by}: edit it, then run it with
 #   ablate run {path}
 # Keys: docs/studies.md, "Keys". Each dimension of `space` is a list of choices (off, a strategy name,
 # {{name: {{option: value}}}} or {{preset: O1}}); every combination is measured against the baseline.
@@ -42,12 +51,7 @@ model_options: {options}
 dataset: kjv
 task: {{causal_lm: {{seq_len: 256}}}}   # the model's own loss with labels; tokens/s; next-token accuracy
 baseline: {{batch_size: 16, optimizer: adam, lr: 2.0e-3, max_grad_norm: 1.0}}
-space:
-  amp: [off, {{amp: {{dtype: bf16}}}}]
-  graph: [off, compile, {{compile: {{regional: true}}}}]       # regional: each decoder layer compiled once
-  checkpointing: [off, activation_checkpointing]
-  attention: [off, {{attention_backend: {{backend: math}}}}]   # on a GPU add flash, efficient, cudnn
-budget: {{train_samples: 512, warmup_samples: 32, window_samples: 64, windows: 3, test_subset: 64}}
+{space}budget: {{train_samples: 512, warmup_samples: 32, window_samples: 64, windows: 3, test_subset: 64}}
 accuracy_tolerance: 1.0
 """
 
@@ -61,23 +65,38 @@ model_options: {{num_classes: 10}}
 dataset: synthetic
 dataset_options: {{image_size: {size}, channels: {channels}, num_classes: 10, samples: 2048}}
 baseline: {{batch_size: 32, optimizer: sgd, lr: 0.05, max_grad_norm: 1.0}}
-space:
-  amp: [off, {{amp: {{dtype: bf16}}}}]
-  channels_last: [off, channels_last]                          # convolutions: the stem, or a whole CNN
-  graph: [off, compile, {{compile: {{regional: true}}}}]       # regional needs repeated blocks (docs/strategies.md)
-  checkpointing: [off, activation_checkpointing]
-budget: {{train_samples: 256, warmup_samples: 32, window_samples: 64, windows: 3, test_subset: 64}}
+{space}budget: {{train_samples: 256, warmup_samples: 32, window_samples: 64, windows: 3, test_subset: 64}}
 """
 
 _OTHER = """\
-model_options: {}   # the constructor's keyword arguments
+model_options: {{}}   # the constructor's keyword arguments
 dataset: mnist
-baseline: {batch_size: 64, optimizer: adam, lr: 1.0e-3}
+baseline: {{batch_size: 64, optimizer: adam, lr: 1.0e-3}}
+{space}budget: {{train_samples: 6400, warmup_samples: 640, window_samples: 1280, windows: 3}}
+"""
+
+# Each kind's space where `ablate new` chooses it (`ablate diagnose --write-study` gives its own).
+_SPACES = {
+    "hf": """\
+space:
+  amp: [off, {amp: {dtype: bf16}}]
+  graph: [off, compile, {compile: {regional: true}}]       # regional: each decoder layer compiled once
+  checkpointing: [off, activation_checkpointing]
+  attention: [off, {attention_backend: {backend: math}}]   # on a GPU add flash, efficient, cudnn
+""",
+    "vision": """\
+space:
+  amp: [off, {amp: {dtype: bf16}}]
+  channels_last: [off, channels_last]                          # convolutions: the stem, or a whole CNN
+  graph: [off, compile, {compile: {regional: true}}]       # regional needs repeated blocks (docs/strategies.md)
+  checkpointing: [off, activation_checkpointing]
+""",
+    "other": """\
 space:
   amp: [off, {amp: {dtype: bf16}}]
   graph: [off, compile]
-budget: {train_samples: 6400, warmup_samples: 640, window_samples: 1280, windows: 3}
-"""
+""",
+}
 
 
 def default_path(model: str) -> Path:
@@ -98,8 +117,10 @@ def _input_size(model: str) -> tuple[int, int]:
     return 3, 299 if ref.startswith("inception") else 224
 
 
-def study_text(model: str, path: Path) -> str:
-    """The commented study file for `model`; raises `ModelUnavailable` when the model cannot be had here."""
+def study_text(model: str, path: Path, space: str | None = None, by: str | None = None) -> str:
+    """The commented study file for `model`: its kind's space, or `space` (the `space:` block, `space_text`), and
+    the command that wrote it (`by`, default `ablate new MODEL`). Raises `ModelUnavailable` when the model cannot
+    be had here."""
     prefix = model.split(":", 1)[0] if library_models.is_library(model) else ""
     if prefix:
         library_models.factory(model)  # the name checked first: extra installed, architecture known
@@ -111,26 +132,65 @@ def study_text(model: str, path: Path) -> str:
                 options[key] = value
             except ValueError:
                 continue
-        body = _HF.format(options="{" + ", ".join(f"{k}: {v}" for k, v in options.items()) + "}")
+        body = _HF.format(options="{" + ", ".join(f"{k}: {v}" for k, v in options.items()) + "}",
+                          space=space or _SPACES["hf"])
         description = f"{model} (transformers, from its configuration) learning text on its causal-LM loss"
     elif prefix:
         channels, side = _input_size(model)
         constructor = ("timm.create_model(NAME, pretrained=False, ...)" if prefix == "timm"
                        else "torchvision.models.get_model(NAME, weights=None, ...)")
-        body = _VISION.format(constructor=constructor, size=side, channels=channels)
+        body = _VISION.format(constructor=constructor, size=side, channels=channels, space=space or _SPACES["vision"])
         description = f"{model} on synthetic images of its input size ({channels}x{side}x{side}): throughput"
     else:
-        body = _OTHER
+        body = _OTHER.format(space=space or _SPACES["other"])
         description = f"{model} classifying MNIST"
-    return _HEAD.format(model=model, path=path, description=description) + body
+    return _HEAD.format(model=model, path=path, description=description, by=by or f"`ablate new {model}`") + body
 
 
-def target(model: str, path: Path | None = None) -> Path:
+def space_text(dimensions: Sequence[tuple[str, Sequence[Any]]], notes: Mapping[str, Sequence[str]]) -> str:
+    """A `space:` block: each dimension `off` and its choices (as a study file spells them: a name, or
+    {name: {option: value}}), after comment lines `notes[dimension]`."""
+    lines = ["space:"]
+    for name, choices in dimensions:
+        lines += [f"  # {note}" for note in notes.get(name, ())]
+        lines.append(f"  {name}: [{', '.join(['off', *map(_flow, choices)])}]")
+    return "\n".join(lines) + "\n"
+
+
+def _flow(choice: Any) -> str:
+    return choice if isinstance(choice, str) else yaml.safe_dump(choice, default_flow_style=True, width=10_000).strip()
+
+
+def target(model: str, path: Path | None = None, option: str = "--out") -> Path:
     """Where the study for `model` goes (`path`, else `default_path`); FileExistsError where a file is there."""
     path = path or default_path(model)
     if path.exists():
-        raise FileExistsError(f"{path} exists; choose another with --out, or remove it")
+        raise FileExistsError(f"{path} exists; choose another with {option}, or remove it")
     return path
+
+
+def loaded(text: str, path: Path, device_type: str = "cpu", shown: str | None = None) -> Study:
+    """`text` loaded as the study file `path` would be (from a copy in a temporary folder: nothing is written at
+    `path`); the loader's `StudyError` names `shown` (default: `path`) where it would name the copy."""
+    from ablate.config.study import load
+
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / path.name
+        probe.write_text(text)
+        try:
+            study = load(str(probe), device_type)
+        except StudyError as error:
+            raise StudyError(str(error).replace(str(probe), shown or str(path))) from None
+    return dataclasses.replace(study, path=path)
+
+
+def write_text(text: str, path: Path, device_type: str = "cpu") -> Study:
+    """Write study `text` to `path` once it loads (what is written, `ablate run` takes); returns the study.
+
+    Raises the study loader's `StudyError` for one that does not load (then nothing is written)."""
+    study = loaded(text, path, device_type)
+    path.write_text(text)
+    return study
 
 
 def write(model: str, path: Path | None = None) -> Path:
@@ -139,13 +199,5 @@ def write(model: str, path: Path | None = None) -> Path:
     Raises FileExistsError for an existing file and the study loader's `StudyError` for one that does not
     load (then nothing is written).
     """
-    from ablate.config.study import load
-
     path = target(model, path)
-    text = study_text(model, path)
-    with tempfile.TemporaryDirectory() as folder:  # loaded before it is written: what `new` writes, `run` takes
-        probe = Path(folder) / path.name
-        probe.write_text(text)
-        load(str(probe), "cpu")
-    path.write_text(text)
-    return path
+    return write_text(study_text(model, path), path).path

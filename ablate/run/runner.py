@@ -27,12 +27,12 @@ from tqdm import tqdm
 from ablate.config.choices import accuracy_group, by_dimension, combination_label, levels_of
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study, StudyError
-from ablate.render import report, results, terminal
+from ablate.render import breakdown, report, results, terminal
 from ablate.run import bitwise
 from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.run.objective import Objective, ProgressLines
 from ablate.run.recovery import Recovery
-from ablate.stats import comparison
+from ablate.stats import comparison, diagnosis
 from ablate.stats.planner import Planned, Planner
 from ablate.store import claim, records, seeds, study_record
 from ablate.store.records import State
@@ -42,6 +42,7 @@ from ablate.tracking.tracker import Tracker
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import Machine
 from ablate.trial.process import TrialFailed
+from strategies.base import TARGETS
 
 SEARCHES = ("grid", "optuna")
 # Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
@@ -117,6 +118,7 @@ class Runner:
         self.lines = ProgressLines(study.throughput_unit)
         self.signals = DeferredInterrupts()
         self.ran = 0
+        self.diagnosed = False  # the baseline's diagnosis has been printed (`_diagnose`)
 
     # -- the protocol ---------------------------------------------------------------------------------------
 
@@ -128,6 +130,8 @@ class Runner:
             with terminal.progress(planned, done) as bar, \
                     sigterm_as_keyboard_interrupt(), self.interpreters:  # the unused ones stop at the end
                 self.progress = bar
+                self._diagnose([r for r in records.load_measurements(self.optuna_study)
+                                if r.device == self.machine.device_name])  # a resumed run's stored baseline
                 try:
                     self._check_bitwise()
                     self._work()
@@ -262,8 +266,25 @@ class Runner:
         self.ran += 1
         if self.progress and (line := self.lines.line(r)):
             self.progress.write(terminal.wrapped(line))
+        self._diagnose([r])
         if self.progress and r.state != State.SKIPPED:
             self.progress.update(1)
+
+    def _diagnose(self, measured: list[records.Record]) -> None:
+        """Once, as the baseline's first measurement with a profile is in (at the start of a resumed run: those
+        stored): where its step goes, and which planned techniques that can run here act only on phases that
+        cost little (`ablate.stats.diagnosis`), said before they are measured."""
+        if self.diagnosed or not self.progress:
+            return
+        base = diagnosis.profile(r.metrics for r in measured if r.combination == records.BASELINE and r.complete)
+        if base is None:
+            return
+        self.diagnosed = True
+        kinds = {k.name: k for options in self.options.values() for o in options.values()
+                 if (built := o.build()) is not None and built.check(self.machine.device) is None for k in o.kinds}
+        planned = [diagnosis.predict(base, name, [t for t in TARGETS if t in k.targets]) for name, k in kinds.items()]
+        for line in breakdown.run_start(base, planned):
+            self.progress.write(line)
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna_study)

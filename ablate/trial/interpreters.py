@@ -201,6 +201,7 @@ class Interpreters:
     """The prepared interpreters of one study process; a context manager that stops the unused ones."""
 
     preload: Callable[[], None] = _preload
+    keep: int = AHEAD  # interpreters kept ahead; 0 for one trial with none after it (`ablate diagnose`)
     ahead: list[Interpreter] = field(default_factory=list)
     imports: list[tuple[float, float]] = field(default_factory=list)  # every finished import, for the timeline
 
@@ -226,13 +227,13 @@ class Interpreters:
         return Interpreter(process, parent_end, began)
 
     def refill(self) -> None:
-        """Continue those stopped, and start interpreters until `AHEAD` are ahead (ready or importing).
+        """Continue those stopped, and start interpreters until `keep` are ahead (ready or importing).
 
         Call only outside a measured stretch: the next one to begin stops them (`pause`).
         """
         self.resume()
         self.ahead = [i for i in self.ahead if i.process.is_alive() or not i.importing]
-        while len(self.ahead) < AHEAD:
+        while len(self.ahead) < self.keep:
             self.ahead.append(self.start())
 
     def pause(self) -> float:

@@ -79,6 +79,25 @@ def to_log_file(path: Path, *, lazy: bool = False) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def trials_to(path: Path) -> Iterator[None]:
+    """Trial processes started inside send their output to `path`: for a command that runs a trial but logs nothing
+    to MLflow (`ablate diagnose`), so has no reason to import it (`to_log_file`). A trial opens the file whether it
+    says something or not: an empty one is removed at the end, and the folders made for it."""
+    made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with trial_log_set():
+            os.environ[TRIAL_LOG_ENV] = str(path)
+            yield
+    finally:
+        with contextlib.suppress(OSError):
+            if path.stat().st_size == 0:
+                path.unlink()
+                for folder in made:  # innermost first; one that holds something stays
+                    folder.rmdir()
+
+
 def settle(fallback: Path) -> None:
     """At a command's end: what is still held, and what libraries say after, goes to `fallback` (made only
     when there is something to write)."""

@@ -22,7 +22,7 @@ FLOORS = [
     {"render"},
     {"tracking"},
     {"run"},
-    {"scaffold"},
+    {"scaffold", "diagnose"},
     {"cli", "__main__"},
 ]
 FLOOR = {part: i for i, parts in enumerate(FLOORS) for part in parts}

@@ -33,7 +33,7 @@ def noisy(command):
         return command(args)
     return run
 
-for name in ("_list", "_run", "_report", "_sync", "_new", "_ui"):
+for name in ("_list", "_run", "_report", "_sync", "_new", "_diagnose", "_ui"):
     setattr(cli, name, noisy(getattr(cli, name)))
 sys.exit(cli.main(sys.argv[1:]))
 """
@@ -42,6 +42,7 @@ sys.exit(cli.main(sys.argv[1:]))
 @pytest.mark.parametrize(("command", "log"), [
     (["list"], ""),  # names no study: the results folder's log
     (["new", "no_such_model"], ""),
+    (["diagnose", "no_such_model"], ""),  # names neither a study nor a model: the results folder's log
     (["run", str(TINY), "--device", "nowhere"], ""),  # refused before its study is read
     (["report", str(TINY)], "tiny"),  # the study's log, though it has nothing stored yet
     (["sync", str(TINY)], "tiny"),

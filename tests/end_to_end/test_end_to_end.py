@@ -125,6 +125,12 @@ def test_accuracy_is_trained_after_screening_and_shared_across_numerics_preservi
             assert r.accuracy == donor.user_attrs["metrics"]["test_accuracy"] and r.accuracy_from == donor.number
 
 
+def test_the_run_says_where_the_baselines_step_goes_once(tiny_study_run):
+    """Once its first measurement is in, within 100 columns (tests/cli/test_diagnose.py checks what it says)."""
+    said = [line for line in tiny_study_run[1].splitlines() if line.startswith("baseline's step (")]
+    assert len(said) == 1 and len(said[0]) <= 100, tiny_study_run[1]
+
+
 def test_second_run_runs_nothing_new(first_run, tiny_study_file, capsys):
     before = len(_runs(first_run)[1])
     assert main(["run", str(tiny_study_file), "--device", "cpu", "--results", str(first_run)]) == 0
