@@ -265,6 +265,7 @@ def _names(shape: Any, prefix: str = "") -> set[str]:
     return {f"{prefix}{name}" for name in shape}
 
 
+PHASES = ("data", "copy", "forward", "backward", "optimizer", "other")  # a step's phases, as ablate/trial/metrics.py
 # What changed on purpose since 46e5984, name by name: a script reading the old names finds all but REMOVED.
 ADDED = {
     # Measurements: the load guard (ablate.trial.load) over the timed windows; how many attempts were discarded.
@@ -279,6 +280,13 @@ ADDED = {
         "protocol.foreign_load_limit", "protocol.remeasure", "recommendation.accuracy_unmeasured",
         "recommendation.eliminated", "recommendation.equivalence_margin", "recommendation.members",
         "recommendation.not_raced")),
+    # Where a step's time goes (issue 40): each measurement's profiling window (ablate.trial.phases); energy per
+    # sample in the full table's CSV ("not counted here" on this machine).
+    *(f"{where}:{m}" for where in ("mlflow.db:measurement:metrics", "mlflow.db:row:metrics",
+                                   "tiny/optuna.db:trial_metrics")
+      for m in ("profiled_step_s", "profiled_steps", "profile_cost",
+                *(f"phase_{kind}_{p}" for kind in ("s", "share") for p in PHASES))),
+    *(f"tiny/grid-cpu.csv:columns:{c}" for c in ("energy/sample", "energy low", "energy high")),
 }
 REMOVED: set[str] = set()
 # Names under these prefixes are data (a member's entry, a decision's fields), their presence the outcome's.
