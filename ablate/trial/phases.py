@@ -145,7 +145,7 @@ def device_busy_s(events: Iterable[Any], device: torch.device) -> float | None:
     from torch.autograd import DeviceType
 
     spans = sorted((e.start_ns(), e.end_ns()) for e in events
-                   if e.device_type() == DeviceType.CUDA and e.activity_type() in DEVICE_WORK
+                   if e.device_type() == DeviceType.CUDA and _occupies_device(e)
                    and (device.index is None or e.device_index() == device.index))
     if not spans:
         return None
@@ -155,3 +155,15 @@ def device_busy_s(events: Iterable[Any], device: torch.device) -> float | None:
             busy, start = busy + end - start, begins
         end = max(end, ends)
     return (busy + end - start) / 1e9
+
+
+def _occupies_device(event: Any) -> bool:
+    """Whether a device event is work (a kernel, a copy, a memset) rather than an annotation's span.
+
+    Older torch (2.11, on the lent H200 of 2026-11-26) gives kineto's events no `activity_type`; on the device's
+    timeline such a trace holds work and user annotations, which it flags (sync events are off by default)."""
+    kind = getattr(event, "activity_type", None)
+    if kind is not None:
+        return kind() in DEVICE_WORK
+    annotation = getattr(event, "is_user_annotation", None)
+    return annotation is None or not annotation()

@@ -240,16 +240,19 @@ class FakeTrace:
     """What a kernel trace records: `run` device work while one records; `cupti` False: CUDA is no supported
     activity (PyTorch built or installed without CUPTI)."""
 
-    def __init__(self, cupti: bool = True) -> None:
-        self.cupti, self.recording, self.traces = cupti, None, 0
+    def __init__(self, cupti: bool = True, typed: bool = True) -> None:
+        # typed False: torch before kineto's events named their activity type (2.11): annotations are flagged
+        self.cupti, self.typed, self.recording, self.traces = cupti, typed, None, 0
 
     def run(self, start_s: float, end_s: float, activity: str = "kernel", device: int = 0,
             device_type: DeviceType = DeviceType.CUDA) -> None:
         """Device work from `start_s` to `end_s` (seconds on the test's clock); kept only while a trace records."""
         if self.recording is not None:
+            kind = ({"activity_type": lambda: activity} if self.typed
+                    else {"is_user_annotation": lambda: activity == "gpu_user_annotation"})
             self.recording.append(SimpleNamespace(
                 start_ns=lambda: round(start_s * 1e9), end_ns=lambda: round(end_s * 1e9),
-                activity_type=lambda: activity, device_index=lambda: device, device_type=lambda: device_type))
+                device_index=lambda: device, device_type=lambda: device_type, **kind))
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeTrace:
         from torch.profiler import ProfilerActivity

@@ -254,8 +254,9 @@ def test_the_fakes_refuse_what_pytorch_refuses(fake_time, monkeypatch):
     assert first.profiler.kineto_results.events() == []
 
 
-def test_device_busy_time_counts_overlapping_work_once_and_only_this_device_s():
-    trace = FakeTrace()
+@pytest.mark.parametrize("typed", [True, False], ids=["activity-types", "torch-2.11-events"])
+def test_device_busy_time_counts_overlapping_work_once_and_only_this_device_s(typed: bool):
+    trace = FakeTrace(typed=typed)
     trace.recording = []
     trace.run(0.0, 1.0)
     trace.run(0.5, 2.0, activity="gpu_memcpy")
