@@ -54,12 +54,12 @@ def metrics(throughput: EffectFit | str, accuracy: EffectFit | str) -> dict[str,
         if isinstance(fit, EffectFit):
             for e in fit.effects:
                 i = e.interval.exp() if exp else e.interval
-                key = _metric_key(f"effect.{kind}.{e.term}")
+                key = metric_key(f"effect.{kind}.{e.term}")
                 m.update({key: i.estimate, f"{key}.low": i.low, f"{key}.high": i.high})
     return m
 
 
-def _metric_key(text: str) -> str:
+def metric_key(text: str) -> str:
     """MLflow metric names allow letters, digits, _ - . / and spaces only."""
     return re.sub(r"[^\w\-./ ]+", "_", text).strip("_")
 

@@ -18,10 +18,12 @@ import markdown
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
-from ablate.render import answer, effects, plots, summaries, terminal
+from ablate.render import answer, effects, explained, plots, summaries, terminal
+from ablate.render.results import NOT_COUNTED
 from ablate.stats import analysis, parity, protocol
 from ablate.stats.analysis import BreakEven, EffectFit, Interval, Speedup
 from ablate.stats.comparison import Comparison, DeviceComparisons, followed
+from ablate.stats.explained import Diagnosis, diagnose
 from ablate.store import seeds
 from ablate.store.records import Record, baseline
 from ablate.store.study_record import StudyRecord
@@ -49,6 +51,7 @@ class Report:
     members: tuple[str, ...] = ()  # the race's set, simplest first
     lines: tuple[str, ...] = ()  # the rest of the answer, a name per line (`answer.terminal_lines`)
     why_none: str = NO_BASELINE  # without a recommendation: why
+    moved: str | None = None  # where the recommended stack's time went (`explained.terminal_line`)
 
     def summary(self) -> str:
         lines = [terminal.addressed(f"report ({self.device})", self.html),
@@ -64,7 +67,7 @@ class Report:
             lines.append(f"recommended: {self.recommended.combination} ({speedup}"
                          + (f" (95%, {count(m['recommended.blocks'], 'block')})" if shown else "")
                          + " the baseline's throughput)")
-            lines += [f"  {line}" for line in (*(self.compose or ()), *self.lines)]
+            lines += [f"  {line}" for line in (*(self.compose or ()), *self.lines, *filter(None, [self.moved]))]
         else:
             lines.append(f"recommended: none ({self.why_none})")
         return "\n".join(lines)
@@ -88,6 +91,9 @@ MEMORY = {
            "It includes the interpreter, torch and the data, so a saving in activations reads smaller than on a GPU, "
            "where only tensors count; DataLoader workers' own processes are not in it.",
 }
+ENERGY_NOTE = ("joules per sample over the timed windows (RAPL on a CPU, NVML on a GPU), over the same block's "
+               "baseline's, paired as a speed-up is; below x1: less energy per sample")
+NO_COUNTER = " (no measurement could read a RAPL or NVML energy counter)"
 NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the log scale: say so
 
 
@@ -109,26 +115,33 @@ def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: P
     compose = analysis.compose_line(rec.pick, study) if rec else None
     breaks = analysis.break_even(records, study, compared.speedup_of)
     title = f"{study.name} ({search}) on {device}"
+    diagnosed = diagnose(study, compared)
+    pick = rec.pick.combination if rec else None
 
     figures = [
         plots.speedup_chart(folder / "speedup.png", compared, picked, title),
         plots.effects_chart(folder / "effects.png", throughput, accuracy, title),
         plots.pareto_chart(folder / "pareto.png", compared, picked, title, study.throughput_unit),
     ]
+    (folder / explained.FIGURE).unlink(missing_ok=True)  # an earlier report's picture must not outlive its data
+    if diagnosed.profiled:
+        figures.append(plots.phases_chart(folder / explained.FIGURE, diagnosed, pick, title))
     cv = protocol.baseline_cv(analysis.protocol_measurements(records), BASELINE)
-    text = _markdown(study, compared, search, throughput, accuracy, numeric_dims, compose, breaks, cv, race)
+    text = _markdown(study, compared, search, throughput, accuracy, numeric_dims, compose, breaks, cv, race,
+                     diagnosed)
     md = folder / "report.md"
     md.write_text(text)
     html = folder / "report.html"
     html.write_text(_html(text, figures, title))
     summary = folder / "summary.json"
-    summary.write_text(json.dumps(summaries.summary(study, compared, search, cv, followed(study, race), race),
-                                  indent=2) + "\n")
+    summary.write_text(json.dumps(summaries.summary(study, compared, search, cv, followed(study, race), race,
+                                                    diagnosed), indent=2) + "\n")
     return Report(device, folder, md, html, summary, figures, rec.pick if rec else None, compose,
-                  _metrics(compared, throughput, accuracy, cv),
+                  {**_metrics(compared, throughput, accuracy, cv), **explained.metrics(diagnosed)},
                   race.seeds, rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else (),
-                  tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(records))
+                  tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(records),
+                  explained.terminal_line(diagnosed, pick))
 
 
 def _why_none(records: list[Record]) -> str:
@@ -167,7 +180,7 @@ def _bitwise_lines(stored: StudyRecord, device: str) -> list[str]:
 
 def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput: EffectFit | str,
               accuracy: EffectFit | str, numeric_dims: list[str], compose: tuple[str, str] | None,
-              breaks: list[BreakEven], cv: float | None, stored: StudyRecord) -> str:
+              breaks: list[BreakEven], cv: float | None, stored: StudyRecord, diagnosed: Diagnosis) -> str:
     records, device, rec = compared.records, compared.device, compared.recommendation
     base = baseline(records)
     states = Counter(r.state for r in records)
@@ -236,6 +249,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
                 "of variation): a single measurement cannot resolve effects of that size, and the speed-ups rest "
                 "on pairing within blocks. Trust the intervals, which come from repeated blocks; where a "
                 "combination has none (\"baseline\" noise), measure again on a quieter machine.", ""]
+    out += explained.section(diagnosed, rec.pick.combination if rec else None)
 
     method += [
         "Each measurement is one fresh process. A combination's speed-up is the geometric mean, over the blocks "
@@ -250,13 +264,15 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         "combination's own spread across its blocks where that is wider (\"own\"). A row's throughput is the "
         "baseline's (the geometric mean of its measurements) times the row's speed-up, so the two columns agree.",
     ]
+    energy = compared.energy_counted
     out += ["## Speed-up of every combination", "",
             "Each combination's throughput over the same block's baseline's, paired, with its 95% interval "
             "(how: [How this was measured](#how-this-was-measured)).", "",
             "![speed-up per combination](speedup.png)", "",
             f"| combination | {study.throughput_unit}/s | speed-up (95% CI) | blocks | noise | test acc % | "
-            f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}",
-            f"|---|---:|---|---:|---|---:|---:|---:|---|---:|{'---:|' if mfu else ''}"]
+            f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}"
+            + (" energy/sample vs baseline (95% CI) |" if energy else ""),
+            f"|---|---:|---|---:|---|---:|---:|---:|---|---:|{'---:|' if mfu else ''}{'---|' if energy else ''}"]
     for c in (c for c in compared.rows if c.speedup):
         r, s = c.record, c.speedup
         assert s is not None  # the rows with a speed-up only
@@ -266,8 +282,8 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
                    f"{_parity_cell(c.parity)} | {_memory(c, compared.baseline)} |"
                    + (f" {100 * r.metrics[metric.MFU]:.1f}% |" if mfu and metric.MFU in r.metrics
-                      else " |" if mfu else ""))
-    out += ["", MEMORY[device_type]]
+                      else " |" if mfu else "") + (f" {_energy(c)} |" if energy else ""))
+    out += ["", MEMORY[device_type], "", f"Energy per sample: {ENERGY_NOTE if energy else NOT_COUNTED + NO_COUNTER}."]
     if mfu:
         out += ["", f"MFU: {study.throughput_unit}/s x the model's training FLOPs per token / the device's dense "
                 f"BF16 peak ({mfu.tflops:g} TFLOPS: {mfu.source}), whatever precision the combination ran in."]
@@ -337,6 +353,9 @@ def _metrics(compared: DeviceComparisons, throughput: EffectFit | str, accuracy:
         m.update({"recommended.speedup": c.interval.estimate, "recommended.speedup.low": c.interval.low,
                   "recommended.speedup.high": c.interval.high, "recommended.blocks": float(c.speedup.estimate.blocks),
                   "recommended.trial": float(c.record.number)})
+    if c and (e := c.energy_interval):  # MLflow's metrics are numbers: "not counted here" is summary.json's
+        m.update({"recommended.energy_ratio": e.estimate, "recommended.energy_ratio.low": e.low,
+                  "recommended.energy_ratio.high": e.high})
     return m
 
 
@@ -348,6 +367,11 @@ def _factor(i: Interval | None, s: Speedup | None = None) -> str:
     if i is None:
         return "n/a" if s is None else factor(s.point, no_interval=" (no interval: one block, no repeats)")
     return factor(i.estimate, i.low, i.high)
+
+
+def _energy(c: Comparison) -> str:
+    i = c.energy_interval
+    return factor(i.estimate, i.low, i.high) if i else "" if c.energy_ratio is None else factor(c.energy_ratio)
 
 
 def _parity_cell(p: parity.Parity | None) -> str:

@@ -1,7 +1,9 @@
 """summary.json: the report's answer for scripts, rendered from the comparisons (`ablate.stats.comparison`).
 
 What a user's CI reads to notice that the best stack has changed: every combination's speed-up with its
-interval and throughput, its parity verdict, and the recommendation: the recommended combination's own entry
+interval and throughput, its parity verdict, its energy per sample over the baseline's (its interval, or "not counted
+here" where nothing on the device counted energy) and its step's phase shares (null where unprofiled), the diagnosis
+(`ablate.render.explained`), and the recommendation: the recommended combination's own entry
 and `compose` lines (never one combination's speed-up beside another's code), one object per member of the race's
 set (each with its own `compose`, speed-up, interval, parity, what it costs against the leader with the
 interval its decision used, and `two_levels`: whether its processes ran at two speed levels, by
@@ -14,9 +16,12 @@ from typing import Any, Callable
 
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
+from ablate.render import explained
+from ablate.render.results import NOT_COUNTED
 from ablate.stats import analysis, protocol
 from ablate.stats.comparison import Comparison, DeviceComparisons
 from ablate.stats.contrasts import Contrast
+from ablate.stats.explained import Diagnosis
 from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.store.study_record import StudyRecord
@@ -25,14 +30,15 @@ from ablate.trial import metrics as metric
 Compose = Callable[[Record], tuple[str, str]]  # a combination's import and compose(...) lines
 
 
-def entry(c: Comparison, unit: str) -> dict[str, Any]:
-    """One combination, as summary.json carries it (`c` has a speed-up estimate). `within_of_no_effect` is always
+def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
+    """One combination, as summary.json carries it (`c` has a speed-up estimate; `counted`: some measurement on its
+    device counted energy, else its energy fields say "not counted here"). `within_of_no_effect` is always
     null, kept so that scripts reading it do not break: the bound it held (two one-sided tests, given only where the
     interval covered x1.00) had no control over the many combinations, and given selectively it was wrong in
     17-81% of the cases given for true effects of 2.5-3.5 standard errors; the interval says as much."""
     s = c.speedup
     assert s is not None, c.combination
-    e, r, p = s.estimate, c.record, c.parity
+    e, r, p, j = s.estimate, c.record, c.parity, c.energy_interval
     return {"combination": r.combination, "speedup": e.factor,
             "low": c.interval.low if c.interval else None, "high": c.interval.high if c.interval else None,
             "blocks": e.blocks, "log_se": e.se, "df": e.df, "phase": e.phase, "noise": e.noise,
@@ -41,6 +47,8 @@ def entry(c: Comparison, unit: str) -> dict[str, Any]:
             metric.PEAK_MEMORY_MB: c.peak_memory_mb, metric.MFU: r.metrics.get(metric.MFU), "accuracy": r.accuracy,
             "accuracy_change": c.accuracy_change,
             "parity": p and {"verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds},
+            "energy_ratio": c.energy_ratio if counted else NOT_COUNTED, "energy_low": j.low if j else None,
+            "energy_high": j.high if j else None, "phase_shares": explained.shares(c.profile),
             "within_of_no_effect": None}
 
 
@@ -66,11 +74,12 @@ def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> 
     pick = compared.get(rec.pick.combination) if rec else None
     if rec is None or pick is None or pick.speedup is None:
         return None
+    counted = compared.energy_counted
 
     def member(m: Record) -> dict[str, Any]:
         c = compared.get(m.combination)
         k, e = rec.contrasts.get(m.combination), rec.equivalence.get(m.combination)
-        base = entry(c, unit) if c and c.speedup else {"combination": m.combination}
+        base = entry(c, unit, counted) if c and c.speedup else {"combination": m.combination}
         return {**base, "compose": list(compose(m)), "leader": m is rec.leader, "recommended": m is rec.pick,
                 "two_levels": m.combination in rec.two_level,
                 "against_leader": decision(k) if k is not None and m is not rec.leader else None,
@@ -78,14 +87,14 @@ def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> 
                                       "shown": e.shown}}
 
     return {
-        **entry(pick, unit), "compose": list(compose(rec.pick)),
+        **entry(pick, unit, counted), "compose": list(compose(rec.pick)),
         "confirmed": pick.speedup.estimate.phase == protocol.CONFIRM,
         "leader": rec.leader.combination, "equivalence_margin": rec.margin,
         "set": [m.combination for m in rec.members], "simplest": rec.simplest.combination,
         "members": [member(m) for m in rec.members],
         "eliminated": [{"combination": c, **(decision(rec.dropped[c]) if c in rec.dropped else {})}
                        for c in rec.eliminated],
-        "not_raced": [entry(c, unit) if (c := compared.get(name)) and c.speedup
+        "not_raced": [entry(c, unit, counted) if (c := compared.get(name)) and c.speedup
                       else {"combination": name} for name in rec.not_raced],
         "pending": list(rec.pending), "accuracy_unmeasured": rec.accuracy_unmeasured,
         "contrasts": {c: decision(k) for c, k in rec.contrasts.items()},
@@ -93,8 +102,9 @@ def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> 
 
 
 def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | None, design: ProtocolSettings,
-            stored: StudyRecord) -> dict[str, Any]:
-    """summary.json for one device. `stored`: what the Optuna study stores (its seeds, where the race ended)."""
+            stored: StudyRecord, diagnosed: Diagnosis) -> dict[str, Any]:
+    """summary.json for one device. `stored`: what the Optuna study stores (its seeds, where the race ended);
+    `diagnosed`: where the time goes (`ablate.stats.explained`)."""
     records, unit = compared.records, study.throughput_unit
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     return {
@@ -107,5 +117,6 @@ def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | 
         # The load guard over the run (ablate.trial.load): measurements taken again, and kept though still disturbed.
         "machine_load": {"foreign_load_limit": compared.load.limit, **compared.load.figures},
         "recommendation": recommendation(compared, unit, lambda r: analysis.compose_line(r, study)),
-        "speedups": [entry(c, unit) for c in compared.rows if c.speedup],
+        "diagnosis": explained.summary(diagnosed),
+        "speedups": [entry(c, unit, compared.energy_counted) for c in compared.rows if c.speedup],
     }

@@ -13,7 +13,9 @@ baseline's throughput = the speed-up, exactly, in every surface. A combination t
 a baseline (none ran in its blocks) shows its own measurements' geometric mean and no speed-up.
 
 Energy per sample, where the hardware counted it (`ablate.trial.energy`), is the same kind of paired ratio
-against the baseline (`ablate.stats.analysis.energy_ratios`).
+against the baseline (`ablate.stats.analysis.energy_ratios`). Where a combination's step was profiled
+(`ablate.trial.phases`), its row carries its profile (`ablate.stats.diagnosis.profile`): the mean over its complete
+measurements, what the report's phase picture draws and `ablate.stats.explained` reads.
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ import optuna
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
+from ablate.stats import diagnosis, protocol, verdicts
 from ablate.stats import parity as parity_
-from ablate.stats import protocol, verdicts
 from ablate.stats.analysis import CONFIDENCE, Interval, Speedup, energy_ratios, speedups
 from ablate.store.records import Record, baseline, by_device
 from ablate.store.study_record import StudyRecord
@@ -43,6 +45,7 @@ class Comparison:
     parity: parity_.Parity | None  # its accuracy group's verdict; None without a measured accuracy
     accuracy_change: float | None  # points: the parity verdict's mean paired change, else the plain difference
     energy: protocol.Estimate | None = None  # energy per sample over the baseline's, log scale; None: not paired
+    profile: diagnosis.Profile | None = None  # where its step goes; None: no measurement of it was profiled
 
     @property
     def combination(self) -> str:
@@ -217,7 +220,8 @@ def _one_device(device: str, records: list[Record], tolerance: float,
         rate = base_rate * s.point if s and base_rate else r.throughput
         change = p.change if p else (r.accuracy - base_acc if r.accuracy is not None and base_acc is not None
                                      else None)
-        rows.append(Comparison(r, s, rate, p, change, energy_of.get(r.combination)))
+        rows.append(Comparison(r, s, rate, p, change, energy_of.get(r.combination),
+                               diagnosis.profile(m.metrics for m in (r.measurements or (r,)) if m.complete)))
     rows.sort(key=lambda c: (c.factor is None, -(c.factor or 0), -(c.throughput or 0)))
     rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups,

@@ -8,7 +8,8 @@ what does it cost in accuracy", through MLflow's own mechanisms (looked up in th
   search filter, sort and columns; ``viewStateShareKey=KEY`` in the URL opens it. Plain JSON is accepted.
 - One run per combination carries ``ablate.row = combination`` (its primary measurement): the view filters on
   it, so each combination is one row, not one per measurement.
-- Display tags: the speed-up with its interval, the accuracy change and the parity verdict as short strings
+- Display tags: the speed-up with its interval, the accuracy change, the parity verdict and the energy per sample
+  over the baseline's (``not counted here`` where nothing on the device counted energy) as short strings
   (``x1.07 [0.98, 1.17]``), so the table reads at a glance. The metrics keep full precision: they are the
   data (sorting, charts, scripts), the tags only their rounding.
 """
@@ -18,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ablate.render.results import NOT_COUNTED
 from ablate.stats.comparison import Comparison, DeviceComparisons
 from ablate.store.records import ACCURACY_FROM_TAG, held_out, trained_figures
 from ablate.words import factor, interval
@@ -27,6 +29,7 @@ SHARE_KEY = "ablate"
 SHARE_TAG = f"mlflow.sharedViewState.{SHARE_KEY}"
 ROW_TAG, ROW = "ablate.row", "combination"
 SPEEDUP, ACCURACY, PARITY, STATE = "speed-up", "accuracy change", "parity", "ablate.state"
+ENERGY = "energy per sample"  # a display tag only: the view's columns stay the answer's four
 DIMENSION = "dim."  # a dimension's param; strategies' own settings are "strategy.NAME.SETTING": sorted after
 SETTING = "strategy."
 UI_PORT = 5000
@@ -89,15 +92,18 @@ def url(tracking_uri: str, experiment_id: str, charts: bool = False, port: int =
 
 def metrics(c: Comparison) -> dict[str, float]:
     """A combination's comparisons with the baseline, as MLflow metrics (those that could be computed)."""
-    i, p = c.interval, c.parity
+    i, p, e = c.interval, c.parity, c.energy_interval
     found = {"speedup": c.factor, "speedup_low": i.low if i else None, "speedup_high": i.high if i else None,
              "speedup_blocks": c.blocks, "accuracy_change": c.accuracy_change,
-             "accuracy_change_low": p.low if p else None, "accuracy_change_high": p.high if p else None}
+             "accuracy_change_low": p.low if p else None, "accuracy_change_high": p.high if p else None,
+             "energy_ratio": c.energy_ratio, "energy_ratio_low": e.low if e else None,
+             "energy_ratio_high": e.high if e else None}
     return {k: float(v) for k, v in found.items() if v is not None}
 
 
-def display_tags(c: Comparison) -> dict[str, str]:
-    """A combination's comparisons as the view's strings (two decimals: the interval is wider than that)."""
+def display_tags(c: Comparison, counted: bool) -> dict[str, str]:
+    """A combination's comparisons as the view's strings (two decimals: the interval is wider than that); `counted`:
+    some measurement on its device counted energy (else its energy tag says it was not counted)."""
     tags = {}
     if c.factor is not None:
         i = c.interval
@@ -106,6 +112,11 @@ def display_tags(c: Comparison) -> dict[str, str]:
         p = c.parity
         tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"
         tags[PARITY] = f"{p.verdict} {interval(p.low, p.high, signed=True)} ({p.seeds} seeds)" if p else "no verdict"
+    if not counted:
+        tags[ENERGY] = NOT_COUNTED
+    elif c.energy_ratio is not None:
+        e = c.energy_interval
+        tags[ENERGY] = factor(c.energy_ratio, e.low if e else None, e.high if e else None)
     return tags
 
 
@@ -140,6 +151,6 @@ class Row:
 
 def rows(compared: list[DeviceComparisons]) -> dict[tuple[str, str], Row]:
     """(device, combination) -> its Row, rendered from its comparison."""
-    return {(c.device, c.combination): Row(c.combination, metrics(c), display_tags(c), c.record.number,
-                                           held_out(c.record.metrics), c.record.accuracy_from)
+    return {(c.device, c.combination): Row(c.combination, metrics(c), display_tags(c, d.energy_counted),
+                                           c.record.number, held_out(c.record.metrics), c.record.accuracy_from)
             for d in compared for c in d.rows}

@@ -280,13 +280,27 @@ ADDED = {
         "protocol.foreign_load_limit", "protocol.remeasure", "recommendation.accuracy_unmeasured",
         "recommendation.eliminated", "recommendation.equivalence_margin", "recommendation.members",
         "recommendation.not_raced")),
-    # Where a step's time goes (issue 40): each measurement's profiling window (ablate.trial.phases); energy per
-    # sample in the full table's CSV ("not counted here" on this machine).
+    # Where a step's time goes (issue 40): each measurement's profiling window (ablate.trial.phases), then the study's
+    # diagnosis (ablate.stats.explained) in summary.json and the parent run, and energy per sample on every surface.
     *(f"{where}:{m}" for where in ("mlflow.db:measurement:metrics", "mlflow.db:row:metrics",
                                    "tiny/optuna.db:trial_metrics")
       for m in ("profiled_step_s", "profiled_steps", "profile_cost",
                 *(f"phase_{kind}_{p}" for kind in ("s", "share") for p in PHASES))),
+    *(f"mlflow.db:{kind}:tags:energy per sample" for kind in ("measurement", "row")),
     *(f"tiny/grid-cpu.csv:columns:{c}" for c in ("energy/sample", "energy low", "energy high")),
+    *(f"mlflow.db:parent:metrics:{m}" for m in (
+        "diagnosis.profile_cost", *(f"diagnosis.baseline.share.{p}" for p in PHASES),
+        *(f"diagnosis.ceiling.{t}" for t in ("num_workers_n_1", "pin_memory", "amp_dtype_bf16")))),
+    *(f"tiny/report/grid/summary.json:keys:{k}" for k in (
+        "diagnosis", "diagnosis.profiled", "diagnosis.baseline", "diagnosis.baseline.phase_shares",
+        "diagnosis.baseline.gpu_idle_share", "diagnosis.baseline.profiled_step_s", "diagnosis.baseline.profile_cost",
+        "diagnosis.unlikely_below", "diagnosis.recommended", "diagnosis.techniques",
+        *(f"diagnosis.techniques.[].{f}" for f in ("technique", "targets", "share", "ceiling", "unlikely", "alone",
+                                                   "low", "high", "check", "sentence")),
+        *(f"diagnosis.baseline.phase_shares.{p}" for p in PHASES),
+        *(f"{entry}.{f}" for entry in ("speedups.[]", "recommendation")
+          for f in ("energy_ratio", "energy_low", "energy_high", "phase_shares",
+                    *(f"phase_shares.{p}" for p in PHASES))))),
 }
 REMOVED: set[str] = set()
 # Names under these prefixes are data (a member's entry, a decision's fields), their presence the outcome's.
