@@ -66,7 +66,7 @@ def _equivalence(e: Equivalence) -> str:
 
 
 def _parity_word(p: parity.Parity | None) -> str:
-    return f"; parity {p.verdict}" if p else ""
+    return f"; parity {p.label}" if p else ""
 
 
 def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], tolerance: float,
@@ -127,7 +127,8 @@ def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], to
                 for c in rec.not_raced]
     if rec.parity and rec.parity.verdict == parity.UNCERTAIN:
         out += ["", f"**Accuracy parity of {pick.combination} is uncertain**: {rec.parity.describe(tolerance)}. Its "
-                    "interval straddles the tolerance; more seeds would decide it."]
+                    "interval straddles the tolerance, its estimate within it (where the estimate is past it, the "
+                    "group is probably below, and never recommended); more seeds would decide it."]
     return out + [""]
 
 
@@ -187,9 +188,11 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
            f"(by its F against theirs over the F distribution's {parity.WIDEN_AT:.0%} quantile, where above one: "
            f"*spread*). **ok**: "
            f"the interval is above -{tolerance:g} points; **below**: under it (never raced or recommended); "
-           f"**uncertain**: it straddles it (raced; said so if recommended). Groups still uncertain after two seeds "
-           f"got more (the parity race), and one that can decide the answer is passed ok only on {parity.OK_SEEDS} "
-           f"seeds where the study's `seeds` allow. A group whose every combination screening found slower than the "
+           f"**uncertain**: it straddles it (raced; said so if recommended), but **uncertain, probably below** where "
+           f"the change itself is under -{tolerance:g} (never raced or recommended, like below: its best estimate "
+           f"loses more than the tolerance). Groups still uncertain after two seeds got more (the parity race), and "
+           f"one that can decide the answer is passed ok only on {parity.OK_SEEDS} seeds where the study's `seeds` "
+           f"allow. A group whose every combination screening found slower than the "
            f"baseline does not decide the answer: it is not trained at all (seeds 0, not raced or recommended), or, "
            f"where its first seed was trained in screening (`--search optuna`), keeps that one, judged on the "
            f"pooled spread; the spread's {parity.NOISE_DF} degrees of freedom come first from a seed more of the "
@@ -199,7 +202,7 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
         if g == BASELINE:
             continue
-        out.append(f"| {g} | {points(p.change, p.low, p.high)} | {p.seeds} | {_spread(p)} | {p.verdict} | "
+        out.append(f"| {g} | {points(p.change, p.low, p.high)} | {p.seeds} | {_spread(p)} | {p.label} | "
                    f"{len(members.get(g, []))} |")
     measured = {r.accuracy_group for r in records if r.complete and not r.accuracy_note}
     untrained = sorted(g for g in measured - set(groups) if g and g != BASELINE)
@@ -245,7 +248,7 @@ def pareto_lines(front: list[Comparison], unit: str) -> list[str]:
            "another run may order them differently.", ""]
     for c in front:
         p = c.parity
-        change = ("the baseline" if c.is_baseline else f"{points(p.change, p.low, p.high)} points, {p.verdict}"
+        change = ("the baseline" if c.is_baseline else f"{points(p.change, p.low, p.high)} points, {p.label}"
                   if p else "no parity verdict")
         out.append(f"- {c.combination}: {c.throughput:.0f} {unit}/s, {_speedup_factor(c.speedup)}; "
                    f"{c.record.accuracy:.2f}% ({change})")

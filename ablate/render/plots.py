@@ -41,8 +41,8 @@ def speedup_chart(path: Path, compared: DeviceComparisons, picked: int | None, t
     _factor_axis(ax)
     ax.set_xlabel("speed-up over the baseline (throughput ratio, log scale), "
                   "95% CI from the blocks (between-process noise)")
-    ax.set_title(f"{title}\ngreen: recommended; red: accuracy below the baseline by more than the tolerance",
-                 fontsize=10)
+    ax.set_title(f"{title}\ngreen: recommended; red: accuracy below the baseline by more than the tolerance, or "
+                 "probably so", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
 
@@ -99,7 +99,7 @@ def pareto_chart(path: Path, compared: DeviceComparisons, picked: int | None, ti
     ax.scatter(*_xy(ok), color=GOOD, s=18, label="combination")
     if bad:
         ax.scatter(*_xy(bad), color=FLAGGED, marker="x", s=30,
-                   label=f"below baseline by more than {tolerance:g} points")
+                   label=f"below baseline by more than {tolerance:g} points, or probably so")
     if front:
         line = sorted(front, key=lambda c: c.trade_off[0])
         ax.plot(*_xy(line), color="black", linewidth=1,

@@ -375,7 +375,7 @@ def _energy(c: Comparison) -> str:
 
 
 def _parity_cell(p: parity.Parity | None) -> str:
-    return "" if p is None else f"{p.verdict} {interval(p.low, p.high, signed=True)}"
+    return "" if p is None else f"{p.label} {interval(p.low, p.high, signed=True)}"
 
 
 def _estimated_from(s: Speedup) -> str:

@@ -61,6 +61,7 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "test acc %": r.accuracy,
                 "Δ acc": c.accuracy_change,
                 "parity": p.verdict if p else None,
+                "parity probably below": p.probably_below if p else None,  # uncertain, its change past the tolerance
                 "parity low": p.low if p else None,
                 "parity high": p.high if p else None,
                 "seeds": p.seeds if p else None,
@@ -142,7 +143,8 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
             return ""
         if r.get("parity") is None:  # no shared seed with the baseline's group: a difference, but no verdict
             return f"{r['Δ acc']:+.2f} no verdict"
-        return f"{points(r['Δ acc'], r['parity low'], r['parity high'])} {r['parity']}"
+        probably = ", probably below" if r.get("parity probably below") else ""
+        return f"{points(r['Δ acc'], r['parity low'], r['parity high'])} {r['parity']}{probably}"
 
     def energy(r: dict[str, Any]) -> str:  # the point: its interval would not fit beside the others (--full-table)
         return factor(r[ENERGY]) if isinstance(r.get(ENERGY), float) else ""
@@ -157,7 +159,8 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
     if max(map(len, text.splitlines())) > width and all(r["state"] == "complete" for r in shown):
         text = _fitted([row[:-1] for row in body], headers[:-1], width)  # a narrow terminal: no column of "complete"
     notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
-             f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it."]
+             f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it (probably below "
+             f"where the change itself is under -{tolerance:g}: never recommended either)."]
     if counted:
         notes.append("energy: joules per sample over the timed windows, over the baseline's (below x1: less energy; "
                      "the interval is in --full-table); RAPL counts a CPU's whole packages, NVML the whole GPU "
@@ -196,7 +199,7 @@ def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") ->
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "parity", "parity low",
-                                               "parity high", "seeds", "energy low", "energy high", "device",
-                                               "host"])
+                                               "parity high", "parity probably below", "seeds", "energy low",
+                                               "energy high", "device", "host"])
         writer.writeheader()
         writer.writerows({_header(k, unit): v for k, v in row.items()} for row in table)

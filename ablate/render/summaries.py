@@ -46,7 +46,8 @@ def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
             metric.THROUGHPUT: c.throughput, "throughput_unit": f"{unit}/s",
             metric.PEAK_MEMORY_MB: c.peak_memory_mb, metric.MFU: r.metrics.get(metric.MFU), "accuracy": r.accuracy,
             "accuracy_change": c.accuracy_change,
-            "parity": p and {"verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds},
+            "parity": p and {"verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds,
+                             "probably_below": p.probably_below},
             "energy_ratio": c.energy_ratio if counted else NOT_COUNTED, "energy_low": j.low if j else None,
             "energy_high": j.high if j else None, "phase_shares": explained.shares(c.profile),
             "within_of_no_effect": None}

@@ -78,7 +78,8 @@ class Comparison:
 
     @property
     def parity_failed(self) -> bool:
-        return self.parity is not None and self.parity.below
+        """Its accuracy keeps it from the race and the recommendation: `below`, or `uncertain` and probably below."""
+        return self.parity is not None and self.parity.ineligible
 
     @property
     def energy_ratio(self) -> float | None:
@@ -183,7 +184,7 @@ class DeviceComparisons:
 
     @property
     def flagged(self) -> list[Record]:
-        """Combinations whose accuracy is `below` the baseline's: never raced or recommended."""
+        """Combinations whose accuracy is `below` the baseline's, or probably below: never raced or recommended."""
         return [c.record for c in self.rows if c.parity_failed]
 
 

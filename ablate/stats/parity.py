@@ -28,6 +28,16 @@ the time, and a group truly 0.6 points worse passes as often.
 - **The verdict** is a non-inferiority test at the tolerance: `ok` when the
   interval's lower bound is above -tolerance, `below` when its upper bound is
   under it, else `uncertain`.
+- **Probably below**: an `uncertain` group whose mean change itself is under
+  -tolerance. It keeps its verdict (the interval did not decide it), but like
+  a `below` one it is never raced or recommended (`Parity.ineligible`): its
+  best estimate says it loses more than the tolerance, and an interval widened
+  by its own spread must not make it a candidate. Before this, eligibility
+  read the verdict alone, so a group 2.1 points down at a tolerance of 1 was
+  out in one run (`below`, [-3.24, -1.25]) and in the recommended stack of
+  the next (`uncertain`, [-4.17, +0.02]; benchmarks/studies/repro16.yaml). It still
+  gets its further seeds, as every `uncertain` group does: one more may
+  move its estimate back within the tolerance.
 - **The parity race:** every group worth it is trained at `MIN_SEEDS` seeds
   (from its first, where screening did not train it); one still `uncertain`
   gets another seed (and the baseline with it) until it is decided or has
@@ -53,6 +63,16 @@ points, tolerance 0.5, `seeds` 3; rates over 20,000 studies at the tolerance, 4,
   5.0% of studies; holding `ok` for a third seed costs about one training a study (12 where the pooled race
   took 10, three groups and the baseline), and no power.
 - With `seeds` 4 (more looks): 3.5% at the tolerance, 87% passed with no change; with 2: 3.6% and 41%.
+- Probably below (tests/stats/test_probably_below.py, the same studies; 95% Clopper-Pearson bounds). Since `ok`
+  puts the mean change above -tolerance and `below` under it, a group is now eligible exactly where its mean
+  paired change is at or above -tolerance: the interval still says how sure that is (the verdict, and the
+  seeds it gets), not whether it may be raced. A group 1.0 point down (twice the tolerance) is kept out in 4,000
+  of 4,000 studies (bound 99.93%; `below` alone: 64.6%), three times noisier in 97.0% (bound 96.5%; 26.3%). A
+  group with no change is kept out in 0 of 4,000 (bound 0.075%), three times noisier in 3.45% of 10,000 (bound
+  3.8%; `below` alone 0.05%): its mean over three seeds has an SD of about 0.27 points. Exactly at the tolerance
+  it is eligible in 50.0% of 4,000 (49.1% noisier), where the verdict alone let it through in 99.7% (96.4%).
+  The price is paid within the tolerance: 0.4 points down, kept out in 21% of 10,000 studies (35% noisier;
+  `below` alone: 0.02%, 1.7%; one seed against the cut: about a third, above), 0.25 down in 2.2% (18%).
 """
 from __future__ import annotations
 
@@ -90,16 +110,32 @@ class Parity:
     se: float
     df: float  # math.inf: no seed-to-seed spread was measured (one seed), the binomial error alone
     widened: float = 1.0  # the pooled seed variance's factor for its own spread (1: the pooled one)
+    tolerance: float = field(kw_only=True)  # points: what the verdict was judged against
 
     @property
     def below(self) -> bool:
-        """Worse than the baseline by more than the tolerance, as the test found: never raced or recommended."""
+        """Worse than the baseline by more than the tolerance, as the test found."""
         return self.verdict == BELOW
+
+    @property
+    def probably_below(self) -> bool:
+        """`uncertain`, its mean change itself under -tolerance: the test did not decide it, its estimate did."""
+        return self.verdict == UNCERTAIN and self.change < -self.tolerance
+
+    @property
+    def ineligible(self) -> bool:
+        """Never raced or recommended: `below`, or `uncertain` and probably below."""
+        return self.below or self.probably_below
+
+    @property
+    def label(self) -> str:
+        """The verdict as the report, the table and MLflow show it: `uncertain, probably below` where it is."""
+        return f"{self.verdict}, probably below" if self.probably_below else self.verdict
 
     def describe(self, tolerance: float) -> str:
         seeds = f"{self.seeds} seed{'s' if self.seeds != 1 else ''}"
         own = f"; its own spread: the pooled variance x{self.widened:.1f}" if self.widened > 1 else ""
-        return f"{points(self.change, self.low, self.high)} ({seeds}{own}; tolerance {tolerance:g}): {self.verdict}"
+        return f"{points(self.change, self.low, self.high)} ({seeds}{own}; tolerance {tolerance:g}): {self.label}"
 
 
 @dataclass(frozen=True)
@@ -185,7 +221,7 @@ def judge(accuracies: Accuracies[Group], group: Group, baseline: Group, toleranc
     q = _t_quantile(confidence, dof)
     low, high = change - q * se, change + q * se
     verdict = OK if low > -tolerance else BELOW if high < -tolerance else UNCERTAIN
-    return Parity(verdict, change, low, high, len(ds), se, dof, widened)
+    return Parity(verdict, change, low, high, len(ds), se, dof, widened, tolerance=tolerance)
 
 
 def verdicts(accuracies: Accuracies[Group], baseline: Group, tolerance: float,
@@ -195,7 +231,7 @@ def verdicts(accuracies: Accuracies[Group], baseline: Group, tolerance: float,
     out = {g: p for g in accuracies if g != baseline
            and (p := judge(accuracies, g, baseline, tolerance, n_test, noise)) is not None}
     if baseline in accuracies:
-        out[baseline] = Parity(OK, 0.0, 0.0, 0.0, len(accuracies[baseline]), 0.0, math.inf)
+        out[baseline] = Parity(OK, 0.0, 0.0, 0.0, len(accuracies[baseline]), 0.0, math.inf, tolerance=tolerance)
     return out
 
 
@@ -206,8 +242,9 @@ def next_seed(accuracies: Accuracies[Group], baseline: Group, tolerance: float, 
 
     Every group in `worth` (all those in `accuracies` when None) reaches its floor of shared seeds (its value in
     `worth`, else `MIN_SEEDS`; never past `max_seeds`), starting from its first (seed index 0) when it has none
-    yet; after that only the `uncertain` ones get another, up to `max_seeds`, and the `ok` ones in `deciding`
-    (every one when None) with fewer than `OK_SEEDS`. Groups not in `worth` keep the seeds they have.
+    yet; after that only the `uncertain` ones get another (the probably below too: a seed may move them), up to
+    `max_seeds`, and the `ok` ones in `deciding` (every one when None) with fewer than `OK_SEEDS`. Groups not in
+    `worth` keep the seeds they have.
     Deterministic in its input, so workers that call it on the same results plan the same trials.
     """
     wanted = dict.fromkeys(accuracies, MIN_SEEDS) if worth is None else worth

@@ -1,9 +1,10 @@
 """The race after screening, its confirmation blocks, and the recommendation that comes out of them.
 
 - **The field**: the screening leader among the eligible combinations (accuracy
-  not `below`) and those screening cannot tell apart from it (the race's first
-  look, at `SCREEN_ALPHA` of the family's alpha), the best `contenders` of
-  them raced first. The baseline is in every race block
+  neither `below` nor probably below: `ablate.stats.parity`) and those
+  screening cannot tell apart from it (the race's first look, at
+  `SCREEN_ALPHA` of the family's alpha), the best `contenders` of them raced
+  first. The baseline is in every race block
   anyway, so it is in the field too: "no technique" may be the answer.
 - **Elimination**: after each race block from `MIN_RACE_BLOCKS` on, the leader
   (the highest race-only estimate) is compared with every other field member
@@ -133,7 +134,8 @@ def _differences(values: dict[Key, dict[int, float]], a: Key, b: Key) -> list[fl
 
 def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
          settings: ProtocolSettings, techniques: Callable[[Key], frozenset] | None = None) -> Race[Key]:
-    """The next block, from every measurement so far and the eligible combinations (accuracy not `below`).
+    """The next block, from every measurement so far and the eligible combinations (`ablate.stats.verdicts.eligible`:
+    accuracy neither `below` nor probably below).
 
     Call it once every planned measurement has a result; it is deterministic, so workers that call it on the
     same measurements plan the same block.

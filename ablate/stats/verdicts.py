@@ -61,9 +61,11 @@ def parity_of(records: list[Record], tolerance: float,
 
 def parity_failures(records: list[Record], tolerance: float,
                     found: dict[str, parity.Parity] | None = None) -> list[Record]:
-    """Complete combinations whose accuracy is `below` the baseline's by more than the tolerance (a test)."""
+    """Complete combinations whose accuracy group is never raced or recommended (`parity.Parity.ineligible`): `below`
+    the baseline's by more than the tolerance (a test), or `uncertain` with its mean change past it (probably
+    below)."""
     found = parity_of(records, tolerance) if found is None else found
-    return [r for r in records if r.combination in found and found[r.combination].below]
+    return [r for r in records if r.combination in found and found[r.combination].ineligible]
 
 
 def accuracy_unmeasured(records: list[Record]) -> str | None:
@@ -83,7 +85,8 @@ def accuracy_unmeasured(records: list[Record]) -> str | None:
 
 def eligible(records: list[Record], tolerance: float,
              verdicts: dict[str, parity.Parity] | None = None) -> list[Record]:
-    """Complete combinations that may be raced and recommended: parity `ok` or `uncertain`, or any where
+    """Complete combinations that may be raced and recommended: parity `ok`, or `uncertain` with its mean change
+    within the tolerance (not probably below: `ablate.stats.parity`), or any where
     accuracy could not be measured at all (stand-in data, or the baseline's own accuracy training failed: the
     answer is then on speed alone, and the report says so). The baseline is always one: it is the reference."""
     flagged = {r.number for r in parity_failures(records, tolerance, verdicts)}

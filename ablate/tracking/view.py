@@ -111,7 +111,7 @@ def display_tags(c: Comparison, counted: bool) -> dict[str, str]:
     if c.accuracy_change is not None:
         p = c.parity
         tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"
-        tags[PARITY] = f"{p.verdict} {interval(p.low, p.high, signed=True)} ({p.seeds} seeds)" if p else "no verdict"
+        tags[PARITY] = f"{p.label} {interval(p.low, p.high, signed=True)} ({p.seeds} seeds)" if p else "no verdict"
     if not counted:
         tags[ENERGY] = NOT_COUNTED
     elif c.energy_ratio is not None:

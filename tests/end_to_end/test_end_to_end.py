@@ -301,6 +301,9 @@ ADDED = {
         *(f"{entry}.{f}" for entry in ("speedups.[]", "recommendation")
           for f in ("energy_ratio", "energy_low", "energy_high", "phase_shares",
                     *(f"phase_shares.{p}" for p in PHASES))))),
+    # An `uncertain` parity whose change itself is past the tolerance: probably below, never raced or recommended.
+    "tiny/grid-cpu.csv:columns:parity probably below",
+    *(f"tiny/report/grid/summary.json:keys:{k}.parity.probably_below" for k in ("recommendation", "speedups.[]")),
 }
 REMOVED: set[str] = set()
 # Names under these prefixes are data (a member's entry, a decision's fields), their presence the outcome's.

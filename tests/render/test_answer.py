@@ -99,14 +99,19 @@ def test_the_report_says_how_many_measurements_the_load_guard_took_again_and_is_
 
 def test_the_parity_table_says_which_spread_each_interval_used():
     """A group whose own spread widened the pooled variance says so, with the factor; the others used the pooled
-    one; one seed each (no spread at all) says that; the interval printed is the one the verdict used."""
-    groups = {BASELINE: parity.Parity(parity.OK, 0.0, 0.0, 0.0, 3, 0.0, math.inf),
-              "amp": parity.Parity(parity.UNCERTAIN, -0.3, -1.2, 0.6, 3, 0.2, 6, 2.34),
-              "compile": parity.Parity(parity.OK, 0.1, -0.2, 0.4, 3, 0.1, 6),
-              "once": parity.Parity(parity.OK, 0.0, -0.1, 0.1, 1, 0.05, math.inf)}
+    one; one seed each (no spread at all) says that; the interval printed is the one the verdict used. An
+    `uncertain` one whose change is past the tolerance says it is probably below."""
+    groups = {BASELINE: parity.Parity(parity.OK, 0.0, 0.0, 0.0, 3, 0.0, math.inf, tolerance=0.5),
+              "amp": parity.Parity(parity.UNCERTAIN, -0.3, -1.2, 0.6, 3, 0.2, 6, 2.34, tolerance=0.5),
+              "compile": parity.Parity(parity.OK, 0.1, -0.2, 0.4, 3, 0.1, 6, tolerance=0.5),
+              "once": parity.Parity(parity.OK, 0.0, -0.1, 0.1, 1, 0.05, math.inf, tolerance=0.5),
+              "batch": parity.Parity(parity.UNCERTAIN, -0.8, -1.7, 0.1, 3, 0.4, 6, tolerance=0.5)}
     lines = answer.parity_lines(groups, [], 0.5)
     assert "| amp | -0.30 [-1.20, +0.60] | 3 | own: variance x2.3 | uncertain | 0 |" in lines
     assert "| compile | +0.10 [-0.20, +0.40] | 3 | pooled | ok | 0 |" in lines
     assert "| once | +0.00 [-0.10, +0.10] | 1 | none (one seed each) | ok | 0 |" in lines
+    assert "| batch | -0.80 [-1.70, +0.10] | 3 | pooled | uncertain, probably below | 0 |" in lines
+    assert "probably below" in lines[0] and "never raced or recommended" in lines[0]
     assert "the pooled variance x2.3" in groups["amp"].describe(0.5)
     assert "pooled variance x" not in groups["compile"].describe(0.5)
+    assert groups["batch"].describe(0.5).endswith(": uncertain, probably below")

@@ -48,6 +48,16 @@ def test_the_default_table_fits_100_columns_with_the_longest_labels_failures_and
     assert "] below" in text and "] ok" in text  # parity is flagged where it fails and where it holds
 
 
+def test_an_uncertain_change_past_the_tolerance_reads_probably_below_and_still_fits():
+    table = _table()
+    row = next(r for r in table if r["parity"] == "below")
+    row.update({"parity": "uncertain", "parity high": 0.02, "parity probably below": True})
+    text = results.render_compact(table, tolerance=0.5)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "] uncertain, probably below" in text  # the legend, wrapped, says what that means
+    assert "probably below where the change itself is under -0.5: never recommended" in " ".join(text.split())
+
+
 def test_repeated_skip_reasons_are_one_line_and_failures_say_why():
     table = _table()
     text = results.render_compact(table, tolerance=0.5)

@@ -50,7 +50,7 @@ def test_pareto_legend_covers_no_point(drawn, tmp_path):
     # Points in every corner, where a legend inside the axes would sit.
     records = [base, _record(1, "a", 60, 85.0), _record(2, "b", 400, 85.2), _record(3, "c", 61, 92.1),
                _record(4, "d", 390, 92.2)]
-    below = Parity("below", -1.0, -1.5, -0.6, 2, 0.2, 1.0)
+    below = Parity("below", -1.0, -1.5, -0.6, 2, 0.2, 1.0, tolerance=0.5)
     rows = tuple(Comparison(r, None, r.throughput, below if r.number in (1, 2) else None, None) for r in records)
     compared = DeviceComparisons("cpu", records, rows, None, 0.5, {}, machine_load(records, None))
     plots.pareto_chart(tmp_path / "p.png", compared, 4, "t")
