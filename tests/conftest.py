@@ -114,10 +114,11 @@ def every_group_decides(request):
 @pytest.fixture(scope="session")
 def tiny_study_file(tmp_path_factory) -> Path:
     """tests/studies/tiny.yaml on a small CNN (tests/support/tiny_mnist.py): the same study, named tiny, for a
-    fraction of mnist_cnn's time a trial. Run it again, or report on it, by this file: the stored hash is its own."""
+    fraction of mnist_cnn's time a trial. Run it again, or report on it, by this file: the stored hash is its own.
+    With its profiling window (`profiled`): the session's run stores and says where a step's time goes."""
     from tiny_mnist import tiny_study
 
-    return tiny_study(tmp_path_factory.mktemp("tiny-study"))
+    return tiny_study(tmp_path_factory.mktemp("tiny-study"), profiled=True)
 
 
 @pytest.fixture(scope="session")

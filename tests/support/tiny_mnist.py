@@ -35,23 +35,29 @@ TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 SUPPORT = str(Path(__file__).resolve().parent)
 
 
-def tiny_text() -> str:
+def tiny_text(profiled: bool = False) -> str:
     """tests/studies/tiny.yaml on `TinyMnistCNN`: the same study - space, budget, protocol, and so the same trials -
     whose trials train in a fraction of mnist_cnn's time (the bf16 ones most: a CPU without bf16 emulates it).
+
+    Unless `profiled`, without the profiling window (`budget.profile_steps: 0`): a second or more a trial, over the
+    dozen trials of a run, which the studies that test no phase need not pay. The session's run
+    (`tiny_study_run`, tests/conftest.py) keeps it: tests/end_to_end checks what it stores and says.
 
     tiny.yaml itself stays as it is: a study stored from it by an older commit (tests/support/before_the_move/)
     resumes only while its hash is the same, and the CLI's bad-input tests quote it."""
     text = TINY.read_text()
     assert text.count("\nmodel: mnist_cnn\n") == 1, "tiny.yaml names its model differently now"
-    return text.replace("\nmodel: mnist_cnn\n", "\nmodel: tiny_mnist:TinyMnistCNN\n")
+    assert text.count("\nbudget:\n") == 1, "tiny.yaml sets its budget differently now"
+    text = text.replace("\nmodel: mnist_cnn\n", "\nmodel: tiny_mnist:TinyMnistCNN\n")
+    return text if profiled else text.replace("\nbudget:\n", "\nbudget:\n  profile_steps: 0\n")
 
 
-def tiny_study(folder: Path) -> Path:
-    """`tiny_text()` written to `folder`/tiny.yaml: the study keeps its name, `tiny` (its Optuna study, its MLflow
-    experiment, its results folder). An `ablate` subprocess that runs it needs `subprocess_env()`."""
+def tiny_study(folder: Path, profiled: bool = False) -> Path:
+    """`tiny_text(profiled)` written to `folder`/tiny.yaml: the study keeps its name, `tiny` (its Optuna study, its
+    MLflow experiment, its results folder). An `ablate` subprocess that runs it needs `subprocess_env()`."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "tiny.yaml"
-    path.write_text(tiny_text())
+    path.write_text(tiny_text(profiled))
     return path
 
 
