@@ -198,8 +198,10 @@ def test_the_report_renders_and_is_attached_to_the_parent_run(first_run):
     assert text.startswith("# ablate report: tiny (grid) on ")
     assert "stack = compose(" in text and "## Accuracy parity" in text
     html = (folder / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and 'src="speedup.png"' not in html  # self-contained
-    for name in ("speedup.png", "effects.png", "pareto.png"):
+    # Self-contained: the speed-ups, the effects, the Pareto front and where each step's time goes (the run profiles).
+    assert html.count("data:image/png;base64,") == 4 and 'src="speedup.png"' not in html
+    assert 'src="phases.png"' not in html
+    for name in ("speedup.png", "effects.png", "pareto.png", "phases.png"):
         data = (folder / name).read_bytes()
         assert data.startswith(PNG_SIGNATURE)
         assert matplotlib.image.imread(folder / name).shape[2] in (3, 4)  # decodes as an image
