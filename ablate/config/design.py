@@ -19,7 +19,11 @@ class ProtocolSettings:
     """The study file's `protocol:` section."""
 
     block_size: int = 8  # screening: combinations per block besides its baseline
-    race_blocks: int = 6  # at most this many race blocks after screening; 0 = screening only
+    race_blocks: int = 6  # the race's planned blocks after screening; 0 = screening only
+    # Where race_blocks leave members not told apart from the leader, the race goes on with the leader and its
+    # closest contender for at most this many blocks more: a near tie at the top settled by measurements rather than
+    # named by the luckier process (ablate.stats.racing). Not after a race too short to decide (under 3 blocks).
+    extra_race_blocks: int = 6
     contenders: int = 6  # at most this many combinations raced per block (leader included; the baseline extra)
     full_blocks: int | None = None  # N: every combination in each of N blocks (a full randomized block design)
     screen_baselines: int = 2  # baselines per screening block
@@ -62,8 +66,10 @@ class ProtocolSettings:
             blocks = f"{n} blocks of {'' if screened % size == 0 else 'up to '}{count(size, 'combination')}"
         text = (f"screening in {blocks} plus {count(self.screen_baselines, 'baseline measurement')}, in a random "
                 f"order per block")
+        more = (f" (where still undecided, up to {self.extra_race_blocks} more of the leader and its closest "
+                f"contender)" if self.extra_race_blocks else "")
         return text + (f"; then racing of up to {count(contenders, 'contender')} in at most "
-                       f"{count(self.race_blocks, 'block')}, eliminated by paired contrasts (studentized "
+                       f"{count(self.race_blocks, 'block')}{more}, eliminated by paired contrasts (studentized "
                        f"range, alpha spent over the looks), and {count(self.confirm_blocks, 'confirmation block')}"
                        if self.racing else "; no racing")
 

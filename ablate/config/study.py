@@ -149,9 +149,10 @@ class Study:
 
 
 OPTIMIZERS = ("adam", "sgd")
-# 0 races no block: screening only; min_window_seconds 0: no floor; remeasure 0: never again; profile_steps 0: no
-# profiling window; profile_seconds 0: steps only
-ZERO_ALLOWED = {"seed", "race_blocks", "min_window_seconds", "remeasure", "profile_steps", "profile_seconds"}
+# race_blocks 0 races no block: screening only; extra_race_blocks 0: no block past race_blocks; min_window_seconds
+# 0: no floor; remeasure 0: never again; profile_steps 0: no profiling window; profile_seconds 0: steps only
+ZERO_ALLOWED = {"seed", "race_blocks", "extra_race_blocks", "min_window_seconds", "remeasure", "profile_steps",
+                "profile_seconds"}
 TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices",
             "protocol", "task", "model_options", "dataset_options"}
 DEVICE_KEYS = {"space", "budget", "protocol", "model_options"}

@@ -19,8 +19,16 @@
 - **Challengers**: an eligible combination never raced whose screening
   estimate beats the leader's race estimate takes a free seat in the next
   race block: it is raced, never recommended on its screening alone.
+- **Past the planned blocks**: where `race_blocks` leave members not told
+  apart, up to `extra_race_blocks` more blocks of the leader and its closest
+  contender only (re-ranked after each; the rest wait, still in the field), so
+  that a near tie at the top is settled by more measurements rather than named
+  by whichever process was luckier: a second run names the same stack (a pair
+  of runs at 1b9c6ef did not). Their looks spend `EXTRA_SHARE` of the race's
+  alpha and are guarded as the first five blocks are (a two-level process's
+  runs at one level come with more looks too).
 - **Stop**: when no contender is left after `MIN_RACE_BLOCKS`, or after
-  `race_blocks`. Then `confirm_blocks` blocks of the leader, the simplest
+  `race_blocks` and the extra blocks. Then `confirm_blocks` blocks of the leader, the simplest
   member of the final set and the baseline, which no selection saw: the
   leader's reported speed-up and interval come from them only, so choosing
   it does not inflate them (the race leader is the max of several estimates,
@@ -111,7 +119,8 @@ def _relative(values: dict[Key, dict[int, float]], c: Key, baseline: Key, blocks
 
 def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
           model: Callable[[Key], tuple[float, int]] | None = None,
-          screened: dict[Key, dict[int, float]] | None = None) -> tuple[Key, list[Contrast[Key]], set[Key]]:
+          screened: dict[Key, dict[int, float]] | None = None,
+          guarded: bool = False) -> tuple[Key, list[Contrast[Key]], set[Key]]:
     """The leader among `field` on `blocks`, its contrasts with the others (judged: each with the alpha and the
     field size its decision used), and those told apart from it.
     `model`: a combination's process variance from the variance model, with its degrees of freedom."""
@@ -121,7 +130,7 @@ def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], 
     ranked = {c: -math.inf if r is None else r for c, r in rel.items()}
     leader = max(sorted(field, key=str), key=lambda c: ranked[c])
     found = judged([paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None,
-                           _differences(screened or {}, leader, c))
+                           _differences(screened or {}, leader, c), guarded)
                     for c in sorted(field, key=str) if c != leader], alpha, len(field))
     return leader, found, {c.other for c in found if c.apart}
 
@@ -154,27 +163,33 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     screen_rank = sorted(est, key=lambda c: (-est[c].log, str(c)))
     if not n_race:
         first = screen_rank[0]
-        field = [c for c in screen_rank if c == first or not _screened_apart(est[first], est[c], len(screen_rank))]
-        members = [c for c in field if c != baseline][: max(1, settings.contenders)]
+        opening = [c for c in screen_rank if c == first or not _screened_apart(est[first], est[c], len(screen_rank))]
+        members = [c for c in opening if c != baseline][: max(1, settings.contenders)]
         if not members:
             return Race(baseline, (), 0, None, "no combination could still beat the baseline")
-        return Race(first, tuple(c for c in field if c != first), 0, tuple(members), "racing")
+        return Race(first, tuple(c for c in opening if c != first), 0, tuple(members), "racing")
     looks = max(1, settings.race_blocks - MIN_RACE_BLOCKS + 1)
+    extra = settings.extra_race_blocks if settings.race_blocks >= MIN_RACE_BLOCKS else 0
     out: list[Key] = []
     contrasts: list[Contrast[Key]] = []
     last: dict[Key, Contrast[Key]] = {}  # each combination's contrast at the latest look it was in
+    field: list[Key] = []
     for n in range(1, n_race + 1):  # replay the looks: the field of block n is who ran in it, less the eliminated
-        # One that ran in an earlier race block but not in this one was dropped when this block was planned. The
-        # replayed look may judge it otherwise (the variance model has learnt from later blocks since), but what
-        # was measured is the record: a dropped combination stays dropped (its contrast: that look's, replayed).
-        out += sorted((c for c in values if c not in out and blocks[n - 1] not in values[c]
-                       and any(b in values[c] for b in blocks[:n - 1])), key=str)
-        field = [c for c in values if blocks[n - 1] in values[c] and c not in out]
-        if baseline in eligible and baseline not in field and baseline not in out:
-            field.append(baseline)
-        field = [c for c in field if c in est]
-        alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks) if n >= MIN_RACE_BLOCKS else 0.0
-        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model, screened)
+        if n > settings.race_blocks:  # past the planned blocks only the top two run: the rest wait, still in
+            field = [c for c in field if c not in out]
+        else:
+            # One that ran in an earlier race block but not in this one was dropped when this block was planned.
+            # The replayed look may judge it otherwise (the variance model has learnt from later blocks since), but
+            # what was measured is the record: a dropped combination stays dropped (its contrast: that look's).
+            out += sorted((c for c in values if c not in out and blocks[n - 1] not in values[c]
+                           and any(b in values[c] for b in blocks[:n - 1])), key=str)
+            field = [c for c in values if blocks[n - 1] in values[c] and c not in out]
+            if baseline in eligible and baseline not in field and baseline not in out:
+                field.append(baseline)
+            field = [c for c in field if c in est]
+        alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks, extra=extra) if n >= MIN_RACE_BLOCKS else 0.0
+        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model, screened,
+                                           guarded=n > settings.race_blocks)
         last.update({c.other: c for c in contrasts})
         out += sorted(dropped, key=str)
     survivors = [c for c in field if c != leader and c not in out]
@@ -193,9 +208,13 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
         members = [c for c in [leader, *survivors, *entering] if c != baseline]
         if members:
             return Race(**standing, next_block=tuple(members), why="racing")
-    why = (f"the race stopped at its maximum of {count(settings.race_blocks, 'block')}"
+    most = settings.race_blocks + extra
+    if settings.race_blocks <= n_race < most and survivors:  # undecided: the leader and its closest, on
+        members = [c for c in (leader, survivors[0]) if c != baseline]
+        return Race(**standing, next_block=tuple(members), why="racing on past the planned blocks")
+    why = (f"the race stopped at its maximum of {count(most, 'block')}"
            + (f" with {len(survivors)} not told apart from the leader" if survivors else "")
-           if n_race >= settings.race_blocks and survivors else
+           if n_race >= most and survivors else
            f"the leader was told apart from every other by paired contrasts after {count(n_race, 'race block')}"
            if not survivors else "no contender other than the baseline is left")
     unseated = _not_raced(measurements, baseline, eligible, techniques, set(values), challengers)

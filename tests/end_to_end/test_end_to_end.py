@@ -279,7 +279,8 @@ ADDED = {
     *(f"tiny/report/grid/summary.json:keys:{k}" for k in (
         "machine_load", "machine_load.foreign_load_limit", "machine_load.measurements", "machine_load.taken_again",
         "machine_load.still_disturbed", "machine_load.most_foreign_cores", "protocol.equivalence_margin",
-        "protocol.foreign_load_limit", "protocol.remeasure", "recommendation.accuracy_unmeasured",
+        "protocol.foreign_load_limit", "protocol.remeasure", "protocol.extra_race_blocks",
+        "recommendation.accuracy_unmeasured",
         "recommendation.eliminated", "recommendation.equivalence_margin", "recommendation.members",
         "recommendation.not_raced")),
     # Where a step's time goes (issue 40): each measurement's profiling window (ablate.trial.phases), then the study's

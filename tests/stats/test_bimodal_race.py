@@ -6,7 +6,8 @@ small spread together, which the t and the studentized range test read as a gap:
 tie of such a process and a normal one (SD 0.06) was broken in 205 of 2000 of these studies (10.3%, seeds 0-1999,
 Clopper-Pearson upper bound 11.4%). The guard (`ablate.stats.contrasts`): on five shared race blocks or fewer a
 contender is dropped only where its lead clears half the gap between the two levels too, or an exact sign-flip
-test agrees; from the sixth on, the range test alone, with screening's shared block in the pair's spread.
+test agrees; at the sixth, the range test alone, with screening's shared block in the pair's spread; on the blocks
+past the planned six (`extra_race_blocks`), guarded again.
 
 Studies run through `run_study` of tests/stats/test_decisions.py (screening, the race and its confirmation blocks,
 as the runner plans them). Every rate is established at 95% confidence: a Clopper-Pearson bound, never the point
@@ -54,7 +55,8 @@ class Study:
 
 @pytest.fixture(scope="module")
 def ties() -> list[Study]:
-    """STUDIES two-way ties of "a" (two levels) and "b" (normal), two seats, six race blocks at most."""
+    """STUDIES two-way ties of "a" (two levels) and "b" (normal), two seats, six race blocks planned (and up to six
+    more: a tie is rarely decided)."""
     out = []
     for seed in range(STUDIES):
         _, standing = run_study(TIE, dict.fromkeys(TIE, SIGMA_RACE), TWO_SEATS, seed, TwoLevels)
@@ -65,30 +67,32 @@ def ties() -> list[Study]:
 
 
 def test_a_tie_with_a_two_level_member_is_declared_broken_at_most_5_percent_of_the_time(ties):
-    """Seen: 163 of 4000 (4.1%): at the sixth race block, where a run of six processes at one level (3% of races)
-    still looks like a gap, but for screening's share (13 of the first 2000, screened apart). Before the guard:
-    205 of 2000 (10.3%), 155 of them at the third to fifth race block."""
+    """Seen: 176 of 4000 (4.4%, upper bound 4.97%) with the blocks past the planned six (guarded like the first
+    five); 163 of 4000 (4.1%) when the race ended at six, mostly at the sixth race block, where a run of six processes
+    at one level (3% of races) still looks like a gap, but for screening's share (13 of the first 2000, screened
+    apart). Before the guard: 205 of 2000 (10.3%), 155 of them at the third to fifth race block. Unguarded, the blocks
+    past the sixth broke it in 201 of 4000 (upper bound 5.6%)."""
     broken = sum(s.broken for s in ties)
     assert cp_upper(broken, len(ties)) <= 0.05, broken
 
 
 def test_the_two_level_flag_names_a_normal_combination_at_most_5_percent_of_the_time(ties):
     """The flag's false rate on "b" (normal noise, SD 0.06, raced): by construction about levels.FLAG_ALPHA; seen in
-    105 of 3992 studies (2.6%)."""
+    108 of 3992 studies (2.7%; 105 when the race ended at six blocks)."""
     raced = [s for s in ties if "b" in s.raced]
     flagged = sum("b" in s.flagged for s in raced)
     assert len(raced) >= 0.95 * len(ties)
     assert cp_upper(flagged, len(raced)) <= 0.05, (flagged, len(raced))
 
 
-def test_the_two_level_flag_names_the_two_level_process_in_about_half_of_studies(ties):
-    """Its power on "a" from its seven to ten blocks (screening's, six race blocks, and the leader's three
-    confirmation blocks): seen in 2114 of 3982 studies (53%; 65% where it led, 41% where it did not). Seven
-    processes with a level drawn once or never (6% of studies) show no two levels to any test, and two processes at a
+def test_the_two_level_flag_names_the_two_level_process_in_most_studies(ties):
+    """Its power on "a" from its blocks (screening's, up to twelve race blocks - a tie runs past the planned six -
+    and the leader's three confirmation blocks): seen in 3280 of 3982 studies (82%; 53% when the race ended at six
+    blocks). Seven processes with a level drawn once or never show no two levels to any test, and two processes at a
     level are few to tell a level from chance."""
     raced = [s for s in ties if "a" in s.raced]
     flagged = sum("a" in s.flagged for s in raced)
-    assert cp_lower(flagged, len(raced)) >= 0.45, (flagged, len(raced))
+    assert cp_lower(flagged, len(raced)) >= 0.75, (flagged, len(raced))
 
 
 CLEAR = {BASE: 0.0, "w": math.log(1.5), "a": math.log(1.1), "b": math.log(1.05), "c": 0.0}  # w: 36% ahead at least

@@ -273,11 +273,11 @@ def _two(ratio: float, seed: int) -> bool:
     return standing.leader == "a" and "b" in standing.eliminated
 
 
-@pytest.mark.parametrize("ratio, power", [(1.13, 0.60), (1.15, 0.70)])
-def test_two_contenders_13_or_15_percent_apart_are_told_apart_over_six_blocks(ratio, power):
+@pytest.mark.parametrize("ratio, power", [(1.13, 0.80), (1.15, 0.88)])
+def test_two_contenders_13_or_15_percent_apart_are_told_apart_by_the_race(ratio, power):
     """The power beside "told apart and dropped", established (Clopper-Pearson lower bound over 300 races; seen:
-    67% at 13%, 80% at 15% with the guard against two-level processes of test_bimodal_race.py; 68% and 79%
-    without)."""
+    85% at 13%, 93% at 15% with up to six blocks past the six planned, `extra_race_blocks`; at the six alone 67% and
+    80% with the guard against two-level processes of test_bimodal_race.py, 68% and 79% without)."""
     n = 300
     told = sum(_two(ratio, seed) for seed in range(n))
     assert stats.beta.ppf(0.05, told, n - told + 1) >= power, told
@@ -295,10 +295,11 @@ def _tie(ways: int, seed: int) -> bool:
 
 @pytest.mark.parametrize("ways, studies", [(2, 800), (6, 300)])
 def test_a_true_tie_is_declared_broken_at_most_5_percent_of_the_time_over_the_whole_race(ways, studies):
-    """Established: the Clopper-Pearson upper bound of the rate is at most 5% (seen: 2.4% of 800 two-way ties, 3.3%
-    before the guard against two-level processes of test_bimodal_race.py; 200 could not establish it). Six ways (seen:
-    1% of 300, 2% before the guard): the leader is the luckiest of six, which Holm's procedure on "leader against
-    each" ignores (it broke this tie in 14% of races; the overlap rule before it in 9%)."""
+    """Established: the Clopper-Pearson upper bound of the rate is at most 5% (seen: 2.6% of 800 two-way ties with the
+    blocks past the planned six, 2.4% without, 3.3% before the guard against two-level processes of
+    test_bimodal_race.py; 200 could not establish it). Six ways (seen: 0.7% of 300, 1% without the extra blocks, 2%
+    before the guard): the leader is the luckiest of six, which Holm's procedure on "leader against each" ignores (it
+    broke this tie in 14% of races; the overlap rule before it in 9%)."""
     broken = sum(_tie(ways, seed) for seed in range(studies))
     assert stats.beta.ppf(0.95, broken + 1, studies - broken) <= 0.05, broken
 

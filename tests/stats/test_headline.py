@@ -182,17 +182,18 @@ def _pair(gap: float, sigma: float, seed: int) -> verdicts.Recommendation:
 def test_a_simpler_member_truly_at_the_margin_stands_in_for_the_leader_at_most_5_percent_of_the_time():
     """The equivalence decision's error: "a" truly 2% slower than the leader "a + b" (the margin: the worst case for
     a test of "at most 2% slower") is recommended in its place in <= 5% of studies (Clopper-Pearson; seen: 2 of 200,
-    in 100 of which it was tested)."""
+    in 62 of which it was tested: 100 before the race went on past its planned blocks, which now tells "a" apart
+    from the leader in more of them)."""
     n = 200
     found = [_pair(1 + MARGIN, 0.01, seed) for seed in range(n)]
     stood_in = sum(r.leader.combination == "a + b" and r.pick.combination == "a" for r in found)
-    assert sum("a" in r.equivalence for r in found) >= n // 3  # the test ran
+    assert sum("a" in r.equivalence for r in found) >= n // 4  # the test ran
     assert cp_upper(stood_in, n) <= 0.05, stood_in
 
 
 def test_a_truly_equivalent_simpler_member_stands_in_for_the_leader_with_stated_power():
     """Power beside "shown within 2%": "a" truly as fast as "a + b" on a quiet host (process noise 0.5%). Where
-    "a + b" leads, "a" is recommended in its place in >= 45% of studies (Clopper-Pearson; seen 30 of 47). At process
+    "a + b" leads, "a" is recommended in its place in >= 45% of studies (Clopper-Pearson; seen 31 of 41). At process
     noise 6-10% with three confirmation blocks, a default study's, a simpler member is almost never shown within 2%
     (GRID: 1 of 573 tested, and that one falsely: 5% slower): the margin is below what such a host resolves, and
     the leader is recommended."""

@@ -212,29 +212,36 @@ def test_racing_stops_early_on_a_clear_winner(seed):
 
 
 def test_racing_keeps_going_on_a_tie():
+    """Past its six planned blocks too: six more of the leader and its closest contender (`extra_race_blocks`)."""
     settings = ProtocolSettings(race_blocks=6)
+    most = settings.race_blocks + settings.extra_race_blocks
     est, standing, _ = simulate_study(TIED, settings, seed=0)
-    assert standing.race_blocks == 6 and standing.next_block is None, standing
-    assert "stopped at its maximum of 6 blocks" in standing.why, standing.why
+    assert standing.race_blocks == most and standing.next_block is None, standing
+    assert "stopped at its maximum of 12 blocks" in standing.why, standing.why
     assert {1, 2} <= {standing.leader, *standing.contenders}, standing
     assert {est[1].phase, est[2].phase} <= {RACE, protocol.CONFIRM}  # the leader's from its confirmation blocks
     # Over many studies: a true tie is declared broken only about as often as a 5% test errs.
     kept = 0
     for seed in range(60):
         _, standing, _ = simulate_study(TIED, settings, seed)
-        kept += standing.race_blocks == 6 and {1, 2} <= {standing.leader, *standing.contenders}
+        kept += standing.race_blocks == most and {1, 2} <= {standing.leader, *standing.contenders}
     assert kept >= 0.85 * 60, kept
 
 
 def test_race_blocks_only_shrink_and_respect_the_settings():
     """A contender told apart never returns, at most `contenders` are raced, never the baseline, never past
-    race_blocks; then the confirmation blocks (the leader first)."""
-    settings = ProtocolSettings(contenders=4, race_blocks=5)
+    race_blocks and extra_race_blocks, and past race_blocks only the leader and its closest contender, those two
+    still in; then the confirmation blocks (the leader first)."""
+    settings = ProtocolSettings(contenders=4, race_blocks=5, extra_race_blocks=3)
+    extended = 0
     for seed in range(10):
         history: list[racing.Race] = []
         simulate_study(TRUTH16, settings, seed, history=history)
         blocks = [set(r.next_block) for r in history if r.next_block is not None and r.phase == RACE]
-        assert 1 <= len(blocks) <= 5 and history[-1].race_blocks == len(blocks)
+        assert 1 <= len(blocks) <= 5 + 3 and history[-1].race_blocks == len(blocks)
+        for r in history[5:len(blocks)]:  # the standings that planned the blocks past the fifth
+            assert r.next_block == tuple(c for c in (r.leader, r.contenders[0]) if c != BASELINE), r
+        extended += len(blocks) > 5
         assert [r.race_blocks for r in history if r.phase == RACE] == list(range(len(blocks) + 1))[:len(
             [r for r in history if r.phase == RACE])]
         for r in history:
@@ -242,6 +249,7 @@ def test_race_blocks_only_shrink_and_respect_the_settings():
         assert len([r for r in history if r.phase == protocol.CONFIRM and r.next_block]) == settings.confirm_blocks
         assert all(BASELINE not in b and len(b) <= 4 for b in blocks)
         assert all(r.next_block[0] == r.leader for r in history if r.next_block)
+    assert extended  # some races went past race_blocks: the checks above ran on them
     _, standing, n = simulate_study(TRUTH16, ProtocolSettings(race_blocks=0), seed=0)
     assert (n, standing.race_blocks, standing.next_block) == (19, 0, None)  # 16 + a second baseline per block
     assert standing.why == "no racing in this protocol"
