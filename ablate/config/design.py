@@ -12,6 +12,7 @@ from ablate.words import count
 
 MAX_MARGIN = 0.5  # an equivalence margin of 50% or more says nothing: most likely a percentage written as 2, not 0.02
 SINGLE_BLOCK = 10**9  # a block size no study reaches: every combination in one block
+MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (its interval comes from them)
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class ProtocolSettings:
     race_blocks: int = 6  # the race's planned blocks after screening; 0 = screening only
     # Where race_blocks leave members not told apart from the leader, the race goes on with the leader and its
     # closest contender for at most this many blocks more: a near tie at the top settled by measurements rather than
-    # named by the luckier process (ablate.stats.racing). Not after a race too short to decide (under 3 blocks).
+    # named by the luckier process (ablate.stats.racing). None after a race too short to decide (`extra_blocks`).
     extra_race_blocks: int = 6
     contenders: int = 6  # at most this many combinations raced per block (leader included; the baseline extra)
     full_blocks: int | None = None  # N: every combination in each of N blocks (a full randomized block design)
@@ -47,6 +48,11 @@ class ProtocolSettings:
     def racing(self) -> bool:
         return self.full_blocks is None and self.race_blocks > 0
 
+    @property
+    def extra_blocks(self) -> int:
+        """The race blocks a race may take past `race_blocks`: none after a race too short to decide anything."""
+        return self.extra_race_blocks if self.racing and self.race_blocks >= MIN_RACE_BLOCKS else 0
+
     def describe(self, screened: int | None = None) -> str:
         """The protocol in a sentence, true to the study when `screened` (the combinations screened besides the
         baseline) is given: 3 of them are "one block of 3 combinations", never "blocks of 8"."""
@@ -66,8 +72,8 @@ class ProtocolSettings:
             blocks = f"{n} blocks of {'' if screened % size == 0 else 'up to '}{count(size, 'combination')}"
         text = (f"screening in {blocks} plus {count(self.screen_baselines, 'baseline measurement')}, in a random "
                 f"order per block")
-        more = (f" (where still undecided, up to {self.extra_race_blocks} more of the leader and its closest "
-                f"contender)" if self.extra_race_blocks else "")
+        more = (f" (where still undecided, up to {self.extra_blocks} more of the leader and its closest "
+                f"contender)" if self.extra_blocks else "")
         return text + (f"; then racing of up to {count(contenders, 'contender')} in at most "
                        f"{count(self.race_blocks, 'block')}{more}, eliminated by paired contrasts (studentized "
                        f"range, alpha spent over the looks), and {count(self.confirm_blocks, 'confirmation block')}"

@@ -48,12 +48,12 @@ from typing import Callable, Generic, Hashable, Iterable, Sequence, TypeVar
 
 from scipy import stats
 
+from ablate.config.design import MIN_RACE_BLOCKS as MIN_RACE_BLOCKS  # the race's, beside the settings it bounds
 from ablate.config.design import ProtocolSettings
 from ablate.stats import variance
 from ablate.store.records import PARITY  # a training run for accuracy parity: a phase records reads too
 
 CONFIDENCE = 0.95
-MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (its interval comes from them)
 MIN_POOLED_DF = 2  # fewer pooled degrees of freedom: fall back on the baseline's spread
 SCREEN, RACE, FULL = "screen", "race", "full"
 CONFIRM = "confirm"  # after the race: the leader's estimate, from blocks its selection never saw

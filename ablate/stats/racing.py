@@ -169,13 +169,14 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
             return Race(baseline, (), 0, None, "no combination could still beat the baseline")
         return Race(first, tuple(c for c in opening if c != first), 0, tuple(members), "racing")
     looks = max(1, settings.race_blocks - MIN_RACE_BLOCKS + 1)
-    extra = settings.extra_race_blocks if settings.race_blocks >= MIN_RACE_BLOCKS else 0
+    extra = settings.extra_blocks
     out: list[Key] = []
     contrasts: list[Contrast[Key]] = []
     last: dict[Key, Contrast[Key]] = {}  # each combination's contrast at the latest look it was in
     field: list[Key] = []
     for n in range(1, n_race + 1):  # replay the looks: the field of block n is who ran in it, less the eliminated
-        if n > settings.race_blocks:  # past the planned blocks only the top two run: the rest wait, still in
+        past = n > settings.race_blocks
+        if past:  # past the planned blocks only the top two run: the rest wait, still in
             field = [c for c in field if c not in out]
         else:
             # One that ran in an earlier race block but not in this one was dropped when this block was planned.
@@ -188,8 +189,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
                 field.append(baseline)
             field = [c for c in field if c in est]
         alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks, extra=extra) if n >= MIN_RACE_BLOCKS else 0.0
-        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model, screened,
-                                           guarded=n > settings.race_blocks)
+        leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model, screened, guarded=past)
         last.update({c.other: c for c in contrasts})
         out += sorted(dropped, key=str)
     survivors = [c for c in field if c != leader and c not in out]

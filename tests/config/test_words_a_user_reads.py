@@ -22,6 +22,13 @@ def test_larger_studies_are_described_by_their_blocks():
     assert "screening in one block of 1 combination plus" in settings.describe(1)
 
 
+def test_the_blocks_past_the_planned_race_are_described_only_where_the_race_can_take_them():
+    more = "(where still undecided, up to 6 more of the leader and its closest contender)"
+    assert f"in at most 6 blocks {more}" in ProtocolSettings().describe(15)
+    for settings in (ProtocolSettings(race_blocks=1), ProtocolSettings(extra_race_blocks=0)):
+        assert settings.extra_blocks == 0 and "undecided" not in settings.describe(15)  # too short to decide; none
+
+
 def test_without_the_studys_size_the_description_is_still_true():
     assert "screening in blocks of up to 8 combinations" in ProtocolSettings().describe()
     assert "screening in one block plus 1 baseline measurement" in SINGLE_PASS.describe()
