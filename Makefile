@@ -28,8 +28,8 @@ test: $(STAMP)  ## the linter, the type check, then the suite (all configured in
 bench: $(STAMP)  ## rewrites this device's section of benchmarks/RESULTS.md (2 CPU cores: the grid alone 57-71 min; ARGS=--no-grid 45 min where bf16 is emulated) [ARGS="--no-grid"]
 	$(BIN)/python -m benchmarks $(ARGS)
 
-gpu:  ## on a CUDA machine: GPU tests, every strategy alone, ResNet AMP/channels_last, the GPU bench, within time limits [ARGS="--part 1" or "--dry-run"]; summary and tarball in $$OUT or results/gpu; exit 2 at once without a GPU
-	$(GPU_PYTHON) -m benchmarks.gpu $(ARGS)
+gpu:  ## on a CUDA machine: the next steps of the GPU ledger (benchmarks/gpu/ledger.yaml) that fit one 540-s command [ARGS="--dry-run" prints a 15-minute lease's plan, "--steps a,b" runs those]; summary and tarball in $$OUT or results/gpu; exit 2 at once without a GPU
+	$(GPU_PYTHON) -m benchmarks.gpu next $(ARGS)
 
 ui: $(STAMP)  ## MLflow UI on http://127.0.0.1:5000 [ARGS="--results DIR --port N"]
 	$(BIN)/ablate ui $(ARGS)

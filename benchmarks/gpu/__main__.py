@@ -1,44 +1,45 @@
-"""`make gpu`: what only a CUDA machine can check, in two commands that each fit a lent machine's 10 minutes.
+"""`make gpu`: what only a CUDA machine can check, as a campaign that advances in every 15-minute lease.
 
-    python -m benchmarks.gpu [--part 1|2 | --steps a,b] [--budget-s S] [--scratch DIR] [--out DIR] [--dry-run]
+    python -m benchmarks.gpu [next] [--steps a,b] [--budget-s S] [--scratch DIR] [--out DIR] [--dry-run [--kind K]]
     python -m benchmarks.gpu pack              here: the wheels, data and commit a lent machine needs, in .whl/
-    python -m benchmarks.gpu merge TARBALL     here: a part's results into benchmarks/RESULTS.md
+    python -m benchmarks.gpu merge TARBALL     here: a lease's results into benchmarks/RESULTS.md and the ledger
 
-Part 1: the GPU-marked tests, then the catalogue (every strategy and preset alone, one measurement each).
-Part 2: ResNet-18 under AMP and channels_last, the GPU bench, then every transformer strategy alone.
-Without --part or --steps both parts run, one after the other. mnist_cnn and gpt_kjv run by name (--steps).
+`next` (the default) runs the ledger's plan for this GPU's kind (benchmarks/gpu/ledger.yaml, ledger.py): the most
+valuable steps not yet done on it, then the stale ones, as many as fit this command's budget. `--steps` runs the named
+ledger steps instead, in that order. `--dry-run` prints a 15-minute lease's plan (steps.py has the arithmetic) for
+`--kind` (default: the first kind lent, an H100) and the device command.
 
 Every step has a time limit that bounds it whole, its stop and a study's report rebuild included; --budget-s S
 (from this command's start, the last summary and tarball included) shares S among the steps in proportion to their
-shares. benchmarks/gpu/steps.py has the arithmetic; --dry-run prints it. Logs and results go to a scratch folder
-(default /tmp/ablate-gpu-LABEL), with `pip check` and `pip list`; after every step `summary.md` and one tarball of
-that folder go to --out ($OUT when set, else results/gpu). Exit status: 0 when every step passed, 1 when one failed
-or was stopped at its limit, and 2 at once, with one line, where there is no CUDA device.
+estimates. Logs and results go to a scratch folder (default /tmp/ablate-gpu-LABEL), with `pip check` and `pip list`;
+after every step `summary.md` and one tarball of that folder (with runs.json, the ledger's record of each step) go
+to --out ($OUT when set, else results/gpu). Exit status: 0 when every step passed, 1 when one failed or was stopped
+at its limit, and 2 at once, with one line, where there is no CUDA device.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
 import tarfile
-import textwrap
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.gpu.bundle import SECTION, catalogue_problems, merge, pack, study_lines
+from benchmarks.gpu import ledger
+from benchmarks.gpu.bundle import RUNS_JSON, SECTION, catalogue_problems, merge, pack, study_lines
+from benchmarks.gpu.lease import lease_plan
 from benchmarks.gpu.steps import (
     COMMAND_END_S,
-    COMMAND_S,
     END_RESERVE_S,
     MIN_STEP_S,
-    PARTS,
     REPORT_RESERVE_S,
     ROOT,
-    SETUP_PLANNED_S,
     STEPS,
     STOP_GRACE_S,
     Step,
@@ -47,36 +48,57 @@ from benchmarks.gpu.steps import (
 )
 
 NO_GPU = 2
+DEFAULT_KIND = "NVIDIA H100"  # a plain device call's first kind
 # The import check: what the steps import, not only the carried wheels' names - ablate's tracking (MLflow's client),
 # the runner (Optuna), the report, MLflow's SQL store (SQLAlchemy, Alembic), torchao's float8.
 IMPORT_CHECK = ("python3 -c 'import ablate.run.runner, ablate.render.report, mlflow.store.tracking.sqlalchemy_store, "
                 "torchao.float8' || exit 1; ")
 # The start of every command on a lent machine: install the carried wheels (not again on a warm machine, where a
-# part before left them), unpack the data, say the commit (no .git travels), and check the imports. The install and
-# the data are in step with ../shared/tools/device-wheels.sh's header, which packs .whl/.
+# command before left them), unpack the data, say the commit (no .git travels), and check the imports. The install
+# and the data are in step with ../shared/tools/device-wheels.sh's header, which packs .whl/.
 PREFIX = ("[ -d /tmp/site/mlflow ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir "
           "--upgrade --target /tmp/site .whl/*.whl && tar xzf .whl/datasets.tgz -C /tmp && export "
           "PYTHONPATH=$PWD:/tmp/site ABLATE_DATA_DIR=/tmp/datasets ABLATE_OFFLINE=1 ABLATE_COMMIT=$(cat .whl/commit) "
           f"PYTHONUNBUFFERED=1 && {IMPORT_CHECK}")
-BUDGET = f"$(({COMMAND_END_S} - SECONDS))"  # bash: the seconds left to COMMAND_END_S since the command began
 
 
-def device_command(part: int) -> str:
-    """The whole command for part `part` on a lent machine (carry .whl, time limit COMMAND_S)."""
-    return f"{PREFIX}python3 -m benchmarks.gpu --part {part} --budget-s {BUDGET}"
+def device_command(steps: str | None = None, end_s: int = COMMAND_END_S) -> str:
+    """The whole command on a lent machine (carry .whl): the ledger's next steps, or `steps` by name (a rerun)."""
+    which = f" --steps {steps}" if steps else ""
+    return f"{PREFIX}python3 -m benchmarks.gpu next{which} --budget-s $(({end_s} - SECONDS))"
+
+
+@dataclass
+class Recorder:
+    """What the ledger needs of each step a command ran, written to runs.json beside the summary."""
+
+    kind: str
+    torch: str
+    commit: str
+    hashes: dict[str, str]
+    title: str
+    entries: list[dict] = field(default_factory=list)
+
+    def add(self, step: Step, outcome: str, limit: float, took: float, notes: list[str]) -> None:
+        said = ("passed" if outcome == "passed" else "stopped" if outcome.startswith("stopped") else
+                "not run" if outcome.startswith("not run") else "failed")
+        self.entries.append({
+            "step": step.name, "kind": self.kind, "torch": self.torch, "commit": self.commit,
+            "date": f"{datetime.now(timezone.utc):%Y-%m-%d}", "outcome": said, "said": outcome, "limit_s": limit,
+            "actual_s": took, "paths_hash": self.hashes.get(step.name), "title": self.title, "notes": notes})
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.splitlines()[0])
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--part", type=int, choices=sorted(PARTS), help="one of the lent machine's two commands")
-    which.add_argument("--steps", help="comma-separated steps, in this order: " + ", ".join(STEPS))
+    parser.add_argument("--steps", help="comma-separated ledger steps, in this order: " + ", ".join(STEPS))
     parser.add_argument("--budget-s", type=float, help="seconds from this command's start to its end, the last "
-                                                       "summary and tarball included (default: the steps' shares "
+                                                       "summary and tarball included (default: the steps' estimates "
                                                        f"and {END_RESERVE_S} s)")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "results/gpu"))
     parser.add_argument("--scratch", type=Path, help="logs and results (default: /tmp/ablate-gpu-LABEL)")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and the lent machine's commands")
+    parser.add_argument("--dry-run", action="store_true", help="print a 15-minute lease's plan and its command")
+    parser.add_argument("--kind", default=DEFAULT_KIND, help=f"--dry-run: the device kind (default: {DEFAULT_KIND})")
+    parser.add_argument("--torch", help="--dry-run: the device's torch (default: the kind's recorded, else any kind's)")
     return parser
 
 
@@ -88,75 +110,57 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["pack"]:
         return _pack()
     parser = _parser()
-    args = parser.parse_args(argv)
-    if args.steps:
-        names = args.steps.split(",")
-        if unknown := [s for s in names if s not in STEPS]:
-            parser.error(f"unknown step {', '.join(unknown)}; choose from {', '.join(STEPS)}")
-        label = "-".join(names)
-    else:
-        parts = [args.part] if args.part else sorted(PARTS)
-        names = [n for p in parts for n in PARTS[p]]
-        label = f"part{args.part}" if args.part else "all"
+    args = parser.parse_args(argv[1:] if argv[:1] == ["next"] else argv)
+    names = args.steps.split(",") if args.steps else None
+    if names is not None and (unknown := [s for s in names if s not in STEPS]):
+        parser.error(f"unknown step {', '.join(repr(s) for s in unknown)}; choose from {', '.join(STEPS)}")
     least = END_RESERVE_S + MIN_STEP_S + STOP_GRACE_S
     if args.budget_s is not None and args.budget_s < least:
         parser.error(f"--budget-s must be at least {least} s (got {args.budget_s:g}): the set-up before it took "
                      "too long")
-    budget = args.budget_s or sum(STEPS[n].limit_s for n in names) + END_RESERVE_S
+    steps = ledger.load()
+    hashes = ledger.paths_hashes(steps, ROOT)
     if args.dry_run:
-        print(_plan(names, budget))
+        recorded = [r.torch for s in steps for k, r in s.runs.items() if k == args.kind] or [
+            r.torch for s in steps for r in s.runs.values()]  # this kind's torch, else any kind's
+        torch_version = args.torch or (recorded[0] if recorded else "unknown")
+        print(lease_plan(steps, args.kind, hashes, torch_version, names, device_command))
         return 0
     import torch
 
     if not torch.cuda.is_available():
         print("make gpu: no CUDA device here (torch.cuda.is_available() is False); nothing was run", file=sys.stderr)
         return NO_GPU
-    return _run(names, budget, label, args.scratch or Path(f"/tmp/ablate-gpu-{label}"), args.out.absolute(),
-                STEPS, started)
+    kind, version = _device()
+    from ablate.trial.machine import commit
+
+    if names is None:
+        steps_s = (args.budget_s or COMMAND_END_S) - END_RESERVE_S
+        chosen = ledger.plan(steps, kind, hashes, version, steps_s)
+        estimates = {p.step.name: p.estimate_s for p in chosen}
+        if not chosen:
+            print(f"make gpu: every ledger step is done on {kind} at torch {version}; nothing to run")
+            return 0
+    else:
+        estimates = {n: float(STEPS[n].limit_s) for n in names}
+    budget = args.budget_s or sum(estimates.values()) + END_RESERVE_S
+    stamp = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
+    recorder = Recorder(kind, version, commit(), hashes, f"`make gpu` on {kind} at {commit()}, {stamp} UTC")
+    label = f"{ledger.slug(kind)}-{stamp.replace(' ', '-').replace(':', '')}"
+    return _run(list(estimates), budget, label, args.scratch or Path(f"/tmp/ablate-gpu-{label}"),
+                args.out.absolute(), STEPS, started, estimates, recorder)
 
 
-def _plan(names: list[str], budget: float) -> str:
-    lines = [f"On a lent GPU machine: carry [\".whl\"] (made here by `python -m benchmarks.gpu pack`), time limit "
-             f"{COMMAND_S} s, and run each part as one command:", ""]
-    for part in PARTS:
-        lines += [f"part {part}:", "", f"    {device_command(part)}", ""]
-    lines += [textwrap.fill(
-        f"A part is to end {COMMAND_END_S} s into its command ({COMMAND_S - COMMAND_END_S} s to spare). bash's "
-        "SECONDS counts from the command's start, so the install, unpack and import check come out of the part's "
-        f"budget: --budget-s {BUDGET}. Of the budget, {END_RESERVE_S} s are kept for the last summary and tarball; "
-        "the rest is shared among the steps in proportion to their shares, and time a step leaves unused goes to the "
-        f"next. A step's limit bounds it whole: it gets SIGTERM at its limit less {STOP_GRACE_S} s of grace before "
-        f"SIGKILL, and a study {REPORT_RESERVE_S} s earlier still, to rebuild its report from what finished. The "
-        f"limits below are for a set-up of {SETUP_PLANNED_S} s (a warm machine reinstalls nothing: the steps then "
-        "get more).", width=110), ""]
-    for part, steps in PARTS.items():
-        lines += _limits_table(f"part {part}", list(steps), COMMAND_END_S - SETUP_PLANNED_S, SETUP_PLANNED_S)
-    every = sum(STEPS[n].limit_s for p in PARTS.values() for n in p)
-    lines += [f"both parts: {every / 60:.1f} min of steps. Then here: python -m benchmarks.gpu merge TARBALL", ""]
-    lines += _limits_table(f"this invocation ({', '.join(names)})", names, budget, None)
-    return "\n".join(lines).rstrip()
+def _device() -> tuple[str, str]:
+    """This GPU's kind and torch's version."""
+    import torch
 
-
-def _limits_table(title: str, names: list[str], budget: float, setup: float | None) -> list[str]:
-    """Each step's limit and its SIGTERM within `budget`, and where the part ends at the worst."""
-    steps_s = budget - END_RESERVE_S
-    at = f"at a set-up of {setup:.0f} s: --budget-s {budget:.0f}" if setup is not None else f"--budget-s {budget:.0f}"
-    lines = [f"{title}, {at} = {steps_s:.0f} s of steps + {END_RESERVE_S} s for the last summary and tarball:", "",
-             f"    {'step':<13} {'share':>5}  {'limit':>6}  {'SIGTERM at':>10}  then"]
-    for name, limit in limits(names, steps_s).items():
-        step = STEPS[name]
-        then = f"{STOP_GRACE_S} s grace" + (f" + {REPORT_RESERVE_S} s report" if step.study else "")
-        sigterm = limit - stop_reserve(step, STOP_GRACE_S, REPORT_RESERVE_S)
-        lines.append(f"    {name:<13} {step.limit_s:>3} s  {limit:>4.0f} s  " + (
-            f"{sigterm:>8.0f} s  {then:<26} {step.what}" if sigterm >= MIN_STEP_S else "   not run: too little time"))
-    if setup is not None:
-        lines.append(f"    at the worst, the part ends {setup:.0f} + {budget:.0f} = {setup + budget:.0f} s into its "
-                     f"command (limit {COMMAND_S} s)")
-    return lines + [""]
+    return ledger.device_kind(torch.cuda.get_device_name(0)), torch.__version__
 
 
 def _run(names: list[str], budget: float, label: str, scratch: Path, out: Path,
-         steps: dict[str, Step] = STEPS, started: float | None = None) -> int:
+         steps: dict[str, Step] = STEPS, started: float | None = None, estimates: dict[str, float] | None = None,
+         recorder: Recorder | None = None) -> int:
     """The named steps, each within its limit, all within `budget` seconds of `started` (default: now)."""
     started = time.monotonic() if started is None else started
     deadline = started + budget - END_RESERVE_S  # the last summary and tarball fit after it
@@ -166,26 +170,27 @@ def _run(names: list[str], budget: float, label: str, scratch: Path, out: Path,
     rows: list[str] = []
     details: list[str] = _environment(scratch, deadline)
     failed, carried = False, 0.0
-    for name, share in limits(names, budget - END_RESERVE_S, steps).items():
+    for name, share in limits(names, budget - END_RESERVE_S, steps, estimates).items():
         step = steps[name]
-        limit = min(share + carried, deadline - time.monotonic())  # never past the part's deadline
+        limit = min(share + carried, deadline - time.monotonic())  # never past the command's deadline
         reserve = stop_reserve(step, STOP_GRACE_S, REPORT_RESERVE_S)  # kept after its SIGTERM, within its limit
         if limit - reserve < MIN_STEP_S:
-            rows.append(f"| {name} | not run: the command's budget was spent | {max(limit, 0):.0f} | |")
-            failed = True
-            _write(label, machine, rows, details, scratch, out)
-            continue
-        print(f"make gpu: {name} (limit {limit:.0f} s, SIGTERM at {limit - reserve:.0f} s): "
-              f"{shlex.join(step.command(scratch))}", flush=True)
-        began = time.monotonic()
-        outcome, notes = _run_step(step, limit, reserve, scratch)
-        took = time.monotonic() - began
-        carried = max(0.0, limit - took)  # a step that ends early leaves its time to the next
+            outcome, took, notes = "not run: the command's budget was spent", 0.0, list[str]()
+            rows.append(f"| {name} | {outcome} | {max(limit, 0):.0f} | |")
+        else:
+            print(f"make gpu: {name} (limit {limit:.0f} s, SIGTERM at {limit - reserve:.0f} s): "
+                  f"{shlex.join(step.command(scratch))}", flush=True)
+            began = time.monotonic()
+            outcome, notes = _run_step(step, limit, reserve, scratch)
+            took = time.monotonic() - began
+            carried = max(0.0, limit - took)  # a step that ends early leaves its time to the next
+            rows.append(f"| {name} | {outcome} | {limit:.0f} | {took:.0f} |")
+            details += ([f"### {name}", "", *notes, ""] if notes else [])
+            print(f"make gpu: {name}: {outcome} ({took:.0f} s)", flush=True)
         failed |= outcome != "passed"
-        rows.append(f"| {name} | {outcome} | {limit:.0f} | {took:.0f} |")
-        details += ([f"### {name}", "", *notes, ""] if notes else [])
-        print(f"make gpu: {name}: {outcome} ({took:.0f} s)", flush=True)
-        _write(label, machine, rows, details, scratch, out)
+        if recorder is not None:
+            recorder.add(step, outcome, limit, took, notes)
+        _write(label, machine, rows, details, scratch, out, recorder)
     print((scratch / "summary.md").read_text())
     return 1 if failed else 0
 
@@ -225,7 +230,7 @@ def _run_step(step: Step, limit: float, reserve: float, scratch: Path) -> tuple[
         except subprocess.TimeoutExpired:
             _stop(process)
             outcome = f"stopped at its limit ({limit:.0f} s), partial results kept"
-            if step.study:
+            if step.rebuilds_report:
                 try:
                     subprocess.run(step.report_command(scratch), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                    timeout=REPORT_RESERVE_S)
@@ -240,12 +245,14 @@ def _run_step(step: Step, limit: float, reserve: float, scratch: Path) -> tuple[
 def _judged(step: Step, outcome: str, scratch: Path, log_path: Path) -> tuple[str, list[str]]:
     """The step's outcome, with a catalogue's problems, and its notes for the summary."""
     notes: list[str] = []
-    if step.name == "gpu-tests":
-        notes = [f"- {line}" for line in log_path.read_text().splitlines() if line.startswith(("FAILED", "ERROR"))]
-        notes += [f"- {line}" for line in log_path.read_text().splitlines()[-1:]]
-    if step.study:
+    log = log_path.read_text().splitlines()
+    if step.command_kind == "pytest":
+        notes = [f"- {line}" for line in log if line.startswith(("FAILED", "ERROR")) or line is log[-1]]
+    elif step.command_kind == "repro":  # the comparison it prints: agreement, widths, the load guard's repeats
+        notes = [line for line in log if line.startswith(("Reproducibility of", "- "))]
+    elif step.study:
         results = step.results(scratch)
-        if step.name in ("catalogue", "transformers"):
+        if "--single-pass" in step.ablate_args:
             problems = [p for t in results.glob("*/*-cuda.csv") for p in catalogue_problems(t)]
             if problems and outcome == "passed":
                 outcome = "FAILED (a trial failed or skipped without a reason)"
@@ -277,8 +284,9 @@ def _machine() -> str:
             f"torch {torch.__version__}, commit {commit()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
 
 
-def _write(label: str, machine: str, rows: list[str], details: list[str], scratch: Path, out: Path) -> None:
-    """summary.md and the part's RESULTS.md section in the scratch folder; summary.md and the tarball to `out`."""
+def _write(label: str, machine: str, rows: list[str], details: list[str], scratch: Path, out: Path,
+           recorder: Recorder | None = None) -> None:
+    """summary.md, the RESULTS.md section and runs.json in the scratch folder; summary.md and the tarball to `out`."""
     scratch.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     summary = "\n".join([f"Machine: {machine}", "", "| step | outcome | limit s | took s |", "|---|---|---|---|",
@@ -286,27 +294,32 @@ def _write(label: str, machine: str, rows: list[str], details: list[str], scratc
     (scratch / "summary.md").write_text(summary)
     (out / "summary.md").write_text(summary)
     kind = f"gpu-{label}"
+    title = recorder.title if recorder else f"`make gpu` {label}"
     (scratch / SECTION).write_text(f"<!-- bench:{kind}:start (written by `make gpu`, merged with `python -m "
-                                   f"benchmarks.gpu merge`) -->\n## `make gpu` {label}\n\n{summary}"
+                                   f"benchmarks.gpu merge`) -->\n## {title}\n\n{summary}"
                                    f"<!-- bench:{kind}:end -->\n")
+    if recorder is not None:
+        (scratch / RUNS_JSON).write_text(json.dumps(recorder.entries, indent=1) + "\n")
     pack(scratch, out / f"gpu-{label}.tgz")
 
 
 def _merge(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu merge",
-                                     description="write a `make gpu` tarball's sections into benchmarks/RESULTS.md")
+                                     description="write a `make gpu` tarball's sections into benchmarks/RESULTS.md, "
+                                                 "its steps into the ledger and their exports into benchmarks/gpu/runs")
     parser.add_argument("tarball", type=Path)
     args = parser.parse_args(argv)
     if not args.tarball.is_file():
         print(f"merge: no such file: {args.tarball}", file=sys.stderr)
         return 2
     try:
-        written = merge(args.tarball)
-    except (ValueError, OSError, tarfile.TarError) as error:
+        written, done = merge(args.tarball)
+    except (ValueError, OSError, tarfile.TarError, json.JSONDecodeError) as error:
         print(f"merge: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
-    print(f"merge: wrote the {', '.join(written)} section(s) of benchmarks/RESULTS.md; "
-          "results unpacked in results/gpu/")
+    print(f"merge: wrote the {', '.join(written)} section(s) of benchmarks/RESULTS.md; results unpacked in "
+          "results/gpu/" + (f"; the ledger records {', '.join(done)} (exports in benchmarks/gpu/runs/)" if done else
+                            "; no ledger record in this tarball"))
     return 0
 
 

@@ -3,8 +3,10 @@
 On the GPU machine, after every step: `summary.md` (each step's outcome and its results in brief) and one
 tarball of the scratch folder (logs, each study's CSV, report and summary.json, the bench section) go to $OUT,
 so a command stopped from outside still returns everything finished before. Only 8 files come back from $OUT,
-so nothing else is written there. `python -m benchmarks.gpu merge TARBALL` then writes the part's section (and
-the bench's cuda section, when it ran) into benchmarks/RESULTS.md here, where the commit can be made.
+so nothing else is written there. `python -m benchmarks.gpu merge TARBALL` then, here, writes the command's section
+(and the bench's cuda section, when a bench step ran) into benchmarks/RESULTS.md, each step's record (runs.json) into
+the ledger, and a compact export of each step's figures under benchmarks/gpu/runs/KIND/STEP.json: results/ is not
+committed and the tarball leaves out the stores, so without the export no GPU figure would outlive the lease.
 """
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ import tarfile
 from collections import Counter
 from pathlib import Path
 
+from benchmarks.gpu import ledger
 from benchmarks.sections import RESULTS, rewrite, section_pattern
 
-SECTION = "section.md"  # in the tarball: the part's RESULTS.md section
-BENCH = "bench/RESULTS.md"  # in the tarball: the file the bench step rewrote, holding its cuda section
+SECTION = "section.md"  # in the tarball: the command's RESULTS.md section
+RUNS_JSON = "runs.json"  # in the tarball: the ledger's record of each step the command ran
+BENCH = "results/*/RESULTS.md"  # in the tarball: the files a bench step rewrote, each holding its cuda section
 # Stores, checkpoints and MLflow's copies of the reports: large, and the CSVs, reports and JSON say it all.
 SKIP_IN_TARBALL = (".db", ".db-journal", ".pt", "mlartifacts")
 # Folders left out whole: compiled combinations' Inductor and Triton caches (cubin, ptx: megabytes each, and no file
@@ -90,8 +94,10 @@ def pack(scratch: Path, tarball: Path) -> None:
     partial.replace(tarball)
 
 
-def merge(tarball: Path, into: Path = RESULTS, unpack_to: Path = Path("results/gpu")) -> list[str]:
-    """Unpack `tarball` under `unpack_to` and write its sections into `into`; returns the sections' names."""
+def merge(tarball: Path, into: Path = RESULTS, unpack_to: Path = Path("results/gpu"),
+          ledger_path: Path | None = None, runs: Path | None = None) -> tuple[list[str], list[str]]:
+    """Unpack `tarball` under `unpack_to`, write its sections into `into`, its steps' records into the ledger and
+    their exports under `runs`; returns the sections' names and the steps recorded as done."""
     unpack_to.mkdir(parents=True, exist_ok=True)
     with tarfile.open(tarball) as tar:
         tar.extractall(unpack_to, filter="data")
@@ -109,8 +115,47 @@ def merge(tarball: Path, into: Path = RESULTS, unpack_to: Path = Path("results/g
         raise ValueError(f"{section} has no section markers")
     rewrite(into, kind.group(1), text.strip())
     written.append(kind.group(1))
-    bench = folder / BENCH
-    if bench.exists() and (found := section_pattern("cuda").search(bench.read_text())):
-        rewrite(into, "cuda", found.group(0))
-        written.append("cuda")
-    return written
+    for bench in sorted(folder.glob(BENCH)):  # in the order the steps ran: the later bench's section stays
+        if found := section_pattern("cuda").search(bench.read_text()):
+            rewrite(into, "cuda", found.group(0))
+            written.append("cuda")
+    return written, _record(folder, ledger_path or ledger.LEDGER, runs or ledger.RUNS, into)
+
+
+def _record(folder: Path, ledger_path: Path, runs: Path, results: Path) -> list[str]:
+    """runs.json's steps into the ledger, each with its export; the names of those now done (passed)."""
+    if not (folder / RUNS_JSON).exists():
+        return []
+    entries = json.loads((folder / RUNS_JSON).read_text())
+    steps = ledger.load(ledger_path)
+    for entry in entries:
+        if entry["outcome"] not in ledger.OUTCOMES:
+            continue
+        target = runs / ledger.slug(entry["kind"]) / f"{entry['step']}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(export(entry, folder / "results" / entry["step"]), indent=1) + "\n")
+        figures = f"{_relative(results)}#{ledger.anchor(entry['title'])}"
+        ledger.record(steps, entry, figures, _relative(target))
+    ledger.save(steps, ledger_path)
+    return [e["step"] for e in entries if e["outcome"] == "passed"]
+
+
+def _relative(path: Path) -> str:
+    from benchmarks.gpu.steps import ROOT
+
+    path = path.absolute()
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
+
+
+def export(entry: dict, results: Path) -> dict:
+    """One step's figures, small enough to commit: its record and notes, each results table's rows without their
+    empty cells, each report's speed-ups, and a bench's section."""
+    tables = {t.relative_to(results).as_posix(): [{k: v for k, v in row.items() if v not in ("", None)}
+                                                  for row in csv.DictReader(t.open())]
+              for t in sorted(results.glob("**/*-cuda.csv"))}
+    speedups = {s.relative_to(results).as_posix(): json.loads(s.read_text()).get("speedups", [])
+                for s in sorted(results.glob("**/report/**/summary.json"))}
+    bench = results / "RESULTS.md"
+    found = section_pattern("cuda").search(bench.read_text()) if bench.exists() else None
+    return {"record": {k: v for k, v in entry.items() if k != "notes"}, "notes": entry.get("notes", []),
+            "tables": tables, "speedups": speedups, "bench_section": found.group(0) if found else None}

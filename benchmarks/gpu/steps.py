@@ -1,19 +1,22 @@
-"""What `make gpu` runs, in which command, and for how long: the steps and the arithmetic of a lease.
+"""What `make gpu` runs and for how long: the steps (from the ledger) and the arithmetic of a 15-minute lease.
 
-A lent GPU machine allows 30 minutes in all and stops a command at 10 (`COMMAND_S`), and every step has been
-slower than planned the first time, so each part is one command and each step has its own time limit.
+A lent GPU machine gives a session 15 minutes of device time in all (`LEASE_S`): the machine's start (a minute or
+more), every idle wait and transfer count, a command is stopped at 10 minutes (`COMMAND_S`), and no machine starts
+with under 4 minutes left (`NO_START_UNDER_S`). Two commands with a start between them do not fit, so a lease is ONE
+command, and what a lease leaves for the next is in the ledger (benchmarks/gpu/ledger.yaml), not in a second part.
 
-The arithmetic of one part's command (`python -m benchmarks.gpu --dry-run` prints it with the figures):
-- The command is to end by `COMMAND_END_S` (540 s), 60 s before the machine stops it. bash's SECONDS counts
-  from the command's start, so the install, unpack and import check before the steps come out of the part's
-  budget: the device command passes `--budget-s $((540 - SECONDS))`. The shares below are planned for a set-up
-  of `SETUP_PLANNED_S` (60 s; a warm machine reinstalls nothing and takes seconds).
-- Of the budget, `END_RESERVE_S` is kept for the last summary and tarball; the rest is shared among the steps in
-  proportion to their shares (`limits`), and time a step leaves unused goes to the next.
-- A step's limit bounds it whole: it is stopped (SIGTERM, then SIGKILL after `STOP_GRACE_S`) at its limit less
-  its stop reserve (`stop_reserve`: the grace, and for a study `REPORT_RESERVE_S` more, to rebuild its report
-  from what finished), and no limit runs past the part's deadline. So a part ends within its budget even when
-  its last step is a study that must be stopped, killed and reported.
+The arithmetic of a lease (`python -m benchmarks.gpu --dry-run` prints it with the figures):
+- The machine's start, budgeted at `START_PLANNED_S` (90-120 s were seen).
+- One command that ends by `COMMAND_END_S` (540 s) by bash's SECONDS, which counts from the command's start, so the
+  install, unpack and import check (`SETUP_PLANNED_S` on a fresh machine) come out of it: the device command passes
+  `--budget-s $((540 - SECONDS))`. Of that budget, `END_RESERVE_S` is kept for the last summary and tarball; the rest
+  (`PLANNED_STEPS_S` at the planned set-up) holds the steps the ledger's plan picks, each planned at most about 3
+  minutes (ledger.MAX_PLANNED_S), so a stopped command still lands its finished steps.
+- The transfer back (`TRANSFER_PLANNED_S`), and what is left (`LEFT_S`): enough to rerun one short step at once on the
+  warm machine (a later start is refused under 4 minutes left), not a second command of steps.
+- A step's limit is its share of the steps' budget, in proportion to its estimate, and bounds it whole: it is stopped
+  (SIGTERM, then SIGKILL after `STOP_GRACE_S`) at its limit less its stop reserve (`stop_reserve`: the grace, and for
+  a study `REPORT_RESERVE_S` more, to rebuild its report from what finished); time a step leaves goes to the next.
 """
 from __future__ import annotations
 
@@ -21,80 +24,86 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.gpu.ledger import LedgerStep, load
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+LEASE_S = 900  # a session's device time: start, commands, idle waits and transfers together
+NO_START_UNDER_S = 240  # no machine starts with under 4 minutes left
+START_PLANNED_S = 120  # the machine's start (90-120 s seen)
 COMMAND_S = 600  # a lent machine stops a command at 10 minutes
-COMMAND_END_S = 540  # by bash's SECONDS: a part ends by then, with a minute to spare
-SETUP_PLANNED_S = 60  # install, unpack and import check on a fresh machine (est. 30-70 s): the shares assume this
-END_RESERVE_S = 10  # of a part's budget: the last summary.md and tarball, after the last step
+COMMAND_END_S = 540  # by bash's SECONDS: the command ends by then, with a minute to spare
+SETUP_PLANNED_S = 60  # install, unpack and import check on a fresh machine (est. 30-70 s)
+END_RESERVE_S = 10  # of the command's budget: the last summary.md and tarball, after the last step
+TRANSFER_PLANNED_S = 30  # the tarball and summary back to this machine
 STOP_GRACE_S = 20  # SIGTERM, then this long for the step to record what finished, then SIGKILL
 REPORT_RESERVE_S = 30  # after a study was stopped: to rebuild its report from what it finished
 MIN_STEP_S = 15  # a step that would have less than this before its SIGTERM is not started
-PLANNED_STEPS_S = COMMAND_END_S - SETUP_PLANNED_S - END_RESERVE_S  # each part's shares add up to this
+PLANNED_STEPS_S = COMMAND_END_S - SETUP_PLANNED_S - END_RESERVE_S  # the steps' budget at the planned set-up
+LEFT_S = LEASE_S - START_PLANNED_S - COMMAND_END_S - TRANSFER_PLANNED_S
+WARM_SETUP_S = 10  # the import check on a warm machine, which installs nothing again
+# A rerun on the warm machine: its command, set-up and transfer within what is left, a minute kept in hand.
+RERUN_STEP_S = LEFT_S - TRANSFER_PLANNED_S - WARM_SETUP_S - END_RESERVE_S - 60
 
 
 @dataclass(frozen=True)
 class Step:
     name: str
-    limit_s: int  # the step's share of its command's budget
+    limit_s: float  # its planned share of a command's steps (ledger: planned_s)
     what: str
-    study: str | None = None  # an `ablate run` step: the study (name or file), whose results are summarised
+    command_kind: str = "study"  # pytest, bench, study or repro (ledger: command)
+    study: str | None = None  # a study file, relative to ROOT
     ablate_args: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, step: LedgerStep) -> Step:
+        return cls(step.name, step.planned_s, step.what, step.command, step.study, tuple(step.args))
+
+    @property
+    def rebuilds_report(self) -> bool:
+        """Whether a stop leaves a report to rebuild (an `ablate run` study)."""
+        return self.command_kind == "study"
+
     def command(self, scratch: Path) -> list[str]:
-        py = sys.executable
-        if self.name == "gpu-tests":
+        py, results = sys.executable, str(self.results(scratch))
+        if self.command_kind == "pytest":
             return [py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests"]
-        if self.name == "bench":
-            # Two profiling-window pairs, not the CPU's seven: 14 more fresh processes do not fit the step's 80 s.
-            # Two give the GPU's idle share and phases; every catalogue and study trial records its own as well.
-            return [py, "-m", "benchmarks", "--device", "cuda", "--no-grid", "--profile-pairs", "2",
-                    "--results", str(scratch / "bench"), "--output", str(scratch / "bench" / "RESULTS.md")]
+        if self.command_kind == "bench":
+            return [py, "-m", "benchmarks", "--device", "cuda", "--no-grid", *self.ablate_args, "--results", results,
+                    "--output", str(self.results(scratch) / "RESULTS.md")]
         assert self.study is not None
-        return [py, "-m", "ablate", "run", self.study, "--device", "cuda", "--results", str(self.results(scratch)),
-                *self.ablate_args]
+        study = str(ROOT / self.study)
+        if self.command_kind == "repro":
+            return [py, "-m", "benchmarks.reproducibility", "--study", study, "--device", "cuda", "--results", results]
+        return [py, "-m", "ablate", "run", study, "--device", "cuda", "--results", results, *self.ablate_args]
 
     def report_command(self, scratch: Path) -> list[str]:
         """Rebuilds the report from what a stopped study finished."""
         search = "optuna" if "optuna" in self.ablate_args else "grid"
-        return [sys.executable, "-m", "ablate", "report", str(self.study), "--device", "cuda", "--search", search,
-                "--results", str(self.results(scratch))]
+        return [sys.executable, "-m", "ablate", "report", str(ROOT / str(self.study)), "--device", "cuda", "--search",
+                search, "--results", str(self.results(scratch))]
 
     def results(self, scratch: Path) -> Path:
         return scratch / "results" / self.name
 
 
-def _study(name: str) -> str:
-    return str(HERE / f"{name}.yaml")
+def ledger_steps() -> dict[str, Step]:
+    return {s.name: Step.of(s) for s in load()}
 
 
-# Estimates (no GPU has run them yet): gpu-tests 60-120 s; the catalogue 180-250 s; resnet's 24 trials 100-150 s;
-# the bench 50-90 s; transformers 150-250 s (6 cold compiles). Part 2 is the tight one.
-STEPS = {step.name: step for step in (
-    Step("gpu-tests", 150, "the GPU-marked tests (pytest -m gpu)"),
-    Step("catalogue", 320, "every strategy and preset alone on the MNIST CNN, one measurement each (no trial may "
-                           "fail; a skip must say why)", _study("catalogue"), ("--single-pass",)),
-    Step("resnet", 180, "ResNet-18 (CIFAR-10 shape) under bf16/fp16 AMP, channels_last and device-resident data, "
-                        "2 full blocks",
-         _study("resnet_amp_channels_last")),
-    Step("bench", 80, "the GPU part of `make bench` (framework overhead, trial start-up, noise)"),
-    Step("transformers", 210, "every transformer strategy alone on a byte-level GPT, fp32 and bf16 autocast: float8, "
-                              "compiled optimizer, activation checkpointing, compile (whole and regional), each "
-                              "attention kernel", _study("transformers"), ("--single-pass",)),
-    # By name only: each needs a command of its own.
-    Step("mnist_cnn", PLANNED_STEPS_S, "the full mnist_cnn study on CUDA", "mnist_cnn"),
-    Step("gpt_kjv", PLANNED_STEPS_S, "gpt_kjv as a guided search of 24 trials", "gpt_kjv",
-         ("--search", "optuna", "--trials", "24")),
-)}
-PARTS = {1: ("gpu-tests", "catalogue"), 2: ("resnet", "bench", "transformers")}
+STEPS = ledger_steps()
 
 
-def limits(names: list[str], steps_s: float, steps: dict[str, Step] = STEPS) -> dict[str, float]:
-    """Each step's time limit: `steps_s` shared among the named steps in proportion to their shares."""
-    scale = steps_s / sum(steps[n].limit_s for n in names)
-    return {n: steps[n].limit_s * scale for n in names}
+def limits(names: list[str], steps_s: float, steps: dict[str, Step] | None = None,
+           estimates: dict[str, float] | None = None) -> dict[str, float]:
+    """Each step's time limit: `steps_s` shared among the named steps in proportion to their estimates (default:
+    their planned shares)."""
+    steps = STEPS if steps is None else steps
+    weight = {n: (estimates or {}).get(n, steps[n].limit_s) for n in names}
+    scale = steps_s / sum(weight.values())
+    return {n: weight[n] * scale for n in names}
 
 
 def stop_reserve(step: Step, grace_s: float = STOP_GRACE_S, report_s: float = REPORT_RESERVE_S) -> float:
     """What a step's limit keeps after its SIGTERM: the grace before SIGKILL, and a study's report rebuild."""
-    return grace_s + (report_s if step.study else 0)
+    return grace_s + (report_s if step.rebuilds_report else 0)

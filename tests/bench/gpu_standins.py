@@ -3,11 +3,11 @@
     python tests/bench/gpu_standins.py MODE STEP ARGS...
 
 ARGS are the real step's command after the interpreter (`-m ablate run STUDY --device cuda --results DIR ...`,
-`-m benchmarks --device cuda ...`, `-m ablate report ...`), so the stand-in writes where the real step would.
-MODE "quick": the step's outputs at once - a pytest-like last line; a study's results table and summary.json;
-the bench's real `benchmarks.__main__.main` with canned measurements on a pretend CUDA device, so its own writes
-(RESULTS.md in a folder nothing created) run for real. MODE "hang": ignores SIGTERM and sleeps, the worst a step
-can do to a lease.
+`-m benchmarks --device cuda ...`, `-m benchmarks.reproducibility ...`, `-m pytest ...`, `-m ablate report ...`), so
+the stand-in writes where the real step would. MODE "quick": the step's outputs at once - a pytest-like last line; a
+study's results table and summary.json; the bench's real `benchmarks.__main__.main` with canned measurements on a
+pretend CUDA device, so its own writes (RESULTS.md in a folder nothing created) run for real. MODE "hang": ignores
+SIGTERM and sleeps, the worst a step can do to a lease. MODE "fail": exits 3.
 """
 from __future__ import annotations
 
@@ -76,12 +76,16 @@ def main(mode: str, step: str, args: list[str]) -> int:
     if mode == "hang":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the worst case: the grace runs out, then SIGKILL
         time.sleep(3600)
+    if mode == "fail":
+        return 3
     if args[:3] == ["-m", "ablate", "report"]:
         _summary(Path(_after(args, "--results")), Path(args[3]).stem)
-    elif step == "gpu-tests":
+    elif args[:2] == ["-m", "pytest"]:
         print("3 passed, 1 skipped in 0.01s")
-    elif step == "bench":
+    elif args[:2] == ["-m", "benchmarks"]:
         return _bench(args)
+    elif args[:2] == ["-m", "benchmarks.reproducibility"]:
+        print(f"Reproducibility of `{Path(_after(args, '--study')).stem}` on a stand-in GPU:\n- agreeing: 4 of 4")
     else:
         _study(args)
     return 0

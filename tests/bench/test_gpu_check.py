@@ -13,11 +13,13 @@ import torch
 
 from benchmarks.gpu import __main__ as gpu
 from benchmarks.gpu.bundle import catalogue_problems
+from benchmarks.gpu.lease import RERUN_END_S, lease_rows
 from benchmarks.gpu.steps import (
     COMMAND_END_S,
     COMMAND_S,
     END_RESERVE_S,
-    PARTS,
+    LEASE_S,
+    NO_START_UNDER_S,
     PLANNED_STEPS_S,
     SETUP_PLANNED_S,
     STEPS,
@@ -47,42 +49,55 @@ def test_a_failed_trial_or_a_skip_without_reason_is_a_problem(tmp_path):
     assert catalogue_problems(tmp_path / "missing.csv") == ["no results table at missing.csv"]
 
 
-def test_the_two_commands_fit_a_lease_and_the_dry_run_says_so():
+def test_a_15_minute_lease_fits_one_command_with_a_fresh_install_and_the_dry_run_says_so():
     done = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "--dry-run"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert SETUP_PLANNED_S + PLANNED_STEPS_S + END_RESERVE_S == COMMAND_END_S < COMMAND_S
-    for part, names in PARTS.items():
-        assert gpu.device_command(part) in done.stdout and len(gpu.device_command(part)) <= DEVICE_CALL_CHARS
-        assert gpu.device_command(part).endswith(f"--budget-s $(({COMMAND_END_S} - SECONDS))")
-        assert sum(STEPS[n].limit_s for n in names) == PLANNED_STEPS_S  # at the planned set-up, nothing is scaled
-        budget = COMMAND_END_S - SETUP_PLANNED_S
-        assert f"part {part}, at a set-up of {SETUP_PLANNED_S} s: --budget-s {budget} = {PLANNED_STEPS_S} s of " \
-               f"steps + {END_RESERVE_S} s" in done.stdout
-        for n in names:  # each step: its share, its limit, and its SIGTERM, its stop and report kept after it
-            reserve = gpu.STOP_GRACE_S + (gpu.REPORT_RESERVE_S if STEPS[n].study else 0)
-            assert re.search(rf"^    {n} +{STEPS[n].limit_s} s +{STEPS[n].limit_s} s +{STEPS[n].limit_s - reserve} s ",
-                             done.stdout, re.M), n
-    assert done.stdout.count(f"at the worst, the part ends {SETUP_PLANNED_S} + {COMMAND_END_S - SETUP_PLANNED_S} = "
-                             f"{COMMAND_END_S} s into its command (limit {COMMAND_S} s)") == len(PARTS)
-    every = sum(STEPS[n].limit_s for p in PARTS.values() for n in p)
-    assert f"both parts: {every / 60:.1f} min of steps" in done.stdout
+    rows = {what: seconds for what, seconds, _ in lease_rows()}
+    assert sum(rows.values()) == LEASE_S == 900  # start, the one command, transfer and what is left: device time
+    assert SETUP_PLANNED_S + PLANNED_STEPS_S + END_RESERVE_S == COMMAND_END_S < COMMAND_S  # a fresh install included
+    assert rows["left"] < NO_START_UNDER_S  # no second start: what is left is for a rerun on the warm machine
+    assert rows["left"] >= RERUN_END_S + 30  # the rerun's command and its transfer back
+    for what, seconds in rows.items():
+        assert re.search(rf"^    {re.escape(what)} +{seconds} s ", done.stdout, re.M), what
+    estimates = [float(e) for e in re.findall(r"^    [\w-]+ +.+? +(\d+) s +\d+ s +\d+ s$", done.stdout, re.M)]
+    assert estimates and sum(estimates) <= PLANNED_STEPS_S
+    assert f"the command ends {SETUP_PLANNED_S} + {PLANNED_STEPS_S} + {END_RESERVE_S} = {COMMAND_END_S} s" in \
+        done.stdout
+    for command in (gpu.device_command(), gpu.device_command("STEP", RERUN_END_S)):
+        assert command in done.stdout and len(command) <= DEVICE_CALL_CHARS
+    assert gpu.device_command().endswith(f"next --budget-s $(({COMMAND_END_S} - SECONDS))")
+    longest = ",".join(STEPS)  # the longest --steps a rerun could name
+    assert len(gpu.device_command(longest)) <= DEVICE_CALL_CHARS
 
 
-def test_every_strategy_is_in_a_default_step():
-    # The catalogue (MNIST CNN) and the transformer catalogue together name every registered strategy.
+def test_every_strategy_is_in_a_ledger_step():
     from ablate.config.study import load
     from strategies import REGISTRY
 
-    named = {o.name for f in ("catalogue", "transformers")
-             for d in dict(load(str(STEPS[f].study), "cuda").space).values() for o in d}
+    named = {o.name for s in STEPS.values() if s.study
+             for d in dict(load(str(ROOT / s.study), "cuda").space).values() for o in d}
     assert set(REGISTRY) <= named, set(REGISTRY) - named
 
 
-def test_the_readme_gives_the_lent_machine_exactly_these_commands():
+def _rows(name: str) -> list[str]:
+    from ablate.config.study import load
+
+    return [o.label for dim, opts in load(str(ROOT / "benchmarks" / "gpu" / name), "cuda").space
+            for o in opts if o.name is not None and dim == "technique"]
+
+
+def test_the_split_steps_hold_the_whole_catalogues_rows_each_once():
+    # catalogue.yaml and transformers.yaml stay whole (for your own GPU); the lease runs them in steps of ~3 min.
+    split = _rows("phases.yaml") + [r for f in ("eager", "precision", "graphs") for r in _rows(f"catalogue_{f}.yaml")]
+    assert sorted(split) == sorted(_rows("catalogue.yaml"))
+    split = [r for f in ("eager", "compiled", "float8_compiled") for r in _rows(f"transformers_{f}.yaml")]
+    assert sorted(split) == sorted(_rows("transformers.yaml"))
+
+
+def test_the_docs_give_the_lent_machine_exactly_this_command():
     readme = (ROOT / "README.md").read_text() + "".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
-    for part in PARTS:
-        assert gpu.device_command(part) in readme
+    assert gpu.device_command() in readme
 
 
 @pytest.mark.skipif(not DEVICE_WHEELS.exists(), reason="../shared/tools/device-wheels.sh is not beside the checkout")
@@ -113,20 +128,20 @@ def test_the_prefix_runs_here_as_far_as_a_cpu_can_take_it(tmp_path):
     assert (tmp_path / "out" / "datasets" / "marker").exists()
 
 
-def test_the_budget_is_shared_in_proportion_to_the_shares():
-    names = list(PARTS[1])
-    assert limits(names, PLANNED_STEPS_S) == {n: STEPS[n].limit_s for n in names}
+def test_the_budget_is_shared_in_proportion_to_the_estimates():
+    names = ["gpu-tests", "mnist-resident"]
+    assert limits(names, 270, STEPS, {"gpu-tests": 90, "mnist-resident": 180}) == {"gpu-tests": 90,
+                                                                                   "mnist-resident": 180}
     for steps_s in (200, 600):  # a warm machine's larger budget is shared too
-        shared = limits(names, steps_s)
+        shared = limits(names, steps_s, STEPS, {"gpu-tests": 60, "mnist-resident": 180})
         assert sum(shared.values()) == pytest.approx(steps_s)
-        assert shared["catalogue"] / shared["gpu-tests"] == pytest.approx(STEPS["catalogue"].limit_s /
-                                                                          STEPS["gpu-tests"].limit_s)
+        assert shared["mnist-resident"] / shared["gpu-tests"] == pytest.approx(3)
 
 
 def test_an_unknown_step_is_refused():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "--steps", "gpt-kjv"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "next", "--steps", "gpt-kjv"], cwd=ROOT,
                           capture_output=True, text=True)
-    assert done.returncode == 2 and "unknown step gpt-kjv; choose from gpu-tests" in done.stderr
+    assert done.returncode == 2 and "unknown step 'gpt-kjv'; choose from gpu-tests" in done.stderr
 
 
 @dataclass(frozen=True)
@@ -145,12 +160,12 @@ def test_each_step_is_held_to_its_limit_and_everything_comes_back_after_every_st
     monkeypatch.setattr(gpu, "_machine", lambda: "a fake GPU")
     monkeypatch.setattr(gpu, "_environment", lambda scratch, deadline: [])
     steps = {
-        "slow": _Scripted("slow", 4, "sleeps", script="import time; time.sleep(60)"),
-        "first": _Scripted("first", 30, "exits 0", script="print('first ran')"),
+        "slow": _Scripted("slow", 4, "sleeps", "pytest", script="import time; time.sleep(60)"),
+        "first": _Scripted("first", 30, "exits 0", "pytest", script="print('first ran')"),
         # Passes only if the first step's outcome already reached $OUT: a command stopped from outside keeps it.
-        "second": _Scripted("second", 30, "reads", script=f"import sys; sys.exit('| first | passed' not in "
+        "second": _Scripted("second", 30, "reads", "pytest", script=f"import sys; sys.exit('| first | passed' not in "
                                                           f"open({str(out / 'summary.md')!r}).read())"),
-        "bad": _Scripted("bad", 30, "fails", script="raise SystemExit(3)"),
+        "bad": _Scripted("bad", 30, "fails", "pytest", script="raise SystemExit(3)"),
     }
     assert gpu._run(list(steps), 94.5, "test", scratch, out, steps) == 1
     summary = (out / "summary.md").read_text()
@@ -168,7 +183,7 @@ def test_each_step_is_held_to_its_limit_and_everything_comes_back_after_every_st
     from benchmarks.gpu.bundle import merge
 
     for _ in range(2):  # merging again replaces the section
-        assert merge(out / "gpu-test.tgz", results, tmp_path / "unpacked") == ["gpu-test"]
+        assert merge(out / "gpu-test.tgz", results, tmp_path / "unpacked") == (["gpu-test"], [])
     text = results.read_text()
     assert text.count("<!-- bench:gpu-test:start") == 1 and "kept" in text and "| bad | FAILED (exit 3) |" in text
 
@@ -192,12 +207,11 @@ def test_without_git_the_commit_comes_from_the_environment(tmp_path, monkeypatch
     assert commit() != "c9024d3"  # a checkout with .git says its own
 
 
-def test_docs_gpu_md_gives_each_steps_share_and_sigterm_as_the_dry_run_does():
+def test_docs_gpu_md_says_the_lease_and_the_ledger_as_the_code_does():
     text = (ROOT / "docs" / "gpu.md").read_text()
-    rows = re.findall(r"^\| (\d) \| ([\w-]+) \| (\d+) s \| (\d+) s \|", text, re.M)
-    assert {name: (int(part), int(share), int(sigterm)) for part, name, share, sigterm in rows} == {
-        name: (part, STEPS[name].limit_s,
-               STEPS[name].limit_s - gpu.STOP_GRACE_S - (gpu.REPORT_RESERVE_S if STEPS[name].study else 0))
-        for part, names in PARTS.items() for name in names}
+    for what, seconds, _ in lease_rows():
+        assert re.search(rf"\| {re.escape(what)} \| {seconds} s \|", text), what
     assert f"--budget-s $(({COMMAND_END_S} - SECONDS))" in text
     assert f"{SETUP_PLANNED_S} + {PLANNED_STEPS_S} + {END_RESERVE_S} = {COMMAND_END_S} s" in text
+    named = re.findall(r"^\| \d+ \| `([\w-]+)` \|", text, re.M)
+    assert named == list(STEPS)  # the order of value, as the ledger holds it

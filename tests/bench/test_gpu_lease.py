@@ -1,13 +1,15 @@
-"""`make gpu` on a lent machine, checked on a CPU: part 2 cannot crash on its own paths, both parts fit their
-commands with room to spare, and what comes back is what is needed (review gpu-readiness.md: C1, C3, L1-L6).
+"""`make gpu` on a lent machine, checked on a CPU with a fake device: the ledger's plan runs in one command that fits
+its budget, what comes back is what is needed, and merge folds it into RESULTS.md, the ledger and the exports - a
+stopped step leaving the finished ones merged and itself not done (issue 48; review gpu-readiness.md: C1, C3, L1-L6).
 
-The skeleton runs both parts end to end with every step replaced by a short stand-in (tests/bench/gpu_standins.py)
-that writes where the real step writes; the bench's stand-in is the real `make bench` entry point with canned
+The skeleton runs `next` end to end with every step replaced by a short stand-in (tests/bench/gpu_standins.py) that
+writes where the real step writes; the bench's stand-in is the real `make bench` entry point with canned
 measurements, so its own writes run for real.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import subprocess
 import sys
@@ -19,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gpu import __main__ as gpu
+from benchmarks.gpu import ledger
 from benchmarks.gpu import steps as plan
 from benchmarks.gpu.bundle import merge, pack
-from benchmarks.gpu.steps import COMMAND_END_S, PARTS, SETUP_PLANNED_S, STEPS, Step
+from benchmarks.gpu.steps import COMMAND_END_S, PLANNED_STEPS_S, STEPS, Step
 from benchmarks.sections import rewrite
 
 STANDINS = Path(__file__).resolve().parent / "gpu_standins.py"
@@ -41,61 +44,128 @@ class StandIn(Step):
         return [sys.executable, str(STANDINS), self.mode, self.name, *super().report_command(scratch)[1:]]
 
 
-def standins(mode: str) -> dict[str, Step]:
-    return {name: StandIn(**dataclasses.asdict(step), mode=mode) for name, step in STEPS.items()}
+def standins(mode: str, modes: dict[str, str] | None = None) -> dict[str, Step]:
+    return {name: StandIn(**dataclasses.asdict(step), mode=(modes or {}).get(name, mode))
+            for name, step in STEPS.items()}
 
 
 def budget_after_setup(setup_s: int) -> int:
     """The device command's own --budget-s, evaluated by bash as it would be `setup_s` seconds into the command."""
-    expression = re.search(r"--budget-s (\$\(\(.*\)\))$", gpu.device_command(1))
+    expression = re.search(r"--budget-s (\$\(\(.*\)\))$", gpu.device_command())
     assert expression, "the device command passes no --budget-s"
     done = subprocess.run(["bash", "-c", f"SECONDS={setup_s}; echo \"{expression.group(1)}\""], capture_output=True,
                           text=True, check=True)
     return int(done.stdout)
 
 
+KIND, TORCH = "NVIDIA H100", "2.11.0+cu130"
+
+
 @pytest.fixture
-def lent(monkeypatch):
-    """`python -m benchmarks.gpu` as on a lent machine, its steps the stand-ins (quick unless a test says)."""
+def lent(monkeypatch, tmp_path):
+    """`python -m benchmarks.gpu` as on a lent H100, its steps the stand-ins (quick unless a test says), its ledger,
+    RESULTS.md and exports copies under tmp_path."""
     import torch
 
     monkeypatch.setattr(gpu, "STEPS", standins("quick"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the steps, stand-ins, run in processes of their own
+    monkeypatch.setattr(gpu, "_device", lambda: (KIND, TORCH))
     monkeypatch.setattr(gpu, "_machine", lambda: "a stand-in GPU")
     monkeypatch.setattr(gpu, "_environment", lambda scratch, deadline: [])  # pip check and list: tested below
+    copy = tmp_path / "ledger.yaml"
+    copy.write_text(ledger.LEDGER.read_text())
+    monkeypatch.setattr(ledger, "LEDGER", copy)
+    monkeypatch.setattr(ledger, "RUNS", tmp_path / "runs")
+    (tmp_path / "RESULTS.md").write_text("# Benchmark records\n\nkept\n")
     return monkeypatch
 
 
-def _part(part: int, budget: float, tmp_path: Path) -> tuple[int, float]:
+def _next(tmp_path: Path, *args: str) -> tuple[int, float, Path]:
+    """`next` as the device command runs it; its exit status, wall time and tarball."""
     began = time.monotonic()
-    code = gpu.main(["--part", str(part), "--budget-s", f"{budget:g}", "--scratch", str(tmp_path / f"part{part}"),
-                     "--out", str(tmp_path / "out")])
-    return code, time.monotonic() - began
+    code = gpu.main(["next", *args, "--scratch", str(tmp_path / "scratch"), "--out", str(tmp_path / "out")])
+    tarballs = sorted((tmp_path / "out").glob("gpu-*.tgz"))
+    assert len(tarballs) == 1, tarballs
+    return code, time.monotonic() - began, tarballs[0]
 
 
-# -- the skeleton of both parts ----------------------------------------------------------------------------------
+def _merge(tmp_path: Path, tarball: Path) -> tuple[list[str], list[str]]:
+    return merge(tarball, tmp_path / "RESULTS.md", tmp_path / "unpacked")
 
-def test_both_parts_run_every_step_and_merge_writes_both_sections(lent, tmp_path):
+
+def _plan(kind: str = KIND, torch: str = TORCH) -> list[str]:
+    steps = ledger.load()
+    return [p.step.name for p in ledger.plan(steps, kind, ledger.paths_hashes(steps, plan.ROOT), torch,
+                                             PLANNED_STEPS_S)]
+
+
+# -- the skeleton: next, merge, next again ------------------------------------------------------------------------
+
+def test_next_runs_the_plan_and_merge_records_it_so_the_next_lease_goes_on(lent, tmp_path):
+    planned = _plan()
     budget = budget_after_setup(SIMULATED_SETUP_S)
-    assert budget == COMMAND_END_S - SIMULATED_SETUP_S
-    for part, names in PARTS.items():
-        code, took = _part(part, budget, tmp_path)
-        summary = (tmp_path / "out" / "summary.md").read_text()
-        assert code == 0, summary
-        assert all(f"| {name} | passed |" in summary for name in names), summary
-        assert SIMULATED_SETUP_S + took < COMMAND_END_S
-    results = tmp_path / "RESULTS.md"
-    results.write_text("# Benchmark records\n\nkept\n")
-    out = tmp_path / "out"
-    assert merge(out / "gpu-part1.tgz", results, tmp_path / "unpacked") == ["gpu-part1"]
-    assert merge(out / "gpu-part2.tgz", results, tmp_path / "unpacked") == ["gpu-part2", "cuda"]
-    text = results.read_text()
-    for kind in ("gpu-part1", "gpu-part2", "cuda"):
-        assert text.count(f"<!-- bench:{kind}:start") == 1 == text.count(f"<!-- bench:{kind}:end -->")
-    assert "## `make bench` on CUDA: a stand-in GPU" in text and "### 3. Measurement noise" in text
-    assert "### 4. The profiling window" in text and "the GPU sat idle for 30% of the window" in text
-    assert "| amp(dtype=bf16) | x2.50 [2.25, 2.75] |" in text  # a study's speed-ups reach the part's section
-    assert "kept" in text
+    code, took, tarball = _next(tmp_path, "--budget-s", str(budget))
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert code == 0, summary
+    assert [n for n in STEPS if f"| {n} | passed |" in summary] == planned, summary
+    assert SIMULATED_SETUP_S + took < COMMAND_END_S
+    sections, done = _merge(tmp_path, tarball)
+    assert done == planned and sections[0].startswith("gpu-nvidia-h100-")
+    assert ("cuda" in sections) is ("gpu-noise" in planned)
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "kept" in text and "## `make gpu` on NVIDIA H100 at " in text
+    assert "| amp(dtype=bf16) | x2.50 [2.25, 2.75] |" in text  # a study's speed-ups reach the section
+    steps = {s.name: s for s in ledger.load()}
+    for name in planned:
+        run = steps[name].runs[KIND]
+        assert (run.outcome, run.torch, run.paths_hash) == ("passed", TORCH, ledger.paths_hashes(
+            [steps[name]], plan.ROOT)[name])
+        assert run.figures and run.figures.endswith("#" + ledger.anchor(re.search(
+            r"^## (.*)$", text.split(f"bench:{sections[0]}:start")[1], re.M).group(1)))
+        exported = json.loads((tmp_path / "runs" / "nvidia-h100" / f"{name}.json").read_text())
+        assert exported["record"]["step"] == name and run.export and run.export.endswith(f"nvidia-h100/{name}.json")
+    study = next(n for n in planned if STEPS[n].command_kind == "study")
+    assert json.loads((tmp_path / "runs" / "nvidia-h100" / f"{study}.json").read_text())["speedups"]
+    assert steps["gpu-tests"].runs["NVIDIA H200"].commit == "a057bc7"  # another kind's record stays
+    # The next lease on the same kind goes on where this one stopped; another kind starts from the top.
+    again = _plan()
+    assert not set(planned) & set(again) and again
+    assert _plan("NVIDIA A100")[:len(planned)] == [n for n in STEPS][:len(planned)]
+
+
+def test_a_step_stopped_at_its_limit_leaves_the_finished_steps_merged_and_itself_not_done(lent, tmp_path):
+    lent.setattr(gpu, "STEPS", standins("quick", {"catalogue-eager": "hang"}))
+    for name in ("STOP_GRACE_S", "REPORT_RESERVE_S", "END_RESERVE_S", "MIN_STEP_S"):
+        lent.setattr(gpu, name, getattr(plan, name) / SCALE)
+    names = ["gpu-tests", "catalogue-eager", "resnet18"]
+    budget = sum(STEPS[n].limit_s for n in names) / SCALE
+    code, took, tarball = _next(tmp_path, "--steps", ",".join(names), "--budget-s", f"{budget:g}")
+    assert code == 1 and took <= budget
+    sections, done = _merge(tmp_path, tarball)
+    assert done == ["gpu-tests", "resnet18"]
+    steps = {s.name: s for s in ledger.load()}
+    assert [steps[n].runs[KIND].outcome for n in names] == ["passed", "stopped", "passed"]
+    assert "catalogue-eager" in _plan() and not {"gpu-tests", "resnet18"} & set(_plan())
+    assert ledger.status(steps["catalogue-eager"], KIND, ledger.paths_hashes(list(steps.values()), plan.ROOT),
+                         TORCH) == (0, "stopped at its limit last time")
+
+
+def test_a_command_whose_every_step_must_be_stopped_and_killed_still_ends_within_its_budget(lent, tmp_path):
+    # The worst a command can meet: every step ignores SIGTERM until killed, and every stopped study's report hangs.
+    lent.setattr(gpu, "STEPS", standins("hang"))
+    for name in ("STOP_GRACE_S", "REPORT_RESERVE_S", "END_RESERVE_S", "MIN_STEP_S"):
+        lent.setattr(gpu, name, getattr(plan, name) / SCALE)
+    budget = (COMMAND_END_S - SIMULATED_SETUP_S) / SCALE
+    code, took, tarball = _next(tmp_path, "--budget-s", f"{budget:g}")
+    assert took <= budget, f"the command took {took:.2f} s of a {budget:.2f}-s budget"
+    assert code == 1
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    outcomes = re.findall(r"^\| ([\w-]+) \| ([^|]*)\|", summary, re.M)[1:]  # after the header
+    assert outcomes and all(o.startswith(("stopped at its limit", "not run")) for _, o in outcomes), summary
+    assert _merge(tmp_path, tarball)[1] == []  # nothing is marked done
+
+
+SCALE = 40  # every figure of the lease divided by this: a 540-s command in 13.5 s
 
 
 # -- C1: part 2 cannot crash on its own paths --------------------------------------------------------------------
@@ -157,33 +227,11 @@ def test_c3_pack_works_from_a_git_worktree(tmp_path, monkeypatch):
                                                                      cwd=worktree)
 
 
-# -- L1: each part ends within its budget, counted from the command's start ------------------------------------
+# -- L1: the command ends within its budget, counted from its start ----------------------------------------------
 
 def test_l1_the_budget_counts_from_the_commands_start():
     assert budget_after_setup(0) == COMMAND_END_S
     assert budget_after_setup(SIMULATED_SETUP_S) == COMMAND_END_S - SIMULATED_SETUP_S
-
-
-SCALE = 40  # every figure of the lease divided by this: a 540-s command in 13.5 s
-
-
-@pytest.mark.parametrize("part", sorted(PARTS))
-def test_l1_a_part_whose_every_step_must_be_stopped_and_killed_still_ends_within_its_budget(lent, tmp_path, part):
-    # The worst a part can meet: every step ignores SIGTERM until killed, and every stopped study's report hangs.
-    lent.setattr(gpu, "STEPS", standins("hang"))
-    for name in ("STOP_GRACE_S", "REPORT_RESERVE_S", "END_RESERVE_S", "MIN_STEP_S"):
-        lent.setattr(gpu, name, getattr(plan, name) / SCALE)
-    budget = (COMMAND_END_S - SIMULATED_SETUP_S) / SCALE
-    code, took = _part(part, budget, tmp_path)
-    assert took <= budget, f"part {part} took {took:.2f} s of a {budget:.2f}-s budget"
-    assert code == 1
-    summary = (tmp_path / "out" / "summary.md").read_text()
-    for name in PARTS[part]:
-        ended = re.search(rf"^\| {name} \| stopped at its limit[^|]*", summary, re.M)
-        assert ended, summary
-        assert ("its report could not be rebuilt in time" in ended.group(0)) is bool(STEPS[name].study)
-    with tarfile.open(tmp_path / "out" / f"gpu-part{part}.tgz") as tar:
-        assert f"part{part}/summary.md" in tar.getnames()
 
 
 # -- L2: no bitwise probe where none can pay ----------------------------------------------------------------------
@@ -298,15 +346,10 @@ def test_l6_the_import_check_imports_what_the_steps_import():
 
 def test_l6_pip_check_and_pip_list_come_back_in_the_tarball(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu, "_machine", lambda: "a stand-in GPU")
-    steps = {"gpu-tests": StandIn("gpu-tests", 30, "stand-in tests")}
+    steps = {"gpu-tests": StandIn("gpu-tests", 30, "stand-in tests", "pytest")}
     assert gpu._run(["gpu-tests"], 120, "env", tmp_path / "env", tmp_path / "out", steps) == 0
     with tarfile.open(tmp_path / "out" / "gpu-env.tgz") as tar:
         listed = tar.extractfile("env/pip-list.txt").read().decode()
         checked = tar.extractfile("env/pip-check.txt").read().decode()
     assert re.search(r"^torch\s", listed, re.M) and checked.strip()
     assert "pip check (pip-check.txt, with pip list in pip-list.txt): " in (tmp_path / "out" / "summary.md").read_text()
-
-
-def test_the_planned_shares_fit_a_command_with_the_planned_setup():
-    for names in PARTS.values():
-        assert SETUP_PLANNED_S + sum(STEPS[n].limit_s for n in names) + plan.END_RESERVE_S <= COMMAND_END_S
