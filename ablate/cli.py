@@ -39,7 +39,9 @@ class _Parser(argparse.ArgumentParser):
         if choice := re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message):
             valid = re.findall(r"'([^']*)'", choice[3])  # argparse's own message, with the nearest choice added
             message = f"argument {choice[1]}: {unknown('choice', [choice[2]], valid)}"
-        self.exit(2, f"ablate: error: {message} (see {self.prog} --help)\n")
+        from ablate.render.terminal import message as wrapped_message
+
+        self.exit(2, wrapped_message(f"ablate: error: {message} (see {self.prog} --help)") + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         if not isinstance(error, _user_errors()):
             raise
-        print(f"ablate: error: {error}", file=sys.stderr)
+        from ablate.render.terminal import message
+
+        print(message(f"ablate: error: {error}"), file=sys.stderr)  # wrapped: a data error can run to 500 characters
         return 2
     finally:  # a command that named no study's log: results/ablate.log, made only if a library said something
         library_log.settle(getattr(args, "results", RESULTS_DIR) / library_log.LOG_NAME)
@@ -181,7 +185,7 @@ def _run(args: argparse.Namespace) -> int:
     import torch
 
     from ablate.config import study as studies
-    from ablate.render.terminal import addressed, width, wrapped
+    from ablate.render.terminal import addressed, message, width, wrapped
 
     device = _device(args.device)
     _runnable(device)
@@ -215,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
         _writable(database.parent, "storage folder", "--storage")
     data.load(study.dataset, **study.dataset_kwargs)  # fails early, before anything is written, if the data is missing
     if study.data_note:  # how text reaches a library model: its tokenizer, or bytes as token ids
-        print(f"{study.name}: {study.data_note}")
+        print(wrapped(f"{study.name}: {study.data_note}"))
     machine = describe(str(device))
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
@@ -239,7 +243,7 @@ def _run(args: argparse.Namespace) -> int:
                     return status
             outcome = runner.run()
         except Interrupted as stopped:
-            print(f"ablate: {stopped}", file=sys.stderr)
+            print(message(f"ablate: {stopped}"), file=sys.stderr)
             _warn_offline(runner.tracker, args)
             return 130  # the shell's status for a run stopped by Ctrl-C
     if getattr(args, "no_summary", False):
@@ -322,9 +326,11 @@ def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
     options = [f"--search {args.search}", f"--device {args.device}"]
     options += [f"--storage {args.storage}"] if args.storage else []
     options += [f"--results {args.results}"] if args.results != RESULTS_DIR else []
-    print(f"ablate: warning: MLflow at {tracker.uri} was unreachable ({tracker.offline_reason}); the results are in "
-          f"the Optuna storage; when MLflow is back, log them with: ablate sync {args.study} {' '.join(options)}",
-          file=sys.stderr)
+    from ablate.render.terminal import message
+
+    print(message(f"ablate: warning: MLflow at {tracker.uri} was unreachable ({tracker.offline_reason}); the results "
+                  f"are in the Optuna storage; when MLflow is back, log them with: ablate sync {args.study} "
+                  f"{' '.join(options)}"), file=sys.stderr)
 
 
 def _stored(args: argparse.Namespace) -> tuple[torch.device, Study, optuna.Study, str]:
@@ -444,7 +450,7 @@ def _new(args: argparse.Namespace) -> int:
 
 def _diagnose(args: argparse.Namespace) -> int:
     from ablate import diagnose
-    from ablate.render.terminal import addressed
+    from ablate.render.terminal import addressed, message
     from ablate.trial.process import TrialFailed
     from ablate.workload import data
 
@@ -460,7 +466,7 @@ def _diagnose(args: argparse.Namespace) -> int:
         with library_log.trials_to(log):
             diagnosis = diagnose.diagnose(found, device)
     except TrialFailed as failed:
-        print(f"ablate: error: the baseline's trial failed: {failed}", file=sys.stderr)
+        print(message(f"ablate: error: the baseline's trial failed: {failed}"), file=sys.stderr)
         print(addressed("its output", log), file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from ablate.config.study import Study
     from ablate.stats.diagnosis import Prediction, Profile
+    from ablate.workload.parts import Parts
 
 # What a written study tries of each strategy, in order of preference; the first that runs on the device is taken.
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -198,19 +199,21 @@ class Diagnosis:
     metrics: Mapping[str, Any]  # the baseline's trial's
     profile: Profile
     weighed: list[Candidate]
+    parts: Parts | None  # the model's (`ablate.workload.parts`); None: it could not be inspected
 
     @property
     def predictions(self) -> list[Prediction]:
-        """Each strategy available here, in the registry's order."""
-        from ablate.stats.diagnosis import predict
+        """Each strategy available here, in the registry's order; one that cannot act on this model says so."""
+        from ablate.stats.diagnosis import does_not_apply, predict
 
-        return [predict(self.profile, c.name, c.targets) for c in self.weighed if c.choices]
+        return [predict(self.profile, c.name, c.targets, does_not_apply(self.parts, [c.name]))
+                for c in self.weighed if c.choices]
 
     @property
     def helpful(self) -> list[Prediction]:
-        """Those that act on phases that matter (a ceiling of `UNLIKELY_BELOW` or more), highest first."""
-        return sorted((p for p in self.predictions if p.ceiling is not None and not p.unlikely),
-                      key=lambda p: -(p.ceiling or 0))
+        """Those that act on phases that matter (a ceiling of `UNLIKELY_BELOW` or more) on a model they can act
+        on, highest first."""
+        return sorted((p for p in self.predictions if p.can_help), key=lambda p: -(p.ceiling or 0))
 
     def lines(self) -> list[str]:
         from ablate.render import breakdown
@@ -225,17 +228,24 @@ class Diagnosis:
 
 
 def diagnose(found: Source, device: torch.device) -> Diagnosis:
-    """Measure `found`'s baseline on `device` (`ablate.run.baseline_profile`) and weigh every strategy against it.
-    Raises `TrialFailed` where the trial failed, `StudyError` where it left no profile."""
+    """Measure `found`'s baseline on `device` (`ablate.run.baseline_profile`), inspect its model's parts (built on
+    the meta device: no memory), and weigh every strategy against both. Raises `TrialFailed` where the trial
+    failed, `StudyError` where it left no profile."""
+    from ablate.config.study import model_kwargs
     from ablate.run import baseline_profile
     from ablate.stats.diagnosis import profile
     from ablate.trial.machine import describe
+    from ablate.workload.models import MODELS
+    from ablate.workload.parts import parts_of
+    from ablate.workload.registry import lookup
 
     metrics = baseline_profile.measure(found.study, str(device))
     measured = profile([metrics])
     if measured is None:  # the short budget always profiles: a trial that did not says why in its log
         raise StudyError(f"the baseline's trial on {device} left no profile of its step")
-    return Diagnosis(found, device.type, describe(str(device)).device_name, metrics, measured, weigh(found, device))
+    parts = parts_of(lookup(MODELS, found.study.model, "model"), model_kwargs(found.study))
+    return Diagnosis(found, device.type, describe(str(device)).device_name, metrics, measured, weigh(found, device),
+                     parts)
 
 
 def destination(path: Path) -> Path:

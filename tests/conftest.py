@@ -93,24 +93,6 @@ def mnist() -> None:
         pytest.skip(f"MNIST not available: {error}")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def every_group_decides(request):
-    """No accuracy group is found slower than the baseline in screening, so every group trains its seeds, unless
-    the module is marked `real_screening` (the modules that test that verdict and the groups it leaves untrained).
-
-    Why for every other module: the test studies' bf16 runs several times slower on a CPU that emulates it, and
-    whether two blocks of one step a window find it so varies with the machine's load; a test of the table, the
-    UI or the report that expects every group's accuracy would pass or fail by that chance (it did in CI)."""
-    if request.node.get_closest_marker("real_screening"):
-        yield
-        return
-    from ablate.stats import planner
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(planner, "slower_than_baseline", lambda *args, **kwargs: False)
-        yield
-
-
 @pytest.fixture(scope="session")
 def tiny_study_file(tmp_path_factory) -> Path:
     """tests/studies/tiny.yaml on a small CNN (tests/support/tiny_mnist.py): the same study, named tiny, for a
@@ -124,22 +106,19 @@ def tiny_study_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_study_run(tmp_path_factory, tiny_study_file, mnist) -> tuple[Path, str]:
     """`tiny_study_file` run once for the session into a --results folder of its own: the folder and what the run
-    printed.
+    printed, stdout and stderr together as a log gets them (`ablate run ... > run.log 2>&1`).
 
     For the modules that only read what a complete run leaves (tests/end_to_end/test_end_to_end.py,
-    tests/tracking/test_mlflow_view.py), which each ran the study before: minutes on 2 cores. A session fixture
-    is set up before any module's, so it applies `every_group_decides`'s verdict itself, as those modules see it.
+    tests/tracking/test_mlflow_view.py), which each ran the study before: minutes on 2 cores.
     """
     import contextlib
     import io
 
     from ablate.cli import main
-    from ablate.stats import planner
 
     results = tmp_path_factory.mktemp("tiny-run")
     out = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
-        patch.setattr(planner, "slower_than_baseline", lambda *args, **kwargs: False)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         code = main(["run", str(tiny_study_file), "--device", "cpu", "--results", str(results)])
     assert code == 0, out.getvalue()
     return results, out.getvalue()

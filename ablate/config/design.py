@@ -74,10 +74,16 @@ class ProtocolSettings:
                 f"order per block")
         more = (f" (where still undecided, up to {self.extra_blocks} more of the leader and its closest "
                 f"contender)" if self.extra_blocks else "")
+        if not self.racing:
+            return text + "; no racing"
+        # Race first, accuracy last (ablate.stats.finalists): throughput alone chooses who is trained for accuracy,
+        # and the leader is confirmed once its accuracy allows it.
         return text + (f"; then racing of up to {count(contenders, 'contender')} in at most "
                        f"{count(self.race_blocks, 'block')}{more}, eliminated by paired contrasts (studentized "
-                       f"range, alpha spent over the looks), and {count(self.confirm_blocks, 'confirmation block')}"
-                       if self.racing else "; no racing")
+                       f"range, alpha spent over the looks); accuracy last: up to "
+                       f"{count(self.seeds, 'training seed')} for the final set's groups and the baseline only, the "
+                       f"race run again without a leader accuracy puts out; and "
+                       f"{count(self.confirm_blocks, 'confirmation block')} of the leader it allows")
 
 
 # The design before blocks.

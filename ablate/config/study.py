@@ -57,6 +57,7 @@ class Budget:
     target_accuracy: float | None = None  # percent; time-to-accuracy is recorded when set
     target_loss: float | None = None  # held-out mean loss; time-to-target for a task without accuracy (or by choice)
     eval_every_samples: int | None = None  # test-set evaluations while training for accuracy (untimed)
+    eval_samples: int | str | None = None  # test samples an evaluation reads, or full; null: sized to the tolerance
     trial_timeout_s: float | None = None  # a trial still running after this is killed and recorded as failed
     loader_timeout_s: float = 120.0  # a DataLoader worker that delivers no batch for this long fails the trial
     # True: throughput only. Every trial times its windows and stops; none trains for accuracy or evaluates, and the
@@ -240,8 +241,7 @@ def load(name_or_path: str, device_type: str) -> Study:
     _targets(built_budget, tasks.build(task_name, dict(task_options)), f"{path}: budget")
     _window_floor(built_budget, f"{path}: budget")
     return Study(
-        name=name,
-        path=path,
+        name=name, path=path,
         description=str(raw.get("description", "")).strip(),
         model=raw["model"],
         dataset=raw["dataset"],
@@ -367,6 +367,8 @@ def _dataclass(cls: type, values: Any, where: str) -> Any:
             raise StudyError(f"{where}.{key}: must be >= 0, got {value!r}")
         if key == "target_accuracy" and value > 100:
             raise StudyError(f"{where}.{key}: a test accuracy in percent, at most 100, got {value!r}")
+        if key == "eval_samples" and isinstance(value, str) and value != "full":  # the one word a number field takes
+            raise StudyError(f"{where}.{key}: a number of test samples, or full (the whole split); got {value!r}")
     return cls(**values)
 
 

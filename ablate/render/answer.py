@@ -22,13 +22,15 @@ import numpy as np
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
 from ablate.render import terminal
-from ablate.stats import parity, protocol
+from ablate.stats import finalists, parity, protocol
 from ablate.stats.analysis import BreakEven, Speedup, TimeToTarget
 from ablate.stats.comparison import Comparison, MachineLoad
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
+from ablate.trial import metrics as metric
 from ablate.words import count, factor, points
+from ablate.workload import evaluation
 
 
 def _speedup_factor(s: Speedup | None) -> str:
@@ -92,6 +94,9 @@ def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], to
                 f"({basis}" + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "")
                 + ")." + (f" {TWO_LEVELS}" if leader.combination in rec.two_level else "")]
     margin = f"{100 * rec.margin:g}%"
+    if rec.rounds > 1:
+        out += ["", f"The race ran {rec.rounds} times: every member of an earlier final set was out on accuracy "
+                    f"(`below` or probably below), and it ran again without their groups."]
     if pick is not leader:
         e = rec.equivalence[pick.combination]
         out += ["", f"**{pick.combination}** is recommended in its place: it has fewer techniques, and an equivalence "
@@ -173,6 +178,18 @@ def _named(name: str, value: str) -> list[str]:
     return [one] if len(one) + INDENT - 2 <= TERMINAL else [f"  {name}:", f"    {value}"]
 
 
+def evaluated(records: list[Record]) -> list[str]:
+    """What the accuracy trainings evaluated, as a paragraph (none where they did not record it): how many test
+    samples of the split, and the sampling error that leaves in a paired accuracy difference."""
+    found = [m.metrics for r in records for m in (r.measurements or (r,)) if metric.TEST_SPLIT_SAMPLES in m.metrics]
+    if not found:
+        return []
+    most = max(found, key=lambda f: f[metric.TEST_SAMPLES])
+    said = evaluation.describe(int(most[metric.TEST_SAMPLES]), int(most[metric.TEST_SPLIT_SAMPLES]),
+                               most.get(metric.TEST_SAMPLING_ERROR))
+    return [f"{said[0].upper()}{said[1:]}.", ""]
+
+
 def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolerance: float) -> list[str]:
     """The accuracy parity section: every accuracy group's verdict and interval."""
     if not groups:
@@ -181,7 +198,8 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
     for r in records:
         if r.accuracy_group:
             members.setdefault(r.accuracy_group, []).append(r.combination)
-    out = [f"Each group of combinations that change the numbers alike is trained at the baseline's seeds (same "
+    out = [*evaluated(records),
+           f"Each group of combinations that change the numbers alike is trained at the baseline's seeds (same "
            f"initialisation and data order); its change is the mean paired difference over those seeds, with a "
            f"95% t interval from the seed-to-seed spread plus the paired binomial error of the shared test set. The "
            f"spread is pooled over the groups, and widened for a group whose own spread is large against the others' "
@@ -192,11 +210,11 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
            f"the change itself is under -{tolerance:g} (never raced or recommended, like below: its best estimate "
            f"loses more than the tolerance). Groups still uncertain after two seeds got more (the parity race), and "
            f"one that can decide the answer is passed ok only on {parity.OK_SEEDS} seeds where the study's `seeds` "
-           f"allow. A group whose every combination screening found slower than the "
-           f"baseline does not decide the answer: it is not trained at all (seeds 0, not raced or recommended), or, "
-           f"where its first seed was trained in screening (`--search optuna`), keeps that one, judged on the "
-           f"pooled spread; the spread's {parity.NOISE_DF} degrees of freedom come first from a seed more of the "
-           f"fastest groups trained anyway, then from the fastest slower groups.", "",
+           f"allow. Accuracy is trained last, for the race's final set only (throughput chose it): a group with "
+           f"no member in it is not trained (seeds 0: accuracy not measured, not a finalist), or, where its first "
+           f"seed was trained in screening (`--search optuna`), keeps that one, judged on the pooled spread; the "
+           f"spread's {parity.NOISE_DF} degrees of freedom come first from a seed more of the finalists, then from "
+           f"the next-fastest groups.", "",
            "| accuracy group | change, points [95% CI] | seeds | spread | verdict | combinations |",
            "|---|---|---:|---|---|---:|"]
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
@@ -208,7 +226,7 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
     untrained = sorted(g for g in measured - set(groups) if g and g != BASELINE)
     failed = {m.accuracy_group for r in records for m in r.measurements
               if m.phase == protocol.PARITY and not m.complete}
-    out += [f"| {g} | not trained: {'its training failed' if g in failed else 'slower than the baseline in screening'}"
+    out += [f"| {g} | {'not trained: its training failed' if g in failed else finalists.NOT_A_FINALIST}"
             f" | 0 | | | {len(members[g])} |" for g in untrained]
     return out + [""]
 
@@ -229,14 +247,18 @@ def break_even_rows(breaks: list[BreakEven]) -> list[str]:
     break-even's 95% interval from the speed-up over its eager counterpart."""
     out = ["", "Break-even's interval comes from the intervals of the speed-up over the eager counterpart and of the "
            "eager step time (the one-off cost as measured): \"never\" at its upper end means the data cannot rule "
-           "out that the technique is no faster per step.", "",
+           "out that the technique is no faster per step. A one-off cost marked \"cold in #N\" is measurement N's: "
+           "every measurement of the combination started from a compile cache a sibling with the same compiled graph "
+           "had filled (ablate/trial/compile_cache.py), and a fresh start compiles cold.", "",
            "| combination | technique | one-off cost s | saved per step ms | break-even steps [95% CI] | "
            "budget time s (vs without) |", "|---|---|---:|---:|---:|---|"]
     for b in sorted(breaks, key=lambda b: (b.technique, b.record.combination)):
         steps = _steps_text(b.steps) if b.steps is not None else "never (slower per step)"
         if b.steps_interval:
             steps += f" [{_steps_text(b.steps_interval[0])}, {_steps_text(b.steps_interval[1])}]"
-        out.append(f"| {b.record.combination} | {b.technique} | {b.extra_s:.2f} | {1000 * b.saving_per_step_s:.2f} "
+        borrowed = "" if b.record.one_off_from is None else f" (cold in #{b.record.one_off_from})"
+        out.append(f"| {b.record.combination} | {b.technique} | {b.extra_s:.2f}{borrowed} "
+                   f"| {1000 * b.saving_per_step_s:.2f} "
                    f"| {steps} | {b.budget_s:.1f} vs {b.eager_budget_s:.1f} "
                    f"({'measured' if b.measured else 'estimated'}) |")
     return out

@@ -39,15 +39,18 @@ def shares(profile: Profile) -> list[str]:
 
 def predictions(found: Iterable[Prediction]) -> list[str]:
     """Every technique's prediction, those that can help first (highest ceiling first), then those unlikely to,
-    then those whose targets no phase measures."""
+    then those whose targets no phase measures, then those that cannot act on this model at all."""
     found = list(found)
-    helps = sorted((p for p in found if p.ceiling is not None and not p.unlikely), key=lambda p: -(p.ceiling or 0))
-    unlikely = sorted((p for p in found if p.unlikely), key=lambda p: -(p.ceiling or 0))
-    unmeasured = [p for p in found if p.ceiling is None]
+    fits = [p for p in found if p.inapplicable is None]
+    helps = sorted((p for p in fits if p.can_help), key=lambda p: -(p.ceiling or 0))
+    unlikely = sorted((p for p in fits if p.unlikely), key=lambda p: -(p.ceiling or 0))
+    unmeasured = [p for p in fits if p.ceiling is None]
     lines: list[str] = []
     for title, group in ((f"can help (a ceiling of {BAR_OF_HELP} or more):", helps),
                          (f"unlikely to help (a ceiling under {BAR_OF_HELP}: its phases cost little):", unlikely),
-                         ("not predicted:", unmeasured)):
+                         ("not predicted:", unmeasured),
+                         ("does not apply to this model (it lacks the part the technique acts on):",
+                          [p for p in found if p.inapplicable is not None])):
         if group:
             lines += [title, *(fill(f"  {p.describe()}") for p in group)]
     return lines

@@ -37,6 +37,9 @@ def _measured(c: Check) -> str:
 
 def _row(c: Check) -> str:
     p = c.prediction
+    if p.inapplicable is not None:
+        return (f"| {p.name} | {' + '.join(p.targets)} | | | does not apply: {p.inapplicable} | {_measured(c)} | "
+                f"{c.verdict} |")
     if p.ceiling is None:
         return f"| {p.name} | {' + '.join(p.targets)} | | | no phase measures it | {_measured(c)} | {c.verdict} |"
     return (f"| {p.name} | {' + '.join(p.targets)} | {p.share:.0%} | x{p.ceiling:.2f} | "

@@ -74,13 +74,13 @@ class Report:
 
 
 # Written down because it decides whether a compiled combination could get faster only by running later.
-CACHES = ("Each measurement runs in a fresh process. A compiled combination's first measurement compiles cold "
-          "(inductor's and Triton's caches in a new empty folder), and its one-off cost is taken from it; its later "
-          "measurements start from that combination's own cache, kept in the results folder, since they report "
-          "steady-state throughput only and a cache hit gives the same compiled code (autotuning modes excepted: "
-          "they compile cold every time; see ablate/trial/compile_cache.py). No measurement reuses another "
-          "combination's compiled code. The dataset's files are decoded once and memory-mapped by every trial; "
-          "that affects the start-up only, which is outside the timed windows.")
+CACHES = ("Each measurement runs in a fresh process. Combinations that compile the same graph (differing only in "
+          "workers, pinning or set_to_none) share one Inductor cache: a measurement is warm where Inductor's "
+          "counters report every lookup a hit, else cold; which sibling compiles first falls to the randomized block "
+          "order, and it changes only the one-off cost (the timed windows follow compilation and warm-up; a hit is "
+          "the same code), which a warm combination takes from a cold sibling (named in the break-even table). "
+          "Autotuning modes compile cold every time (ablate/trial/compile_cache.py). Datasets are decoded once and "
+          "memory-mapped by every trial: start-up only, outside the timed windows.")
 MEMORY = {
     "cuda": "Peak MB: the most device memory PyTorch's caching allocator reserved during the timed windows "
             "(torch.cuda.max_memory_reserved; compilation, warm-up and evaluations left out), CUDA-graph pools "

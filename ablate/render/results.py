@@ -17,6 +17,7 @@ from tabulate import tabulate
 
 from ablate.config.choices import short_label
 from ablate.stats.comparison import DeviceComparisons
+from ablate.stats.finalists import NOT_A_FINALIST
 from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
 
@@ -75,7 +76,8 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "energy high": e.high if e else None,
                 "first step s": m.get(metric.FIRST_STEP_S),
                 "data wait %": 100 * m[metric.DATA_WAIT_FRACTION] if metric.DATA_WAIT_FRACTION in m else None,
-                "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else ""),
+                "reason": r.reason or (f"accuracy not measured: {r.accuracy_note}" if r.accuracy_note else "")
+                or (c.unmeasured or ""),
                 "device": c.device,
                 "host": r.machine.get("host", "unknown"),
             })
@@ -140,7 +142,7 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
 
     def accuracy(r: dict[str, Any]) -> str:
         if r["Δ acc"] is None:
-            return ""
+            return "not a finalist" if r["reason"] == NOT_A_FINALIST else ""
         if r.get("parity") is None:  # no shared seed with the baseline's group: a difference, but no verdict
             return f"{r['Δ acc']:+.2f} no verdict"
         probably = ", probably below" if r.get("parity probably below") else ""

@@ -28,6 +28,10 @@ from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
 
 Compose = Callable[[Record], tuple[str, str]]  # a combination's import and compose(...) lines
+# summary.json's `schema_version`: raised when a field is removed, renamed or changes meaning, so a script can refuse
+# what it was not written for; a new field does not raise it (scripts ignore what they do not read). docs/api.md
+# lists the fields of each version.
+SCHEMA_VERSION = 1
 
 
 def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
@@ -48,6 +52,7 @@ def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
             "accuracy_change": c.accuracy_change,
             "parity": p and {"verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds,
                              "probably_below": p.probably_below},
+            "accuracy_unmeasured": c.unmeasured,  # "accuracy not measured: not a finalist", else null
             "energy_ratio": c.energy_ratio if counted else NOT_COUNTED, "energy_low": j.low if j else None,
             "energy_high": j.high if j else None, "phase_shares": explained.shares(c.profile),
             "within_of_no_effect": None}
@@ -109,11 +114,13 @@ def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | 
     records, unit = compared.records, study.throughput_unit
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     return {
+        "schema_version": SCHEMA_VERSION,
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": compared.device,
         "torch": ", ".join(machines["torch"]), "commit": ", ".join(machines["commit"]),
         "protocol": {**design.__dict__, "description": design.describe(),
                      "confidence": analysis.CONFIDENCE, "race": stored.race, "baseline_cv_across_blocks": cv,
-                     "compile_cache": "cold on a combination's first measurement, its own warm cache after"},
+                     "compile_cache": "one per compiled graph, shared by the combinations that compile it: cold where "
+                                      "Inductor compiled a graph, warm where every lookup hit"},
         "seeds": stored.seeds,
         # The load guard over the run (ablate.trial.load): measurements taken again, and kept though still disturbed.
         "machine_load": {"foreign_load_limit": compared.load.limit, **compared.load.figures},

@@ -1,59 +1,116 @@
-"""What a run prints while it runs, kept to the terminal's width.
+"""What a run prints while it runs, kept to the width of where it goes: a terminal's, or `LINE` columns in a log.
 
-A line longer than the terminal wraps, and a progress line that wraps is
-redrawn from its second half at every update, leaving the first half behind
-each time. So the header is wrapped at word boundaries, and the text after
-the progress bar is cut to what the terminal leaves beside a bar of
-`MIN_BAR` characters. Where the width is unknown (not a terminal, no
-COLUMNS), nothing is cut.
+In a terminal a line longer than the terminal wraps, and a progress line that wraps is redrawn from its second half
+at every update, leaving the first half behind each time. So the header and the trial lines are wrapped at word
+boundaries, and the text after the progress bar is cut to what the terminal leaves beside a bar of `MIN_BAR`
+characters.
+
+In a log (output to a file or a pipe: CI, `ablate run ... > run.log 2>&1`) a bar redrawn with carriage returns leaves
+thousands of updates in the file, and nobody reads a line of 400 characters there. So lines follow COLUMNS, or
+`LINE` where it is unset, and the progress bar becomes `Logged`: tqdm's own counts, rate and ETA, written as a plain
+line at most once every `LOG_EVERY_S` seconds, as the run moves on, and once at the end.
 """
 from __future__ import annotations
 
+import math
 import shutil
+import sys
 import textwrap
+from typing import Any
 
 from tqdm import tqdm
 from tqdm.utils import disp_len
 
+LINE = 100  # the columns of a log's lines (COLUMNS unset), of an error, and of a line that names an address
 MIN_BAR = 10
 MAX_DOING = 120  # characters after the bar on a wide terminal
 BAR_FORMAT = "{n_fmt}/{total_fmt} measured |{bar}| [{elapsed}<{remaining}{postfix}]"
+LOG_FORMAT = "{n_fmt}/{total_fmt} measured [{elapsed}<{remaining}{postfix}]"  # no bar: a log reads the counts
+LOG_EVERY_S = 60.0  # a log's progress line: a minute apart at most, a few dozen lines an hour beside the trials'
+
+
+class Logged(tqdm):
+    """A progress bar for a log: each update a whole line, never a carriage return, at most one every
+    `mininterval` seconds (tqdm's own throttle, which its forced refreshes - a postfix, a line written above the
+    bar - would bypass), and the final state once at `close`.
+
+    tqdm's documented way to show its state elsewhere is to override `display` (its docstring); `clear` has
+    nothing to clear in a log."""
+
+    _said_at = -math.inf  # set in `display`, which tqdm's __init__ already calls
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+        if msg is not None:  # tqdm clearing the bar's line: a log keeps its lines
+            return False
+        now = self._time()
+        if now - self._said_at < self.mininterval:
+            return False
+        self._said_at = now
+        self.fp.write(f"{self}\n")
+        self.fp.flush()
+        return True
+
+    def clear(self, nolock: bool = False) -> None:
+        return None
+
+    def close(self) -> None:
+        if not getattr(self, "disable", True):
+            self._said_at = -math.inf
+            self.display()  # the final count, whenever the last line was said
+            self.leave = False  # tqdm's own close would end a bar on screen with a newline
+        super().close()
+
+
+def live(stream: Any) -> bool:
+    """Whether `stream` is a terminal (a bar redrawn in place), not a file or a pipe (a log)."""
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def progress(total: int, initial: int) -> tqdm:
-    """The run's progress bar. Skipped combinations take no time: they count neither in the total nor in the rate,
-    so the ETA is the remaining measurements at the average measured duration so far (smoothing=0)."""
-    return tqdm(total=total, initial=initial, unit="trial", dynamic_ncols=True, smoothing=0, bar_format=BAR_FORMAT)
+    """The run's progress bar, on stderr: redrawn in place in a terminal, a plain line now and then in a log
+    (`Logged`). Skipped combinations take no time: they count neither in the total nor in the rate, so the ETA is the
+    remaining measurements at the average measured duration so far (smoothing=0)."""
+    if live(sys.stderr):
+        return tqdm(total=total, initial=initial, unit="trial", dynamic_ncols=True, smoothing=0, bar_format=BAR_FORMAT)
+    return Logged(total=total, initial=initial, unit="trial", ncols=width(), smoothing=0, bar_format=LOG_FORMAT,
+                  mininterval=LOG_EVERY_S)
 
 
 def show(bar: tqdm, doing: str) -> None:
-    """`doing` after the bar, cut to fit the terminal's width."""
+    """`doing` after the bar, cut to fit the bar's width (a terminal's, or a log's `LINE`)."""
     state = bar.format_dict
     if ncols := state.get("ncols"):
+        shape = state.get("bar_format") or BAR_FORMAT
         without = tqdm.format_meter(**{**state, "ncols": None, "postfix": None,
-                                       "bar_format": BAR_FORMAT.replace("|{bar}|", "||")})
+                                       "bar_format": shape.replace("|{bar}|", "||")})
+        # A bar's `MIN_BAR` columns; in a log, where no bar absorbs it, room for the times to grow ("?" -> "01:05").
         room = ncols - disp_len(without) - MIN_BAR - len(", ")
         doing = doing if len(doing) <= room else doing[:room - 3] + "..." if room > 12 else ""
     bar.set_postfix_str(doing[:MAX_DOING], refresh=True)
 
 
-def width(default: int) -> int:
+def width(default: int = LINE) -> int:
     """The columns a line may take: one short of the terminal's width (a line of exactly the width leaves the
-    cursor past the edge on some terminals); `default` where the width is unknown."""
+    cursor past the edge on some terminals), COLUMNS's where it is set; `default` where neither is known (a log)."""
     columns = shutil.get_terminal_size((0, 0)).columns
     return columns - 1 if columns else default
 
 
-def wrapped(text: str) -> str:
-    """`text` wrapped at word boundaries to the terminal's width (COLUMNS where set), the lines after the first
-    indented; as it is where the width is unknown (a pipe, a file: a reader there wants whole lines)."""
-    if not (columns := width(default=0)):
-        return text
+def _fill(text: str, columns: int) -> str:
     return textwrap.fill(text, width=max(columns, 40), subsequent_indent="  ", break_long_words=False,
                          break_on_hyphens=False)
 
 
-LINE = 100  # the columns a line that names a path or an address may take before the address gets a line of its own
+def wrapped(text: str) -> str:
+    """`text` wrapped at word boundaries to the width `width` gives, the lines after the first indented. A word
+    longer than a line (an address) stays whole."""
+    return _fill(text, width())
+
+
+def message(text: str) -> str:
+    """An error or a warning, wrapped as `wrapped` does, at `LINE` columns at most even in a wider terminal: a
+    message is read, not scanned, and reads best short."""
+    return _fill(text, min(LINE, width()))
 
 
 def addressed(label: str, address: object) -> str:

@@ -1,13 +1,14 @@
 """The baseline alone, measured once for `ablate diagnose`: where its step goes, before a study is run.
 
-A study profiles every measurement after its timed windows (`ablate.trial.phases`); `ablate diagnose` wants only the
-baseline's profile, and in about a minute on a CPU. So it runs one trial the way a study runs each - the study's
-baseline combination in a fresh interpreter (`ablate.trial.process`, for the same reasons: a layout of its own, no
-state from the command's process), on the study's own model, data, batch and device budget - with a budget cut to what
-a profile needs: throughput only (no training for accuracy, no evaluation), one timed window (the throughput it prints
-and what the profile's own cost, `metrics.PROFILE_COST`, is read against), and a profiling window of at least
-`PROFILE_S` seconds. The study's one-second window is enough beside dozens of measurements that each add one; alone,
-a few seconds more steady the shares at little cost against the interpreter's start-up (seconds on 2 cores).
+A study profiles each combination's first measurement after its timed windows (`ablate.trial.phases`,
+`ablate.run.objective.profiles`); `ablate diagnose` wants only the baseline's profile, and in about a minute on a CPU.
+So it runs one trial the way a study runs each - the study's baseline combination in a fresh interpreter
+(`ablate.trial.process`, for the same reasons: a layout of its own, no state from the command's process), on the
+study's own model, data, batch and device budget - with a budget cut to what a profile needs: throughput only (no
+training for accuracy, no evaluation), one timed window (the throughput it prints and what the profile's own cost,
+`metrics.PROFILE_COST`, is read against), and a profiling window of at least `PROFILE_S` seconds. The study's
+one-second window is enough beside dozens of combinations that each add one; alone, a few seconds more steady the
+shares at little cost against the interpreter's start-up (seconds on 2 cores).
 """
 from __future__ import annotations
 

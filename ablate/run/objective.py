@@ -5,7 +5,9 @@ holding its slot (a queued measurement) or none (`--search optuna`: TPE
 picked its combination, and it is placed in the screening blocks here). It
 claims its combination (`ablate.store.claim`), starts its MLflow run, skips what
 cannot run here, then trains and times it in a fresh process
-(`ablate.trial.process`); each way it can end is one call of its `Recorder`. Accuracy
+(`ablate.trial.process`), with its graph's shared compile cache (`ablate.trial.compile_cache`) and, only where it
+is its combination's first measurement, the profiling window (`profiles`); each way it can end is one call of its
+`Recorder`. Accuracy
 is trained once per accuracy group and borrowed by the group's other
 combinations (`accuracy_donor`).
 """
@@ -20,7 +22,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import Trial, TrialState
 
-from ablate.config.choices import combination_label, compose_options, short_label
+from ablate.config.choices import BASELINE, combination_label, compose_options, short_label
 from ablate.config.study import Study
 from ablate.run.recorder import Recorder
 from ablate.stats import protocol
@@ -102,19 +104,28 @@ class Objective:
                                              and phase in (protocol.SCREEN, protocol.FULL))
         seed = seeds.training(self.seeds, queued.seed_index)
         records.set_training(trial, group, seed)
-        study = dataclasses.replace(self.study, budget=dataclasses.replace(self.study.budget, seed=seed))
-        own = (compile_cache.folder(self.results_dir / self.study.name, self.optuna_study.study_name, combination,
-                                    self.machine.device_name, self.machine.torch)
-               if compile_cache.reusable(options) else None)
+        graph = compile_cache.graph_key(options) if compile_cache.reusable(options) else None
+        profiling = profiles(self.optuna_study, trial.number, combination, self.machine.device_name, queued)
+        records.set_measuring(trial, graph, profiling)
+        budget = dataclasses.replace(self.study.budget, seed=seed)
+        if not profiling:  # its combination's first measurement profiles; this one times and trains only
+            budget = dataclasses.replace(budget, profile_steps=0)
+        study = dataclasses.replace(self.study, budget=budget)
+        shared = graph and compile_cache.folder(self.results_dir / self.study.name, self.optuna_study.study_name,
+                                                graph, self.machine.device_name, self.machine.torch)
         spec = TrialSpec(study, options, self.machine.device, train_for_accuracy=train,
-                         compile_cache=str(own) if own else None)
+                         compile_cache=str(shared) if shared else None,
+                         evaluation_seed=seeds.training(self.seeds, 0))  # one test subsample for the whole run
+        entries = compile_cache.Entries(shared) if shared else None
         try:
-            metrics = self._measure(spec, where)
-        except TrialFailed as error:
-            end.fail(error)
-            raise
-        except KeyboardInterrupt:
-            end.interrupted()  # Optuna fails it next; this says why
+            metrics = self._measure(spec, where, entries)
+        except (TrialFailed, KeyboardInterrupt) as error:
+            if entries:  # what it compiled goes with it: no sibling starts warm from a measurement never complete
+                entries.discard_added()
+            if isinstance(error, TrialFailed):
+                end.fail(error)
+            else:
+                end.interrupted()  # Optuna fails it next; this says why
             raise
         timeline = metrics.pop(metric.TIMELINE)  # when it measured, and the imports beside it
         note = metrics.pop(metric.ACCURACY_NOT_MEASURED, None)  # stand-in data, or a task without an accuracy
@@ -126,14 +137,20 @@ class Objective:
         # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
         return metrics[metric.THROUGHPUT], metrics.get(metric.TEST_ACCURACY, 0.0)
 
-    def _measure(self, spec: TrialSpec, where: str) -> dict[str, Any]:
-        """Train and time `spec` in a fresh process, again while the machine was busy (`measured_quietly`)."""
+    def _measure(self, spec: TrialSpec, where: str, entries: compile_cache.Entries | None = None) -> dict[str, Any]:
+        """Train and time `spec` in a fresh process, again while the machine was busy (`measured_quietly`). Each
+        attempt starts from the compile cache as the first found it (`entries`): an attempt measured again leaves
+        nothing warm for the next, which compiles as the first did and so keeps a cold one-off cost its own."""
         design = self.planner.design  # the run's, stored with its results (the reports judge the load by it)
         limit = None if self.shared_cpu else design.foreign_load_limit
-        return measured_quietly(
-            lambda: run_in_fresh_process(spec, on_phase=lambda doing: self.show(f"{where} · {doing}"),
-                                         interpreters=self.interpreters),
-            limit, design.remeasure, lambda text: self.show(f"{where} · {text}"))
+
+        def attempt() -> dict[str, Any]:
+            if entries:
+                entries.discard_added()
+            return run_in_fresh_process(spec, on_phase=lambda doing: self.show(f"{where} · {doing}"),
+                                        interpreters=self.interpreters)
+
+        return measured_quietly(attempt, limit, design.remeasure, lambda text: self.show(f"{where} · {text}"))
 
 
 def measured_quietly(measure: Callable[[], dict[str, Any]], limit: float | None, most: int,
@@ -154,6 +171,30 @@ def measured_quietly(measure: Callable[[], dict[str, Any]], limit: float | None,
         wait(limit, QUIET_WAIT_S)
     metrics[metric.REMEASURED] = float(repeats)
     return metrics
+
+
+def profiles(optuna_study: optuna.Study, number: int, combination: str, device_name: str, queued: Record) -> bool:
+    """Whether measurement `number` (its slot: `queued`) opens the profiling window (`ablate.trial.phases`): only
+    its combination's first measurement on this device does - the first to start, or the next after one whose
+    profile never landed (it failed or was stopped). The baseline, whose profile every ceiling and every "which phase
+    moved" sentence is read against (`ablate.stats.diagnosis`), is profiled once in each screening (or full) block
+    instead, so its profile is a mean over those blocks. Race, confirmation and parity measurements of a profiled
+    combination profile nothing: each surface reads a combination's mean profile (`diagnosis.profile`), one is
+    enough for it, and `diagnosis.MOVED_FLOOR` is set for a single profile's few steps. No decision reads a
+    profile, and the window follows every timed window and the last evaluation, so no decision changes. On a GPU
+    alike (docs/measuring.md says why the leader's confirmation blocks add none)."""
+    per_block = combination == BASELINE and queued.phase in (protocol.SCREEN, protocol.FULL)
+    for t in optuna_study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        r = records.from_trial(t)
+        if t.number == number or r.combination != combination or r.device != device_name:
+            continue
+        if per_block and (r.phase != queued.phase or r.block != queued.block):
+            continue
+        # A running one that asked for a profile will give it; a complete one gave it (one stored before the
+        # request was recorded shows it by its profile).
+        if (r.profiling and r.state in (State.RUNNING, State.COMPLETE)) or metric.PROFILED_STEP_S in r.metrics:
+            return False
+    return True
 
 
 def accuracy_donor(optuna_study: optuna.Study, group: str, device_name: str) -> Record | None:

@@ -105,7 +105,7 @@ class Runner:
         if search != "grid":  # TPE's picks follow the run's protocol seed too
             self.optuna_study.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
         self.recovery = Recovery(self.optuna_study, self.tracker, len(self.options), self.heartbeat, grace_s)
-        # A raced grid trains accuracy only where it can decide the answer (Planner.parity); TPE needs one per pick.
+        # A raced grid trains accuracy for the race's final set only, after it (Planner.plan); TPE needs one per pick.
         defer = search == "grid" and self.design.racing and study.task.has_accuracy
         self.planner = Planner(study, self.design, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
                                n_trials, defer_accuracy=defer)
@@ -214,10 +214,8 @@ class Runner:
             return "run"
         if any(t.state == TrialState.RUNNING for t in trials):
             return "wait"
-        stored = self._stored()
-        if planned := self.planner.parity(stored):
-            return self._queue(planned)
-        standing, planned = self.planner.race(stored)
+        # Race first, accuracy last (ablate.stats.finalists): the race's blocks, then the final set's parity seeds.
+        standing, planned = self.planner.plan(self._stored())
         if standing is not None:
             study_record.set_race(self.optuna_study, standing)
         return self._queue(planned) if planned else "done"

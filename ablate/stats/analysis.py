@@ -365,8 +365,9 @@ def time_to_target(records: list[Record]) -> list[TimeToTarget]:
     """Every accuracy group's time to the target accuracy (or loss), one value per training seed, fastest first;
     end to end as a fresh start pays it, compiling cold (`records.fresh_start_extra_s`)."""
     found: dict[str, dict[int, tuple[float | None, float | None]]] = {}
-    for r in records:
-        cold = cold_measurement(r.measurements)
+    by_number = {m.number: m for r in records for m in r.measurements or (r,)}
+    for r in records:  # its own cold measurement, else the sibling's it borrowed its one-off cost from
+        cold = cold_measurement(r.measurements) or (None if r.one_off_from is None else by_number.get(r.one_off_from))
         for m in r.measurements or (r,):
             if m.complete and m.accuracy_trained and metric.TARGET_REACHED in m.metrics:
                 reached, e2e = bool(m.metrics[metric.TARGET_REACHED]), m.metrics.get(metric.TIME_TO_TARGET_E2E_S)

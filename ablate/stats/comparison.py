@@ -27,7 +27,7 @@ import optuna
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import diagnosis, protocol, verdicts
+from ablate.stats import diagnosis, finalists, protocol, verdicts
 from ablate.stats import parity as parity_
 from ablate.stats.analysis import CONFIDENCE, Interval, Speedup, energy_ratios, speedups
 from ablate.store.records import Record, baseline, by_device
@@ -46,6 +46,7 @@ class Comparison:
     accuracy_change: float | None  # points: the parity verdict's mean paired change, else the plain difference
     energy: protocol.Estimate | None = None  # energy per sample over the baseline's, log scale; None: not paired
     profile: diagnosis.Profile | None = None  # where its step goes; None: no measurement of it was profiled
+    unmeasured: str | None = None  # why it shows no accuracy where the study measures it (`finalists.unmeasured`)
 
     @property
     def combination(self) -> str:
@@ -215,6 +216,7 @@ def _one_device(device: str, records: list[Record], tolerance: float,
     base = baseline(records)
     base_rate = base.throughput if base else None
     base_acc = base.accuracy if base else None
+    unmeasured = finalists.unmeasured(records, groups)
     rows = []
     for r in records:
         s, p = speedup_of.get(r.combination), verdict.get(r.combination)
@@ -222,7 +224,8 @@ def _one_device(device: str, records: list[Record], tolerance: float,
         change = p.change if p else (r.accuracy - base_acc if r.accuracy is not None and base_acc is not None
                                      else None)
         rows.append(Comparison(r, s, rate, p, change, energy_of.get(r.combination),
-                               diagnosis.profile(m.metrics for m in (r.measurements or (r,)) if m.complete)))
+                               diagnosis.profile(m.metrics for m in (r.measurements or (r,)) if m.complete),
+                               unmeasured.get(r.combination)))
     rows.sort(key=lambda c: (c.factor is None, -(c.factor or 0), -(c.throughput or 0)))
     rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups,

@@ -15,6 +15,10 @@ technique is measured whether it can matter, and after, which phase moved.
   to help before it is measured. It is a prediction from one profiled baseline, not a decision: the measured
   speed-up then confirms or refutes it, and one whose interval lies wholly above the ceiling changed more than the
   phases it declares (a bigger batch, say, that also made each sample's compute cheaper).
+- **What the model lacks.** A technique that acts on a part of a model - the attention kernel on attention layers,
+  float8 on the Linear layers it can convert, channels-last on 2-d convolutions (`NEEDS`) - does nothing where the
+  model has none, whatever its phases cost: "does not apply to this model", and why, not a ceiling. Known where
+  the model was inspected (`ablate.workload.parts`: `ablate diagnose`); elsewhere nothing is claimed of it.
 - **The check** of a measured speed-up's 95% interval against the ceiling says "within its ceiling" only where the
   whole interval is at or under it; an interval that straddles it is consistent with the ceiling and says so, naming
   that it reaches above.
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ablate.trial import metrics as metric
+from ablate.workload.parts import Parts
 
 UNLIKELY_BELOW = 1.05  # a ceiling under x1.05: unlikely to help, at most 5% even were its phases free
 # A phase "moved" only where its time per sample fell by more than this share of the baseline's step per sample.
@@ -53,6 +58,10 @@ MOVED_FLOOR = 0.05
 TARGET_OF = {"data": "data", "copy": "copy", "forward": "compute", "backward": "compute", "optimizer": "optimizer"}
 AS_PREDICTED = "as predicted"  # the check's one claim with a simulated error rate (ablate.stats.explained)
 NOTHING_MOVED = f"no phase fell by more than {MOVED_FLOOR:.0%} of the step beyond what the rest of it did"
+# What a technique acts on that not every model has: the part (`Parts`' field) and why, lacking it, it does nothing.
+NEEDS = {"attention_backend": ("attention", "no attention layer for it to choose a kernel for"),
+         "float8": ("float8_linears", "no Linear layer with both dimensions divisible by 16"),
+         "channels_last": ("convolutions", "no 2-d convolution whose layout it could change")}
 WORDS = {"data": "waiting for data", "copy": "the copy to the device", "forward": "the forward pass",
          "backward": "the backward pass", "optimizer": "the optimizer step", "other": "the loop's own bookkeeping"}
 
@@ -109,12 +118,20 @@ class Prediction:
     targets: tuple[str, ...]
     share: float  # of the step, the phases it targets (launch included only where measured)
     ceiling: float | None  # 1 / (1 - share); None where it targets nothing a profile measures (memory)
+    inapplicable: str | None = None  # why it cannot act on this model (`does_not_apply`); None: it can, or unknown
 
     @property
     def unlikely(self) -> bool:
         return self.ceiling is not None and self.ceiling < UNLIKELY_BELOW
 
+    @property
+    def can_help(self) -> bool:
+        """A ceiling of `UNLIKELY_BELOW` or more, on a model it can act on."""
+        return self.ceiling is not None and not self.unlikely and self.inapplicable is None
+
     def describe(self) -> str:
+        if self.inapplicable is not None:
+            return f"{self.name}: does not apply to this model - {self.inapplicable}"
         if self.ceiling is None:
             return f"{self.name}: targets {' + '.join(self.targets)}, which no phase measures"
         word = "unlikely to help" if self.unlikely else "can help"
@@ -138,15 +155,30 @@ class Prediction:
         return "consistent with its ceiling (the interval reaches above it)"
 
 
-def predict(base: Profile, name: str, targets: Iterable[str]) -> Prediction:
-    """A technique's ceiling on the baseline's profile (module docstring)."""
+def predict(base: Profile, name: str, targets: Iterable[str], inapplicable: str | None = None) -> Prediction:
+    """A technique's ceiling on the baseline's profile (module docstring); `inapplicable`: `does_not_apply`'s."""
     mine = tuple(targets)
     shares = base.targets()
     measured = [t for t in mine if t in shares]
     if not measured:
-        return Prediction(name, mine, 0.0, None)
+        return Prediction(name, mine, 0.0, None, inapplicable)
     share = min(1.0, sum(shares[t] for t in measured))
-    return Prediction(name, mine, share, 1 / (1 - share) if share < 1 else float("inf"))
+    return Prediction(name, mine, share, 1 / (1 - share) if share < 1 else float("inf"), inapplicable)
+
+
+def does_not_apply(parts: Parts | None, strategies: Iterable[str]) -> str | None:
+    """Why a technique made of `strategies` (registry names; a preset's members) cannot act on a model of `parts`:
+    only where every one of them needs a part the model lacks (`NEEDS`); None where one can, or the parts are
+    unknown."""
+    if parts is None:
+        return None
+    whys = []
+    for name in strategies:
+        need = NEEDS.get(name)
+        if need is None or getattr(parts, need[0]):
+            return None
+        whys.append(need[1])
+    return "; ".join(whys) or None
 
 
 def moved(base: Profile, other: Profile) -> str | None:

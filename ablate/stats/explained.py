@@ -13,7 +13,9 @@ that combination's own profile gives the sentence. The technique's main effect (
 would be the other candidate, and the wrong one here: it averages the technique over stacks whose profiles differ
 (with `num_workers` on, the data phase a second loader technique could remove is gone), so a ceiling from the
 baseline does not bound it, and where the fit fails (too few measurements) it does not exist. A technique that never
-ran alone (an Optuna search that did not pick it) is left unchecked, and says so.
+ran alone (an Optuna search that did not pick it) is left unchecked, and says so. A technique none of whose
+strategies has a part of the model to act on (`diagnosis.does_not_apply`: no attention layer for the attention
+kernel, say) is predicted to do nothing there, not given a ceiling to be checked against.
 
 **What "as predicted" claims.** It is said only of a technique predicted unlikely to help (a ceiling under
 `diagnosis.UNLIKELY_BELOW`) whose interval lies wholly below that same x1.05: the upper end of a two-sided 95%
@@ -34,6 +36,7 @@ from ablate.stats import diagnosis
 from ablate.stats.analysis import Interval
 from ablate.stats.comparison import Comparison, DeviceComparisons
 from ablate.trial import metrics as metric
+from ablate.workload.parts import Parts
 from strategies.base import TARGETS
 
 NOT_ALONE = "not measured alone"
@@ -99,10 +102,12 @@ def diagnose(study: Study, compared: DeviceComparisons) -> Diagnosis:
     checks: list[Check] = []
     if base is not None:
         dims = [d for d, _ in study.space]
+        parts = _parts(study)
         for dim, options in study.space:
             for option in (o for o in options if o.label != OFF):
                 alone = _alone(compared, dims, dim, option.label)
-                checks.append(Check(diagnosis.predict(base, option.label, targets(option)), alone,
+                lacks = diagnosis.does_not_apply(parts, [k.name for k in option.kinds])
+                checks.append(Check(diagnosis.predict(base, option.label, targets(option), lacks), alone,
                                     diagnosis.sentence(option.label, base, alone.profile)
                                     if alone and alone.profile else None))
     rec = compared.recommendation
@@ -112,6 +117,19 @@ def diagnose(study: Study, compared: DeviceComparisons) -> Diagnosis:
     costs = [m.metrics[metric.PROFILE_COST] for m in (base_row.record.measurements or (base_row.record,))
              if metric.PROFILE_COST in m.metrics] if base_row else []
     return Diagnosis(base, profiled, tuple(checks), said, statistics.fmean(costs) if costs else None)
+
+
+def _parts(study: Study) -> Parts | None:
+    """The parts of the study's model (`ablate.workload.parts`); None where it cannot be imported here."""
+    from ablate.config.study import model_kwargs
+    from ablate.workload.models import MODELS
+    from ablate.workload.parts import parts_of
+    from ablate.workload.registry import lookup
+
+    try:
+        return parts_of(lookup(MODELS, study.model, "model"), model_kwargs(study))
+    except LookupError:  # a user's model module not importable where the report is built: nothing claimed
+        return None
 
 
 def _alone(compared: DeviceComparisons, dims: list[str], dim: str, label: str) -> Comparison | None:

@@ -45,8 +45,9 @@ the time, and a group truly 0.6 points worse passes as often.
   `OK_SEEDS` (its own spread at 2 degrees of freedom) where `max_seeds`
   allows them. Which groups are worth it, which of them decide, and which
   train past `MIN_SEEDS` whatever their verdict, is the caller's to say
-  (`ablate.stats.planner.worth_more_seeds`: not those that cannot be the
-  answer, as long as the spread gets `NOISE_DF` degrees of freedom).
+  (`ablate.stats.finalists.seeds_wanted`: the race's final set and the
+  baseline, then the next-fastest groups only as far as the spread needs
+  for `NOISE_DF` degrees of freedom).
 
 Why this rule. Simulated as in tests/stats/test_decisions.py: three groups beside the baseline, seed SD 0.15
 points, tolerance 0.5, `seeds` 3; rates over 20,000 studies at the tolerance, 4,000-10,000 elsewhere.

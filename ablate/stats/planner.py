@@ -12,23 +12,21 @@ of each.
   recorded as skipped, taking no time.
 - **TPE's baselines** (`tpe_baseline`, `--search optuna`): TPE picks the
   combinations; a baseline joins each block of its picks at random places.
-- **The parity race** (`parity`): the accuracy groups still short of seeds,
-  still `uncertain`, or `ok` on fewer than `parity.OK_SEEDS` where they can
-  decide the answer (`screened_groups`), trained at the next seed
-  (`ablate.stats.parity`), only those `worth_more_seeds`; on a raced grid
-  their first seed too (screening then measures throughput only:
-  `Planner.defer_accuracy`).
-- **The race** (`race`): the next race or confirmation block (`ablate.stats.racing`).
+- **The race** (`plan`): the next race or confirmation block (`ablate.stats.racing`), over every
+  runnable combination: throughput decides the field.
+- **Accuracy last** (`plan`): the final set's accuracy groups (the leader's first), the baseline's and what
+  the seed spread needs, trained seed by seed (`ablate.stats.parity`); then, where accuracy put the leader out,
+  a new round of the race without the groups known to be out (`ablate.stats.finalists`). On a raced grid
+  screening measures throughput only (`Planner.defer_accuracy`); under TPE each pick trains its first seed, and
+  only finalists train more.
 """
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Sequence
 
 from optuna.trial import FrozenTrial
-from scipy import stats
 
 from ablate.config.choices import (
     BASELINE,
@@ -43,9 +41,8 @@ from ablate.config.choices import (
 )
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import analysis, contrasts, parity, protocol, racing, verdicts
+from ablate.stats import analysis, finalists, protocol, racing
 from ablate.store import claim, records
-from ablate.store.records import State
 from strategies import ConflictError
 
 
@@ -55,81 +52,11 @@ class Planned:
     seed_index: int = 0  # 0: the run's own training seed; 1, 2...: parity seeds
 
 
-def slower_than_baseline(estimate: protocol.Estimate, k: int, alpha: float = contrasts.ALPHA) -> bool:
-    """Screening found this combination slower than the baseline: its paired contrast with the baseline's
-    blocks, one-sided t test at `alpha` over the `k` screened (Bonferroni). The baseline is always a candidate and
-    beats it, so its accuracy is not what decides the answer."""
-    if estimate.se is None or estimate.log >= 0:
-        return False
-    return estimate.se == 0 or -estimate.log / estimate.se > stats.t.ppf(1 - alpha / max(1, k), max(1, estimate.df))
-
-
-def screened_groups(stored: Sequence[records.Record]) -> tuple[set[str], dict[str, float]]:
-    """The accuracy groups that can decide the answer: those with a combination that screening did not find
-    slower than the baseline (`slower_than_baseline`), the baseline's among them; and each group's fastest
-    combination's screening estimate (log speed-up)."""
-    screened = [m for m in analysis.protocol_measurements(stored) if m.phase in (protocol.SCREEN, protocol.FULL)]
-    found = protocol.estimates(screened, BASELINE)
-    best: dict[str, float] = {BASELINE: 0.0}
-    deciding = {BASELINE}
-    for m in (m for r in stored for m in (r.measurements or (r,))):
-        if m.accuracy_group is None:  # skipped before it was placed in a group
-            continue
-        estimate = found.get(m.combination)
-        if estimate is None or not slower_than_baseline(estimate, len(found)):
-            deciding.add(m.accuracy_group)
-        if estimate is not None:
-            best[m.accuracy_group] = max(best.get(m.accuracy_group, -math.inf), estimate.log)
-    return deciding, best
-
-
-def worth_more_seeds(stored: Sequence[records.Record], max_seeds: int,
-                     screened: tuple[set[str], dict[str, float]] | None = None) -> dict[str, int]:
-    """The accuracy groups the parity race trains (at its first seed too, where screening deferred it), each with
-    the seeds it trains to whatever its verdict: every group with a combination that screening did not find
-    slower than the baseline (`slower_than_baseline`), at `parity.MIN_SEEDS`; and, until the seed-to-seed spread
-    has `parity.NOISE_DF` degrees of freedom, a seed more for the fastest of those (up to `max_seeds`), and only
-    then the fastest of the slower groups at `MIN_SEEDS`.
-
-    Why: a group whose every combination the baseline beats is not what decides the answer, whatever its
-    accuracy, so its training buys nothing a user acts on, and a technique far slower than the baseline on
-    this machine (bf16 where the CPU emulates it) is also the dearest to train. Left untrained, it is neither
-    raced nor recommended; trained once already (TPE's screening), it is judged at that seed by the same test (the
-    spread pooled over the others): a wider interval, not a biased one, since the choice reads throughputs, which
-    the seeds' accuracies do not move. A wrong choice leaves out a combination as fast as the baseline, in at
-    most the test's 5% of studies (tests/stats/test_decisions.py). The test is not the race's studentized range at a
-    tenth of its alpha: on a screening of two blocks (2 degrees of freedom) the range kept no group running at
-    x0.14 (benchmarks/RESULTS.md). The spread's missing degrees of freedom come from a group trained anyway
-    first: a third seed of it (and of the baseline, once) costs about two fp32 trainings, where a slower group's
-    two seeds cost two of its own, seven times dearer with bf16 on such a CPU (benchmarks/RESULTS.md). Both give
-    the spread a degree of freedom alike, so the verdicts' error rates do not change (tests/stats/test_decisions.py).
-    With no group to judge but the baseline's, the spread serves no verdict and nothing more is trained.
-    `screened`: `screened_groups`'s answer (computed here when not given).
-    """
-    deciding, best = screened if screened is not None else screened_groups(stored)
-    fastest_first = sorted(best, key=lambda g: (-best[g], g))
-    seeds = {g: parity.MIN_SEEDS for g in sorted(deciding)}
-    judged = sorted(deciding - {BASELINE}, key=lambda g: (-best.get(g, 0.0), g))
-    need = parity.NOISE_DF - (parity.MIN_SEEDS - 1) * len(judged)
-    if not judged or max_seeds < parity.MIN_SEEDS:
-        return seeds
-    for extra in range(parity.MIN_SEEDS, max_seeds):  # a seed more for the fastest judged groups, one round a seed
-        more = judged[:max(0, need)]
-        seeds.update(dict.fromkeys(more, extra + 1))
-        need -= len(more)
-    for group in (g for g in fastest_first if g not in deciding):
-        if need <= 0:
-            break
-        seeds[group] = parity.MIN_SEEDS
-        need -= parity.MIN_SEEDS - 1
-    return seeds
-
-
 class Planner:
     def __init__(self, study: Study, design: ProtocolSettings, protocol_seed: int, device: str, device_name: str,
                  n_trials: int | None = None, defer_accuracy: bool = False) -> None:
-        """`defer_accuracy`: screening measures throughput only, and the parity race trains every group's seeds,
-        its first included, for the groups `worth_more_seeds` (the raced grid; TPE needs an accuracy per pick)."""
+        """`defer_accuracy`: screening measures throughput only, and the final set's groups train every seed, their
+        first included, after the race (the raced grid; TPE needs an accuracy per pick)."""
         self.study, self.design, self.seed, self.n_trials = study, design, protocol_seed, n_trials
         self.defer_accuracy = defer_accuracy
         self.device, self.device_name = device, device_name
@@ -193,49 +120,21 @@ class Planner:
             return None
         return Planned(protocol.Slot(baseline_levels(self.options), block, places[have], protocol.SCREEN))
 
-    def parity(self, stored: list[records.Record]) -> list[Planned]:
-        """The parity race's next seed (`ablate.stats.parity`): one trial per accuracy group that needs it, by the
-        combination that trains the group at every seed; none when the race is over."""
-        trainers = self.trainers(stored)
-        screened = screened_groups(stored)
-        worth = {g: n for g, n in worth_more_seeds(stored, self.design.seeds, screened).items() if g in trainers}
-        step = parity.next_seed(verdicts.accuracies(stored), BASELINE, self.study.accuracy_tolerance,
-                                verdicts.parity_sample_size(stored), self.design.seeds, worth, screened[0])
-        if step is None:
-            return []
-        index, groups = step
-        tried = {m.accuracy_group for r in stored for m in r.measurements
-                 if m.phase == protocol.PARITY and m.seed_index == index and m.state in (State.FAILED, State.COMPLETE)}
-        if tried & set(groups):  # it failed at this seed (or gave no accuracy), and would again: its verdict stays
-            return []
-        # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
-        return [Planned(protocol.Slot(levels_of(trainers[group].levels), -1 - index, place, protocol.PARITY), index)
-                for place, group in enumerate(groups)]
-
-    @staticmethod
-    def trainers(stored: list[records.Record]) -> dict[str, records.Record]:
-        """Accuracy group -> the measurement whose combination trains it at every seed: the one that trained its
-        first seed, else (its accuracy deferred) its first complete screened one. Groups whose accuracy cannot
-        be measured (stand-in data, a loss-only task: `accuracy_note`) have none."""
-        measured = [(group, m) for r in stored for m in (r.measurements or (r,))
-                    if m.complete and (group := m.accuracy_group) and not m.accuracy_note]
-        out = {group: m for group, m in measured if m.accuracy_trained and m.seed_index == 0}
-        for group, m in sorted(measured, key=lambda gm: (gm[1].block, gm[1].position)):
-            if m.phase in (protocol.SCREEN, protocol.FULL):
-                out.setdefault(group, m)
-        return out
-
-    def race(self, stored: list[records.Record]) -> tuple[racing.Race[str] | None, list[Planned]]:
-        """Where the race stands, and its next block (none: it is over, or this protocol does not race)."""
-        if not self.design.racing:
-            return None, []
-        measurements = analysis.protocol_measurements(stored)
-        eligible = {r.combination for r in verdicts.eligible(stored, self.study.accuracy_tolerance)}
-        standing = racing.race(measurements, BASELINE, eligible, self.design)
-        if standing.next_block is None:
+    def plan(self, stored: list[records.Record]) -> tuple[racing.Race[str] | None, list[Planned]]:
+        """Where the race stands (None where this protocol does not race), and what to measure next: a race or
+        confirmation block, else the final set's next parity seed (`ablate.stats.finalists`); none: done."""
+        found = finalists.final(stored, self.study.accuracy_tolerance, self.design)
+        standing = found.standing if self.design.racing else None
+        if found.next_block is not None:
+            by_label = {r.combination: levels_of(r.levels) for r in stored}
+            block = 1 + max((m.block for m in analysis.protocol_measurements(stored)), default=-1)  # every round's
+            slots = protocol.race_plan([by_label[c] for c in found.next_block], by_label[BASELINE], block,
+                                       self.seed, found.phase)
+            return standing, [Planned(slot) for slot in slots]
+        if found.parity_step is None:
             return standing, []
-        by_label = {r.combination: levels_of(r.levels) for r in stored}
-        block = 1 + max((m.block for m in measurements), default=-1)
-        slots = protocol.race_plan([by_label[c] for c in standing.next_block], by_label[BASELINE], block,
-                                   self.seed, standing.phase)
-        return standing, [Planned(slot) for slot in slots]
+        index, groups = found.parity_step
+        trainers = finalists.trainers(stored)
+        # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
+        return standing, [Planned(protocol.Slot(levels_of(trainers[g].levels), -1 - index, place, protocol.PARITY),
+                                  index) for place, g in enumerate(groups)]

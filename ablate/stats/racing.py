@@ -1,7 +1,8 @@
 """The race after screening, its confirmation blocks, and the recommendation that comes out of them.
 
-- **The field**: the screening leader among the eligible combinations (accuracy
-  neither `below` nor probably below: `ablate.stats.parity`) and those
+- **The field**: the screening leader among the eligible combinations (every
+  runnable one: accuracy comes after the race, and a new round leaves out the
+  groups it put out, `ablate.stats.finalists`) and those
   screening cannot tell apart from it (the race's first look, at
   `SCREEN_ALPHA` of the family's alpha), the best `contenders` of them raced
   first. The baseline is in every race block
@@ -143,8 +144,8 @@ def _differences(values: dict[Key, dict[int, float]], a: Key, b: Key) -> list[fl
 
 def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
          settings: ProtocolSettings, techniques: Callable[[Key], frozenset] | None = None) -> Race[Key]:
-    """The next block, from every measurement so far and the eligible combinations (`ablate.stats.verdicts.eligible`:
-    accuracy neither `below` nor probably below).
+    """The next block, from every measurement so far and the eligible combinations (`ablate.stats.finalists.final`:
+    every runnable one, less the accuracy groups an earlier round's parity put out).
 
     Call it once every planned measurement has a result; it is deterministic, so workers that call it on the
     same measurements plan the same block.

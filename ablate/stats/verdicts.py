@@ -1,11 +1,12 @@
 """The decisions over stored records: each combination's accuracy-parity verdict, and the recommendation.
 
-The recommendation is the race's leader with its confirmed speed-up. The race has little power by design, so
-*not told apart* from the leader is not *as fast*: a simpler member (fewer techniques) of the set replaces the
-leader only where an equivalence test shows the leader at most `equivalence_margin` faster (`equivalent`).
-Before this, the simplest member of the set headlined: simulated on a 16-combination grid it was not the leader in
-89 and 91 of 100 studies (process noise 0.06 and 0.10) and 7.0% and 9.7% slower than the best on average
-(tests/stats/test_headline.py).
+The recommendation is the race's leader with its confirmed speed-up; where its accuracy puts it out, the race runs
+again without its group (`ablate.stats.finalists`: race first, accuracy last). The race has
+little power by design, so *not told apart* from the leader is not *as fast*: a simpler member (fewer techniques)
+of the set replaces the leader only where an equivalence test shows the leader at most `equivalence_margin` faster
+(`equivalent`). Before this, the simplest member of the set headlined: simulated on a 16-combination grid it was
+not the leader in 89 and 91 of 100 studies (process noise 0.06 and 0.10) and 7.0% and 9.7% slower than the best
+on average (tests/stats/test_headline.py).
 
 The statistics live in `ablate.stats.parity` (the verdict and the parity race),
 `ablate.stats.racing` (the race, its confirmation blocks, the set of contenders)
@@ -19,35 +20,19 @@ from dataclasses import dataclass, field
 
 from ablate.config.choices import BASELINE, techniques
 from ablate.config.design import ProtocolSettings
-from ablate.stats import analysis, parity, protocol, racing
+from ablate.stats import analysis, finalists, parity, protocol, racing
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
+
+# The accuracy records' helpers live beside the final set that reads them first; their names stay here too.
+from ablate.stats.finalists import accuracies as accuracies
+from ablate.stats.finalists import accuracy_unmeasured as accuracy_unmeasured
+from ablate.stats.finalists import group_of as _group
+from ablate.stats.finalists import parity_sample_size as parity_sample_size
 from ablate.store.records import Record, baseline
-from ablate.trial import metrics as metric
-
-
-def accuracies(records: list[Record]) -> dict[str, dict[int, float]]:
-    """accuracy group -> seed index -> the test accuracy of the run that trained it at that seed."""
-    out: dict[str, dict[int, float]] = {}
-    for r in records:
-        for m in r.measurements or (r,):
-            if m.complete and m.accuracy_trained and m.accuracy is not None:
-                group = m.accuracy_group or (BASELINE if m.combination == BASELINE else m.combination)
-                out.setdefault(group, {}).setdefault(m.seed_index, m.accuracy)
-    return out
-
-
-def parity_sample_size(records: list[Record]) -> int | None:
-    """The test set's size (the paired binomial error's n), where the trials recorded it."""
-    sizes = [m.metrics.get(metric.TEST_SAMPLES) for r in records for m in (r.measurements or (r,))]
-    return int(max(s for s in sizes if s)) if any(sizes) else None
 
 
 def parity_by_group(records: list[Record], tolerance: float) -> dict[str, parity.Parity]:
     return parity.verdicts(accuracies(records), BASELINE, tolerance, parity_sample_size(records))
-
-
-def _group(r: Record) -> str:
-    return r.accuracy_group or (BASELINE if r.combination == BASELINE else r.combination)
 
 
 def parity_of(records: list[Record], tolerance: float,
@@ -66,21 +51,6 @@ def parity_failures(records: list[Record], tolerance: float,
     below)."""
     found = parity_of(records, tolerance) if found is None else found
     return [r for r in records if r.combination in found and found[r.combination].ineligible]
-
-
-def accuracy_unmeasured(records: list[Record]) -> str | None:
-    """Why no accuracy could be judged at all, where that is so: the baseline completed but its accuracy training
-    failed (killed, out of memory, ...), so no group has a reference. None where accuracy was measured, is yet to be,
-    or was never meant to be (stand-in data: `accuracy_note`)."""
-    base = baseline(records)
-    if base is None or base.accuracy is not None or base.accuracy_note:
-        return None
-    failed = [m for r in records for m in r.measurements
-              if m.phase == protocol.PARITY and not m.complete and _group(m) == _group(base)]
-    if not failed:
-        return None
-    reason = next((m.reason for m in failed if m.reason), None)
-    return "the baseline's accuracy training failed" + (f" ({reason})" if reason else "")
 
 
 def eligible(records: list[Record], tolerance: float,
@@ -113,8 +83,9 @@ class Equivalence:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """The race's leader, its estimate from blocks its selection never saw, the set it could not be told apart
-    from (simplest first), and the headline: the leader, or the simplest member shown equivalent to it."""
+    """The leader (the race's, or the next member of its final set where accuracy put that out), its estimate
+    from blocks its selection never saw, the set it could not be told apart from (eligible, simplest first), and
+    the headline: the leader, or the simplest member shown equivalent to it."""
 
     leader: Record
     speedup: analysis.Speedup | None  # the leader's
@@ -131,6 +102,7 @@ class Recommendation:
     margin: float = ProtocolSettings().equivalence_margin
     accuracy_unmeasured: str | None = None  # why the answer is on speed alone
     two_level: tuple[str, ...] = ()  # raced ones whose processes ran at two speed levels (`ablate.stats.levels`)
+    rounds: int = 1  # races run: more where a whole final set was out on accuracy (`ablate.stats.finalists`)
 
     @property
     def pick(self) -> Record:
@@ -149,32 +121,41 @@ class Recommendation:
 def recommendation(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
                    speedup_of: dict[str, analysis.Speedup] | None = None,
                    verdicts: dict[str, parity.Parity] | None = None) -> Recommendation | None:
-    """The race's leader among the eligible combinations, never a combination screened once, and the headline:
-    the simplest member of its set shown within `settings.equivalence_margin` of it (`equivalent`), else the
-    leader. `speedup_of` and `verdicts`: the speed-ups and parity verdicts when the caller has them already
-    (`ablate.stats.comparison`)."""
+    """The leader of the race's last round (`ablate.stats.finalists`: a round whose leader accuracy put out is
+    raced again without it), never a combination screened once, and the headline: the simplest eligible member
+    of its set shown within `settings.equivalence_margin` of it (`equivalent`), else the leader. While the race
+    runs, its leader and contenders not known to be out. `speedup_of` and `verdicts`: the speed-ups and parity
+    verdicts when the caller has them already (`ablate.stats.comparison`)."""
     settings = settings or ProtocolSettings()
     verdicts = parity_of(records, tolerance) if verdicts is None else verdicts
-    ok = {r.combination: r for r in eligible(records, tolerance, verdicts)}
-    if not ok:
+    found = finalists.final(records, tolerance, settings)
+    standing = found.standing
+    byc = {r.combination: r for r in records if r.complete}
+    order = list(found.eligible) if found.members else \
+        [c for c in (standing.leader, *standing.contenders) if c is not None and not _out(c, verdicts)]
+    if not order:
         return None
-    measurements = analysis.protocol_measurements(records)
-    standing = racing.race(measurements, BASELINE, set(ok), settings)
-    if standing.leader is None or standing.leader not in ok:
-        return None
-    order = [standing.leader, *standing.contenders]
-    members = sorted((c for c in order if c in ok), key=lambda c: (techniques(c), order.index(c)))
-    contrasts = {c.other: c for c in standing.contrasts}
-    tested = equivalent(measurements, standing.leader, members, contrasts, settings.equivalence_margin)
+    leader = order[0]
+    members = sorted(order, key=lambda c: (techniques(c), order.index(c)))
+    # The race's contrasts are its leader's: while it runs, a leader out on accuracy leaves them to no other.
+    contrasts = {c.other: c for c in standing.contrasts} if leader == standing.leader else {}
+    tested = equivalent(found.measurements, leader, members, contrasts, settings.equivalence_margin)
     shown = [c for c in members if c in tested and tested[c].shown]
-    headline = ok[shown[0]] if shown else ok[standing.leader]
+    headline = byc[shown[0]] if shown else byc[leader]
     speedup_of = analysis.speedup_of(records) if speedup_of is None else speedup_of
-    return Recommendation(ok[standing.leader], speedup_of.get(standing.leader), tuple(ok[c] for c in members),
+    return Recommendation(byc[leader], speedup_of.get(leader), tuple(byc[c] for c in members),
                           contrasts, standing.eliminated, standing.pending, standing,
                           verdicts.get(headline.combination), headline, tested,
-                          {c.other: c for c in standing.dropped_by}, tuple(c for c in standing.not_raced if c in ok),
+                          {c.other: c for c in standing.dropped_by},
+                          tuple(c for c in standing.not_raced if not _out(c, verdicts)),
                           settings.equivalence_margin, accuracy_unmeasured(records),
-                          tuple(c for c in standing.two_level if c in ok))
+                          tuple(c for c in standing.two_level if c in order),
+                          found.round + 1)
+
+
+def _out(combination: str, verdicts: dict[str, parity.Parity]) -> bool:
+    """Known to be kept out on accuracy: its group's verdict is `below` or probably below."""
+    return combination in verdicts and verdicts[combination].ineligible
 
 
 def equivalent(measurements: list[protocol.Measurement[str]], leader: str, members: list[str],

@@ -77,6 +77,11 @@ class Record:
     seed_index: int = 0  # which of the run's training seeds trained it (0: the run's own; 1, 2...: parity seeds)
     training_seed: int | None = None  # the seed that one is (ablate.store.seeds.training)
     picked: bool = False  # `--search optuna`: TPE picked it (a queued baseline was not picked)
+    compile_graph: str | None = None  # its compile cache's graph key (ablate.trial.compile_cache); None: no cache
+    profiling: bool = False  # it was asked for the profiling window (ablate.run.objective.profiles)
+    # A combined record whose one-off costs are another combination's measurement (a cold one of the same compiled
+    # graph: every measurement of its own started warm): that measurement's number.
+    one_off_from: int | None = None
     # Whether it holds a place in the protocol (block, position): a queued trial does from the start, one TPE
     # picks once it is placed; a grid trial that found nothing queued never does.
     has_slot: bool = True
@@ -145,6 +150,8 @@ def from_trial(trial: FrozenTrial | Trial) -> Record:
         seed_index=int(a.get("seed_index", 0)),
         training_seed=a.get("training_seed"),
         picked=bool(a.get("picked")),
+        compile_graph=a.get("compile_graph"),
+        profiling=bool(a.get("profiling")),
         has_slot="block" in a,
         trial=trial if isinstance(trial, FrozenTrial) else None,
     )
@@ -189,24 +196,30 @@ def combine(measurements: list[Record]) -> list[Record]:
     other seeds left out: they train, and their windows are not paired with a baseline). That is the baseline's
     throughput in every table; another combination's row shows the baseline's times its speed-up
     (`ablate.stats.comparison`). The analysis reads the measurements; memory and accuracy come from the primary, and
-    so do one-off costs, unless the primary started from the combination's warm compile cache
-    (`ablate.trial.compile_cache`): then they come from its first cold measurement, and its end-to-end time to the
+    so do one-off costs, unless the primary started warm from its graph's compile cache
+    (`ablate.trial.compile_cache`): then they come from a cold measurement of the same graph - the combination's own
+    first, else the first of a sibling sharing its graph (`one_off_from` names it) - and its end-to-end time to the
     target adds the difference (`fresh_start_extra_s`): a fresh start compiles cold (docs/measuring.md).
     """
     groups: dict[tuple[str, str], list[Record]] = {}
     trained: dict[tuple[str, str | None], Record] = {}  # (device, accuracy group) -> its first seed's training
+    colds: dict[tuple[str, str], Record] = {}  # (device, graph) -> its first complete cold measurement
     for m in measurements:
         groups.setdefault((m.device, m.combination), []).append(m)
         if m.complete and m.accuracy_trained and m.seed_index == 0:
             trained.setdefault((m.device, m.accuracy_group), m)
+        if cold_measurement([m]):
+            colds.setdefault((m.device, _graph(m)), m)
     out = []
     for ms in groups.values():
         done = [m for m in ms if m.complete]
         primary = (next((m for m in done if m.accuracy_trained and m.seed_index == 0), None)
                    or next((m for m in done if m.phase != PARITY), None) or (done[0] if done else ms[-1]))
-        metrics = dict(primary.metrics)
-        if metrics.get(metric.COMPILE_CACHE_WARM) and (cold := cold_measurement(done)):
+        metrics, one_off_from = dict(primary.metrics), None
+        if metrics.get(metric.COMPILE_CACHE_WARM) and (
+                cold := cold_measurement(done) or colds.get((primary.device, _graph(primary)))):
             extra = fresh_start_extra_s(primary, cold)
+            one_off_from = cold.number if cold.combination != primary.combination else None
             metrics.update({k: cold.metrics[k] for k in metric.ONE_OFF_COSTS if k in cold.metrics})
             if metric.TIME_TO_TARGET_E2E_S in metrics:
                 metrics[metric.TIME_TO_TARGET_E2E_S] += extra
@@ -217,8 +230,13 @@ def combine(measurements: list[Record]) -> list[Record]:
         if donor is not None and primary.complete and not trained_figures(metrics):  # its group trained later
             metrics.update(held_out(donor.metrics))
             primary = replace(primary, accuracy_from=donor.number)
-        out.append(replace(primary, metrics=metrics, measurements=tuple(ms)))
+        out.append(replace(primary, metrics=metrics, measurements=tuple(ms), one_off_from=one_off_from))
     return out
+
+
+def _graph(m: Record) -> str:
+    """What shares `m`'s compiled code: its graph key; stored before graphs shared a cache, its combination."""
+    return m.compile_graph or m.combination
 
 
 def cold_measurement(measurements: Sequence[Record]) -> Record | None:
@@ -227,9 +245,9 @@ def cold_measurement(measurements: Sequence[Record]) -> Record | None:
 
 
 def fresh_start_extra_s(measurement: Record, cold: Record | None) -> float:
-    """What compiling cold adds to `measurement`'s end-to-end time: nothing unless it started from its
-    combination's warm compile cache, else the `cold` measurement's one-off cost less its own. Why: a fresh start
-    compiles cold, and the parity race trains a compiled group warm, after screening measured it."""
+    """What compiling cold adds to `measurement`'s end-to-end time: nothing unless it started warm from its graph's
+    compile cache, else the `cold` measurement's (its own combination's or a sibling's of the same graph) one-off
+    cost less its own. Why: a fresh start compiles cold, and a later measurement starts warm."""
     if cold is None or not measurement.metrics.get(metric.COMPILE_CACHE_WARM):
         return 0.0
     return cold.metrics.get(metric.ONE_OFF_S, 0.0) - measurement.metrics.get(metric.ONE_OFF_S, 0.0)
@@ -311,6 +329,14 @@ def start(trial: Trial, combination: str, machine: Mapping[str, str], worker: st
 def set_run(trial: Trial, run_id: str | None) -> None:
     """Its MLflow run (None while MLflow is unreachable: `ablate sync` logs one later)."""
     trial.set_user_attr("mlflow_run_id", run_id)
+
+
+def set_measuring(trial: Trial, compile_graph: str | None, profiling: bool) -> None:
+    """What it measures beside its windows: its compile cache's graph key (None: no cache), and whether it asks for
+    the profiling window."""
+    if compile_graph is not None:
+        trial.set_user_attr("compile_graph", compile_graph)
+    trial.set_user_attr("profiling", profiling)
 
 
 def set_training(trial: Trial, accuracy_group: str, training_seed: int) -> None:

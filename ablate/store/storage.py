@@ -13,7 +13,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
 from ablate.config.study import Study, StudyError
-from ablate.store import claim, records
+from ablate.store import claim, records, study_record
 
 CONNECT_ATTEMPTS = 5
 # The objectives' names, in the order of the study's directions: optuna-dashboard labels its axes with them.
@@ -90,10 +90,13 @@ def create_study(storage: str, heartbeat: dict[str, Any] | None, names: list[str
         try:
             backend = RDBStorage(storage, **heartbeat) if heartbeat is not None else storage
             try:
-                return _named(optuna.create_study(storage=backend, **kwargs), names), True
+                created = optuna.create_study(storage=backend, **kwargs)
+                study_record.set_format_version(created)
+                return _named(created, names), True
             except optuna.exceptions.DuplicatedStudyError:
-                return _named(optuna.load_study(storage=backend, study_name=kwargs["study_name"],
-                                                sampler=kwargs["sampler"]), names), False
+                loaded = optuna.load_study(storage=backend, study_name=kwargs["study_name"], sampler=kwargs["sampler"])
+                study_record.format_version(loaded)  # refused here, before a newer format is misread
+                return _named(loaded, names), False
         except sqlalchemy.exc.SQLAlchemyError:
             if attempt == CONNECT_ATTEMPTS - 1:
                 raise

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import optuna
 
 from ablate.config.design import ProtocolSettings
+from ablate.config.validate import StudyError
 
 # The names are the stored format, kept as they were.
 FILE_HASH_ATTR, PROTOCOL_ATTR, SEEDS_ATTR, RACE_ATTR = "file_hash", "protocol", "seeds", "race"
@@ -21,6 +22,11 @@ PARENT_ATTR = "mlflow_parent_run_id"  # the study's MLflow parent run
 # user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
 RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
 BITWISE_ATTR = "bitwise"  # {device name: {accuracy group: [the group it trains as, why]}} (ablate.run.bitwise)
+# The stored format's version, written when a study is created (`ablate.store.storage.create_study`). A store
+# without it was written before it existed, in the format that became version 1 (46e5984's stores resume:
+# tests/end_to_end/test_before_the_move.py). Raised only by a change older code cannot read; a store of a higher
+# version than this code's is refused in one line rather than misread (docs/api.md, "The stored study").
+FORMAT_ATTR, FORMAT_VERSION = "format_version", 1
 
 
 @dataclass(frozen=True)
@@ -35,11 +41,28 @@ class StudyRecord:
     runs: Mapping[int, str] = field(default_factory=dict)  # trial number -> the run `ablate sync` logged for it
     # device name -> accuracy group -> (the group it trains as, why): `ablate.run.bitwise`'s checks on that device
     bitwise: Mapping[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION  # the stored format it was written in (FORMAT_ATTR)
+
+
+def format_version(optuna_study: optuna.Study) -> int:
+    """The stored format `optuna_study` was written in (1 where it does not say); StudyError where this code is
+    older than the format."""
+    version = int(optuna_study.user_attrs.get(FORMAT_ATTR, 1))
+    if version > FORMAT_VERSION:
+        raise StudyError(f"the stored study {optuna_study.study_name!r} is in format {version}, written by a newer "
+                         f"ablate; this one reads formats up to {FORMAT_VERSION}: upgrade ablate, or give another "
+                         "--results or --storage")
+    return version
+
+
+def set_format_version(optuna_study: optuna.Study) -> None:
+    optuna_study.set_user_attr(FORMAT_ATTR, FORMAT_VERSION)
 
 
 def from_study(optuna_study: optuna.Study) -> StudyRecord:
     a = optuna_study.user_attrs
-    return StudyRecord(file_hash=a.get(FILE_HASH_ATTR), protocol=a.get(PROTOCOL_ATTR), seeds=a.get(SEEDS_ATTR),
+    return StudyRecord(format_version=format_version(optuna_study), file_hash=a.get(FILE_HASH_ATTR),
+                       protocol=a.get(PROTOCOL_ATTR), seeds=a.get(SEEDS_ATTR),
                        race=a.get(RACE_ATTR), parent_run_id=a.get(PARENT_ATTR),
                        runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()},
                        bitwise={device: {group: (trains_as, why) for group, (trains_as, why) in checks.items()}

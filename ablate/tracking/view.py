@@ -112,6 +112,8 @@ def display_tags(c: Comparison, counted: bool) -> dict[str, str]:
         p = c.parity
         tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"
         tags[PARITY] = f"{p.label} {interval(p.low, p.high, signed=True)} ({p.seeds} seeds)" if p else "no verdict"
+    elif c.unmeasured:
+        tags[PARITY] = c.unmeasured
     if not counted:
         tags[ENERGY] = NOT_COUNTED
     elif c.energy_ratio is not None:

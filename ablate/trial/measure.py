@@ -90,6 +90,7 @@ class StepClock:
     device: torch.device
     train_for_accuracy: bool
     evaluate: Callable[[], Quality] | None = None  # held-out quality
+    test_samples: int = 0  # held-out samples `evaluate` reads (ablate.workload.evaluation): the progress line says it
     units_per_sample: int = 1  # throughput's unit: tokens per sequence for a language model
     on_phase: Callable[[str], None] = lambda text: None  # what the run is doing now, for the progress line
     # Called with True when an untimed stretch inside the loop begins (the warm-up of a run that times its
@@ -268,7 +269,7 @@ class StepClock:
             self.windows.append(Window(self._window_samples, now - self._window_start, self._data_wait))
             self.on_phase(f"timed window {len(self.windows) + 1} of {self.budget.windows}" if not self.timing_done
                           else f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)"
-                          if self.train_for_accuracy and not self.done else "finishing")
+                          if self.train_for_accuracy and self.samples < self.budget.train_samples else "finishing")
             if self.timing_done:
                 # Read here: evaluations after the windows must not count, so trials that train accuracy compare
                 # with those that do not.
@@ -289,7 +290,7 @@ class StepClock:
         if in_windows:  # the windows' peak so far and their joules; the evaluation's own are left out below
             self._peak_outside_evals = highest(self._peak_outside_evals, peak_memory(self.device))
             self._energy.pause(time.perf_counter())
-        self.on_phase(f"evaluating at {self.samples:,} samples")
+        self.on_phase(f"evaluating {self.test_samples:,} test samples (trained on {self.samples:,})")
         began = time.perf_counter()
         quality = self.evaluate()
         if not self.timing_done:  # the test batches' blocks, which the allocator would keep reserved in the windows
@@ -302,7 +303,7 @@ class StepClock:
         self._paused += ended - began
         if self._window_start is not None:  # a window open across the evaluation must not count it
             self._window_start += ended - began
-        if self.timing_done and not self.done:
+        if self.timing_done and self.samples < self.budget.train_samples:  # what it said only while it is so
             self.on_phase(f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)")
         return self.evaluations[-1]
 

@@ -55,8 +55,10 @@ SETUP_S = "setup_s"  # start-up inside the process, up to the first training ste
 IMPORT_WAIT_S = "import_wait_s"  # waiting for interpreters' imports to stop before a measured stretch
 PROCESS_START_S = "process_start_s"  # the job sent to its arrival in the trial's interpreter
 STARTUP_S = "startup_s"  # the job sent to the first batch
-COMPILE_CACHE_WARM = "compile_cache_warm"  # 1.0: it started from its combination's own compile cache
-COMPILE_CACHE_HITS = "compile_cache_hits"
+# 1.0: every graph it compiled came from its graph's shared compile cache (ablate.trial.compile_cache); 0.0: cold
+COMPILE_CACHE_WARM = "compile_cache_warm"
+COMPILE_CACHE_HITS = "compile_cache_hits"  # Inductor's FX graph and AOTAutograd cache hits in the trial
+COMPILE_CACHE_MISSES = "compile_cache_misses"  # their misses and bypasses: graphs it compiled itself
 # Other work on the machine during the timed windows, in cores on average (ablate.trial.load); Linux only.
 FOREIGN_CORES = "foreign_cores"  # other processes and the hypervisor's steal
 STEAL_CORES = "steal_cores"
@@ -74,7 +76,9 @@ CUDAGRAPH_SKIPS = "cudagraph_skips"
 HELD_OUT = "test_"  # the prefix of every held-out figure: a group's other members borrow them all
 TEST_LOSS = "test_loss"  # every training evaluates it
 TEST_ACCURACY = "test_accuracy"  # percent; absent for a task without accuracy
-TEST_SAMPLES = "test_samples"  # the n of accuracy parity's paired binomial error
+TEST_SAMPLES = "test_samples"  # how many it evaluated (ablate.workload.evaluation): parity's paired binomial n
+TEST_SPLIT_SAMPLES = "test_split_samples"  # the test split's size, of which it evaluated TEST_SAMPLES
+TEST_SAMPLING_ERROR = "test_sampling_error"  # points: a paired accuracy difference's standard error there, at most
 EVALUATIONS = "evaluations"
 TARGET_ACCURACY = "target_accuracy"  # the study's target, as the budget set it
 TARGET_LOSS = "target_loss"

@@ -80,7 +80,9 @@ class TrialSpec:
     options: tuple[Option, ...]
     device: str
     train_for_accuracy: bool
-    compile_cache: str | None = None  # the combination's own Inductor cache (ablate.trial.compile_cache); None: cold
+    compile_cache: str | None = None  # its graph's shared Inductor cache (ablate.trial.compile_cache); None: fresh
+    # Draws the test subsample every trial of the run evaluates (ablate.workload.evaluation); None: budget.seed.
+    evaluation_seed: int | None = None
 
 
 @dataclass
@@ -143,6 +145,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from ablate.trial.measure import StepClock
     from ablate.trial.mfu import utilisation
     from ablate.trial.train import evaluate, train
+    from ablate.workload import evaluation
 
     study, budget = spec.study, spec.study.budget
     built = set_up(spec)
@@ -172,7 +175,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         raise
     optimizer = stack.prepare_optimizer(optimizer)  # fused kernels, fp32 master weights
     prepare_model_s = time.perf_counter() - started
-    test = DataLoader(splits.test, batch_size=budget.test_batch_size)
+    tested = evaluation.sample_size(budget.eval_samples, len(splits.test), study.accuracy_tolerance,
+                                    task.predictions_per_sample, task.has_accuracy)
+    seed = budget.seed if spec.evaluation_seed is None else spec.evaluation_seed
+    test = DataLoader(evaluation.subsample(splits.test, tested, seed), batch_size=budget.test_batch_size)
     # Stand-in data (random labels) has no accuracy worth training for, and a throughput-only study asks for none:
     # time the windows only.
     not_for_accuracy = splits.throughput_only or (THROUGHPUT_ONLY if budget.throughput_only else None)
@@ -180,7 +186,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.
     clock = StepClock(budget, device, for_accuracy,
                       evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
-                      units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=untimed)
+                      units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=untimed, test_samples=tested)
     train(stack, task, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
     measured[-1][1] = time.perf_counter()
     _channel.marks.update(measured=measured, first_batch=clock.started_at)
@@ -192,7 +198,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     metrics[metric.PREPARE_MODEL_S] = prepare_model_s
     metrics[metric.IMPORT_WAIT_S] = sum(waits)  # before a measured stretch, while the study stopped the imports
     metrics[metric.DATA_LOAD_S] = data_load_s
-    metrics[metric.TEST_SAMPLES] = float(len(splits.test))
+    if for_accuracy:  # what it evaluated, of how many, and so the sampling error every surface can state
+        metrics.update({metric.TEST_SAMPLES: float(tested), metric.TEST_SPLIT_SAMPLES: float(len(splits.test)),
+                        **({metric.TEST_SAMPLING_ERROR: evaluation.sampling_error(tested, task.predictions_per_sample)}
+                           if task.has_accuracy else {})})
     metrics[metric.SETUP_S] = clock.started_at - began - data_load_s  # the data every trial must load left out
     metrics[metric.ONE_OFF_S] = prepare_model_s + metrics[metric.FIRST_STEP_S] + metrics[metric.EARLY_STEPS_EXCESS_S]
     if metric.TIME_TO_TARGET_E2E_S in metrics:
@@ -242,7 +251,7 @@ def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialS
     # the reference machine) instead of the platform default a user's own
     # script gets (fork on Linux up to Python 3.13). Measure what users get.
     mp.set_start_method(None, force=True)
-    cache, succeeded = compile_cache.Use(spec.compile_cache), False
+    cache = compile_cache.Use(spec.compile_cache)
     global _channel
     _channel = Channel(conn)
     marks = _channel.marks
@@ -252,16 +261,16 @@ def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialS
         if "first_batch" in marks:
             metrics[metric.STARTUP_S] = marks["first_batch"] - launched  # launch to the first batch, minus nothing
         metrics[metric.TIMELINE] = {"launched": launched, **{k: v for k, v in marks.items() if k != "first_batch"}}
-        if spec.compile_cache:
-            metrics[metric.COMPILE_CACHE_WARM] = float(cache.warm)
-            metrics[metric.COMPILE_CACHE_HITS] = float(compile_cache.hits())
-        succeeded = True
+        if spec.compile_cache:  # Inductor's own count decides warm or cold
+            hits, misses = compile_cache.lookups()
+            metrics[metric.COMPILE_CACHE_WARM] = float(compile_cache.warm(hits, misses))
+            metrics[metric.COMPILE_CACHE_HITS], metrics[metric.COMPILE_CACHE_MISSES] = float(hits), float(misses)
         conn.send(("ok", metrics))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
         conn.send(("error", failures.describe(error), traceback.format_exc()))
     finally:
         conn.close()
-        cache.done(succeeded)  # kept as the combination's own, or removed
+        cache.done()  # a fresh folder is removed; a shared one stays for the graph's siblings
 
 
 def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str, Any]] = run,

@@ -1,7 +1,8 @@
 """What a study trains: models by name (its own, hf:, timm:, torchvision:), data sets, tasks."""
 from ablate._lazy import exports
 
-__all__ = ["DATASETS", "DataUnavailable", "MODELS", "Quality", "Splits", "TEXT_DATASETS", "Task", "lookup", "unknown"]
+__all__ = ["DATASETS", "DataUnavailable", "DatasetFactory", "LossFunction", "MODELS", "ModelFactory", "Quality",
+           "Splits", "TASKS", "TEXT_DATASETS", "Task", "lookup", "unknown"]
 __getattr__, __dir__ = exports(__name__, {
     "MODELS": "models",
     "DATASETS": "data",
@@ -9,7 +10,11 @@ __getattr__, __dir__ = exports(__name__, {
     "DataUnavailable": "data",
     "Splits": "data",
     "Task": "tasks",
+    "TASKS": "tasks",
     "Quality": "tasks",
+    "ModelFactory": "signatures",
+    "DatasetFactory": "signatures",
+    "LossFunction": "signatures",
     "lookup": "registry",
     "unknown": "registry",
 })

@@ -86,6 +86,11 @@ class Task:
     def units_per_sample(self) -> int:
         return 1
 
+    @property
+    def predictions_per_sample(self) -> int:
+        """Predictions one held-out sample is scored on (`ablate.workload.evaluation` sizes the test subsample)."""
+        return 1
+
     def evaluate(self, model: torch.nn.Module, batches: Iterable[Any], device: torch.device,
                  logits_budget: int = EVAL_LOGITS_BYTES) -> Quality:
         """Held-out quality over `batches`, each forward's logits within `logits_budget` bytes (`eval_rows`)."""
@@ -167,6 +172,10 @@ class NextToken(_Counting):
     def units_per_sample(self) -> int:
         return self.seq_len
 
+    @property
+    def predictions_per_sample(self) -> int:
+        return self.seq_len
+
     def _logits_and_targets(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         inputs, targets = batch
         logits = model(inputs)
@@ -187,6 +196,10 @@ class CausalLM(NextToken):
     """
 
     name = "causal_lm"
+
+    @property
+    def predictions_per_sample(self) -> int:
+        return max(1, self.seq_len - 1)  # the model shifts its labels: the last position predicts nothing
 
     def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         inputs, _ = batch

@@ -2,6 +2,10 @@
 
 The walk reads every import statement (function-level and TYPE_CHECKING ones too) with `ast`, so an
 import put inside a function to keep start-up light still counts: it runs upward all the same.
+
+The shims of old import paths (`ablate._moved.MOVED`: ablate/data.py, ablate/train.py) are the one exemption: they
+forward to a package above the ground floor by name. The exemption is narrow: a shim must be exactly the two
+lines of one (`test_a_shim_is_only_a_shim`), so nothing else can live under it.
 """
 from __future__ import annotations
 
@@ -10,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from ablate._moved import MOVED
+
 ABLATE = Path(__file__).resolve().parents[2] / "ablate"
+SHIMS = {ABLATE.parent.joinpath(*old.split(".")).with_suffix(".py") for old in MOVED}
 # Bottom to top. A package imports only its own floor and the ones below; docs/contributing.md draws it.
 FLOORS = [
-    {"_lazy", "words"},
+    {"_lazy", "_moved", "words"},
     {"workload"},
     {"config"},
     {"trial"},
@@ -34,8 +41,8 @@ def _part(module: str) -> str | None:
     return names[1] if names[0] == "ablate" and len(names) > 1 else None
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    module = ".".join(path.relative_to(ABLATE.parent).with_suffix("").parts)
+def _imports(path: Path, root: Path) -> list[tuple[int, str]]:
+    module = ".".join(path.relative_to(root).with_suffix("").parts)
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -49,19 +56,23 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in ABLATE.rglob("*.py") if p.name != "__init__.py" or p.parent != ABLATE)
+    """Every module on a floor: all but ablate's own `__init__` and the shims of old paths."""
+    return sorted(p for p in ABLATE.rglob("*.py") if (p.name != "__init__.py" or p.parent != ABLATE)
+                  and p not in SHIMS)
 
 
-def upward_imports(paths: list[Path]) -> list[str]:
+def upward_imports(paths: list[Path], root: Path = ABLATE.parent) -> list[str]:
+    """Each import in `paths` (files of an `ablate/` under `root`) that runs upward, as "FILE:LINE imports NAME
+    (X is above Y)"."""
     bad = []
     for path in paths:
-        here = _part(".".join(path.relative_to(ABLATE.parent).with_suffix("").parts))
-        for line, imported in _imports(path):
+        here = _part(".".join(path.relative_to(root).with_suffix("").parts))
+        for line, imported in _imports(path, root):
             there = _part(imported)
             if here is None or there is None:
                 continue
             if FLOOR[there] > FLOOR[here]:
-                bad.append(f"{path.relative_to(ABLATE.parent)}:{line} imports {imported} ({there} is above {here})")
+                bad.append(f"{path.relative_to(root)}:{line} imports {imported} ({there} is above {here})")
     return bad
 
 
@@ -75,13 +86,22 @@ def test_no_import_runs_upward() -> None:
 
 
 def test_the_walk_catches_an_upward_import_inside_a_function(tmp_path: Path) -> None:
-    fake = ABLATE / "trial" / "_upward_probe.py"
+    fake = tmp_path / "ablate" / "trial" / "_upward_probe.py"  # outside the source tree: nothing else sees it
+    fake.parent.mkdir(parents=True)
     fake.write_text("def f():\n    from ablate.stats import racing\n    return racing\n")
-    try:
-        assert upward_imports([fake]) == [
-            "ablate/trial/_upward_probe.py:2 imports ablate.stats (stats is above trial)"]
-    finally:
-        fake.unlink()
+    assert upward_imports([fake], tmp_path) == [
+        "ablate/trial/_upward_probe.py:2 imports ablate.stats (stats is above trial)"]
+
+
+def test_a_shim_is_only_a_shim() -> None:
+    """The floors' one exemption holds nothing but the forward to where the names live now."""
+    shape = ast.dump(ast.parse('"doc"\nfrom ablate._moved import forward\n__getattr__, __dir__ = forward(__name__)'))
+    assert SHIMS and all(path.is_file() for path in SHIMS), sorted(map(str, SHIMS))
+    for path in SHIMS:
+        tree = ast.parse(path.read_text())
+        assert isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant)
+        tree.body[0].value.value = "doc"
+        assert ast.dump(tree) == shape, f"{path.relative_to(ABLATE.parent)} holds more than a shim's two lines"
 
 
 @pytest.mark.parametrize("package", sorted(p.name for p in ABLATE.iterdir() if (p / "__init__.py").exists()))

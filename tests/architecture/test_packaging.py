@@ -1,5 +1,6 @@
-"""What a non-editable `pip install .` gets: every package of ablate and strategies, and the shipped studies (so
-`ablate list` and `ablate run mnist_cnn` work from an installed wheel, not only from a checkout)."""
+"""What a non-editable `pip install .` gets: every package of ablate and strategies, the shipped studies (so
+`ablate list` and `ablate run mnist_cnn` work from an installed wheel, not only from a checkout), and both packages'
+py.typed (so a user's type checker reads their annotations: PEP 561)."""
 from __future__ import annotations
 
 import shutil
@@ -28,3 +29,4 @@ def test_the_wheel_holds_every_package_and_the_studies(tmp_path):
     packages = {p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("ablate/**/__init__.py"),
                                                          *ROOT.glob("strategies/__init__.py")]}
     assert packages <= names
+    assert {"ablate/py.typed", "strategies/py.typed"} <= names

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from in_process import ablate
+from messages import one_message
 
 from ablate.cli import main
 
@@ -31,8 +32,8 @@ MORE = {
 
 
 def _one_line(err: str, expected: str) -> None:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and expected in lines[0] and lines[0].startswith("ablate: error: "), err
+    said = one_message(err)  # one message, wrapped at 100 columns
+    assert expected in said and said.startswith("ablate: error: "), err
     assert "Traceback" not in err
 
 

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from in_process import ablate
+from messages import one_message
 
 from ablate.cli import main
 from ablate.config import study as studies
@@ -76,7 +77,9 @@ def test_diagnose_prints_the_breakdown_and_every_strategys_prediction_in_100_col
     unavailable = set(_block(out, "not available on cpu: ").split(", "))
     assert "pin_memory" in unavailable  # pinned memory is for host-to-GPU copies
     for name in set(REGISTRY) - unavailable:  # every other strategy, predicted
-        assert re.search(rf"^  {name}: (can help|unlikely to help|targets)", out, re.M), (name, out)
+        assert re.search(rf"^  {name}: (can help|unlikely to help|targets|does not apply)", out, re.M), (name, out)
+    # The tiny CNN has no attention layer: the attention kernel has nothing to act on, whatever compute costs.
+    assert re.search(r"^  attention_backend: does not apply to this model - no attention layer", out, re.M), out
     # Nothing written but the results folder's log, where the trial or a library said something.
     written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")}
     assert written <= {"results", "results/tiny", "results/tiny/ablate.log"}
@@ -94,7 +97,9 @@ def test_write_study_holds_only_the_strategies_whose_ceiling_clears_the_bar(tiny
     loaded = studies.load(str(written), "cpu")
     names = {k.name for _, options in loaded.space for o in options for k in o.kinds}
     unavailable = set(_block(out, "not available on cpu: ").split(", "))
-    assert names == {n for n, cls in REGISTRY.items() if cls.targets & MATTERS} - unavailable
+    lacking = set(re.findall(r"^  (\w+): does not apply to this model - ", out, re.M))
+    assert lacking == {"attention_backend"}  # a CNN: no attention layer (float8 is not available on a CPU)
+    assert names == {n for n, cls in REGISTRY.items() if cls.targets & MATTERS} - unavailable - lacking
     assert "num_workers" in names and "set_to_none" not in names and "activation_checkpointing" not in names
     # The study's own: its model, budget and protocol, and its own choice of a strategy it already had.
     assert loaded.model == "tiny_mnist:TinyMnistCNN" and loaded.budget.train_samples == 512
@@ -118,6 +123,20 @@ def test_a_model_gets_the_study_ablate_new_writes_with_the_diagnosed_space(mnist
     names = {k.name for _, options in loaded.space for o in options for k in o.kinds}
     assert "amp" in names and "num_workers" not in names  # compute is 90% of the step, data 2%
     assert _wide(capsys.readouterr().out) == []
+
+
+def test_a_cnn_is_never_told_the_attention_kernel_can_help(mnist, forced, tmp_path, capsys):
+    """mnist_cnn, compute-bound: the attention kernel acts on compute, but the network has no attention layer; its
+    convolutions leave channels_last a ceiling to claim."""
+    forced(COMPUTE_BOUND)
+    assert main(["diagnose", "mnist_cnn", "--device", "cpu", "--results", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    helps = out.split("can help (a ceiling of x1.05 or more):")[1].split("unlikely to help (")[0]
+    assert "channels_last: can help" in helps and "attention_backend" not in helps, out
+    assert ("does not apply to this model (it lacks the part the technique acts on):\n"
+            "  attention_backend: does not apply to this model - no attention layer for it to choose a kernel for\n"
+            in out), out
+    assert _wide(out) == []
 
 
 def test_no_study_is_written_where_no_strategy_clears_the_bar(tiny_study_file, mnist, forced, tmp_path, capsys):
@@ -147,8 +166,8 @@ def test_bad_input_is_one_line_and_nothing_is_measured_or_written(args, expected
     (tmp_path / "afile").write_text("not a folder")
     done = in_process("diagnose", *args, cwd=tmp_path, ABLATE_RESULTS_DIR=str(tmp_path / "results"))
     assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ablate: error: ") and expected in lines[0], done.stderr
+    said = one_message(done.stderr)
+    assert said.startswith("ablate: error: ") and expected in said, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "taken.yaml"]
     assert (tmp_path / "taken.yaml").read_text() == "a study of someone's\n"
 
@@ -158,7 +177,7 @@ def test_an_unknown_target_from_the_real_entry_point_exits_2_and_writes_nothing(
                           capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "ABLATE_RESULTS_DIR": str(tmp_path / "results")})
     assert done.returncode == 2 and done.stderr.startswith("ablate: error: unknown study or model 'hf_llama'")
-    assert len(done.stderr.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
+    assert one_message(done.stderr) and list(tmp_path.iterdir()) == []
 
 
 class _Bar:

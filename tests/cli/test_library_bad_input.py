@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from in_process import ablate
+from messages import one_message
 
 pytest.importorskip("transformers", reason="the hf extra: pip install -e '.[hf]'")
 
@@ -40,8 +41,8 @@ def in_process(monkeypatch, capsys):
 
 def _refused(cwd: Path, done: subprocess.CompletedProcess, expected: str, keep: set[str] = frozenset()) -> None:
     assert done.returncode == 2, done.stderr
-    lines = [line for line in done.stderr.strip().splitlines() if line]
-    assert len(lines) == 1 and lines[0].startswith("ablate: error: ") and expected in lines[0], done.stderr
+    said = one_message(done.stderr)  # one message, wrapped at 100 columns
+    assert said.startswith("ablate: error: ") and expected in said, done.stderr
     assert {p.name for p in cwd.iterdir()} == set(keep)  # nothing written
 
 

@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
+from messages import one_message
 from mlflow.tracking import MlflowClient
 from structure import comparable, structure
 
 from ablate.cli import main
+from ablate.config import study as studies
+from ablate.stats import finalists
 from ablate.store.records import load
 
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
@@ -100,13 +104,19 @@ def test_mlflow_has_a_parent_and_one_child_per_measurement_with_the_pooled_speed
 def test_accuracy_is_trained_after_screening_and_shared_across_numerics_preserving_strategies(first_run):
     trials = _optuna(first_run).get_trials()
     parity_runs = [t for t in trials if t.user_attrs["phase"] == "parity"]
-    # tiny.yaml: seeds 2; both groups can decide the answer: each trains at the run's seed and at seed + 1, in
-    # parity measurements after screening (Planner.defer_accuracy); a third seed only where still uncertain.
+    # tiny.yaml: seeds 2; the baseline's group and the final set's (race first, accuracy last: which depends on
+    # this machine's throughputs) train at the run's seed and at seed + 1, in parity measurements after the race
+    # (Planner.defer_accuracy); a third seed only where still uncertain. With one group to judge, the spread's
+    # degrees of freedom come from its seeds (tiny.yaml has no other group to fill it).
     by_seed: dict[int, list[str]] = {}
     for t in parity_runs:
         assert t.user_attrs["accuracy_trained"] and t.user_attrs["block"] == -1 - t.user_attrs["seed_index"]
         by_seed.setdefault(t.user_attrs["seed_index"], []).append(t.user_attrs["accuracy_group"])
-    assert sorted(by_seed[0]) == sorted(by_seed[1]) == ["amp(dtype=bf16)", "baseline"]
+    stored = load(_optuna(first_run))
+    tiny = studies.load(str(TINY), "cpu")
+    final = finalists.final(stored, tiny.accuracy_tolerance, tiny.protocol)
+    wanted = {"baseline", *(finalists.group_of(r) for r in stored if r.combination in final.members)}
+    assert sorted(by_seed[0]) == sorted(by_seed[1]) == sorted(wanted)
     assert not [t for t in trials if t.user_attrs["phase"] != "parity" and t.user_attrs.get("accuracy_trained")]
     seeds = {t.user_attrs["training_seed"] - t.user_attrs.get("seed_index", 0) for t in trials
              if "training_seed" in t.user_attrs}
@@ -120,6 +130,9 @@ def test_accuracy_is_trained_after_screening_and_shared_across_numerics_preservi
         by_amp.setdefault(r.levels["amp"], []).append(r)
     for group in by_amp.values():  # each group differs only in NumWorkers, and shares its one first training
         assert len(group) == 2
+        if group[0].accuracy_group not in first:  # not a finalist: never trained
+            assert all(r.accuracy is None for r in group)
+            continue
         donor = first[group[0].accuracy_group]
         for r in group:
             assert r.accuracy == donor.user_attrs["metrics"]["test_accuracy"] and r.accuracy_from == donor.number
@@ -129,6 +142,26 @@ def test_the_run_says_where_the_baselines_step_goes_once(tiny_study_run):
     """Once its first measurement is in, within 100 columns (tests/cli/test_diagnose.py checks what it says)."""
     said = [line for line in tiny_study_run[1].splitlines() if line.startswith("baseline's step (")]
     assert len(said) == 1 and len(said[0]) <= 100, tiny_study_run[1]
+
+
+def _address(line: str) -> bool:
+    """A path or a URL on a line of its own: one word, never wrapped, so that a terminal copies it whole."""
+    word = line.strip()
+    return " " not in word and ("/" in word or "://" in word)
+
+
+def test_a_log_of_the_run_keeps_to_100_columns_without_carriage_returns(tiny_study_run):
+    """What `ablate run ... > run.log 2>&1` leaves with COLUMNS unset (tests/conftest.py unsets it): every line within
+    100 columns but an address alone on its line, the header wrapped, the progress a plain line now and then."""
+    log = tiny_study_run[1]
+    assert "\r" not in log
+    lines = log.splitlines()
+    assert [line for line in lines if len(line) > 100 and not _address(line)] == [], log
+    assert lines[0].startswith("tiny: 8 combinations (grid) on ") and lines[1].startswith("  ")  # the header wraps
+    progress = [line for line in lines if " measured [" in line]
+    assert all(re.fullmatch(r"\d+/\d+ measured \[.*\]", line) for line in progress), progress
+    done, planned = re.match(r"(\d+)/(\d+)", progress[-1]).groups()  # the last one: every measurement in
+    assert done == planned and int(done) > RUN_ON_CPU, progress
 
 
 def test_second_run_runs_nothing_new(first_run, tiny_study_file, capsys):
@@ -228,7 +261,8 @@ def test_report_command_rebuilds_from_stored_trials_without_running(first_run, t
 def test_report_on_a_study_with_no_trials_is_one_clear_line(tmp_path, capsys):
     assert main(["report", str(TINY), "--device", "cpu", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no stored trials for tiny:grid:cpu" in err and "ablate run" in err
+    said = one_message(err)  # one message, wrapped at 100 columns
+    assert "no stored trials for tiny:grid:cpu" in said and "ablate run" in said
     assert not any(tmp_path.iterdir())  # nothing written
 
 
@@ -239,13 +273,16 @@ def test_time_to_accuracy_is_in_mlflow_and_in_the_table(first_run):
     trained = [r for r in runs if r.data.tags.get("ablate.state") == "complete"
                and r.data.tags.get("ablate.accuracy_from") == r.data.tags.get("ablate.trial_number")
                and r.data.tags.get("ablate.block") == "-1"]  # the run's own seed, trained after screening
-    assert len(trained) == 2  # one per AMP setting at the run's own seed
+    groups = {t.user_attrs["accuracy_group"] for t in _optuna(first_run).get_trials()
+              if t.user_attrs["phase"] == "parity" and t.user_attrs["seed_index"] == 0}
+    assert len(trained) == len(groups)  # one per trained AMP setting (the final set's) at the run's own seed
     for run in trained:
         m = run.data.metrics
         assert m["target_accuracy"] == 99.0 and m["target_reached"] == 0.0 and m["evaluations"] == 2
         assert m["one_off_s"] >= m["first_step_s"] > 0
     rows = list(csv.DictReader((first_run / "tiny" / "grid-cpu.csv").open()))
-    assert sorted(r["to target s"] for r in rows if r["state"] == "complete") == ["", "", "not reached", "not reached"]
+    assert sorted(r["to target s"] for r in rows if r["state"] == "complete") == \
+        [""] * (RUN_ON_CPU - len(groups)) + ["not reached"] * len(groups)
 
 
 def test_no_interpreter_imported_while_a_trial_measured(first_run):
@@ -280,7 +317,7 @@ ADDED = {
         "machine_load", "machine_load.foreign_load_limit", "machine_load.measurements", "machine_load.taken_again",
         "machine_load.still_disturbed", "machine_load.most_foreign_cores", "protocol.equivalence_margin",
         "protocol.foreign_load_limit", "protocol.remeasure", "protocol.extra_race_blocks",
-        "recommendation.accuracy_unmeasured",
+        "recommendation.accuracy_unmeasured", "speedups.[].accuracy_unmeasured",  # race first: not a finalist
         "recommendation.eliminated", "recommendation.equivalence_margin", "recommendation.members",
         "recommendation.not_raced")),
     # Where a step's time goes (issue 40): each measurement's profiling window (ablate.trial.phases), then the study's
@@ -307,6 +344,14 @@ ADDED = {
     # An `uncertain` parity whose change itself is past the tolerance: probably below, never raced or recommended.
     "tiny/grid-cpu.csv:columns:parity probably below",
     *(f"tiny/report/grid/summary.json:keys:{k}.parity.probably_below" for k in ("recommendation", "speedups.[]")),
+    # Versions for what scripts and newer code read (docs/api.md): summary.json's fields, the stored format.
+    "tiny/report/grid/summary.json:keys:schema_version", "tiny/optuna.db:study_user_attrs:format_version",
+    # Evaluation sized to the decision (ablate.workload.evaluation): the split's size and the sampling error's bound.
+    *(f"{where}:{m}" for where in ("mlflow.db:measurement:metrics", "mlflow.db:row:metrics",
+                                   "tiny/optuna.db:trial_metrics")
+      for m in ("test_split_samples", "test_sampling_error")),
+    # The profiling window once per combination: whether a measurement asked for it (ablate.run.objective).
+    "tiny/optuna.db:trial_user_attrs:profiling",
 }
 REMOVED: set[str] = set()
 # Names under these prefixes are data (a member's entry, a decision's fields), their presence the outcome's.

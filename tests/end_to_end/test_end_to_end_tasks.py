@@ -9,6 +9,7 @@ from mlflow.tracking import MlflowClient
 from tiny_mnist import tiny_text
 
 from ablate.cli import main
+from ablate.render import terminal
 from ablate.workload import data
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
@@ -23,7 +24,8 @@ def _children(results: Path, name: str):
 
 
 @pytest.mark.skipif(not KJV.is_file(), reason=f"the KJV corpus is not at {KJV} (set ABLATE_DATA_DIR)")
-def test_the_tiny_transformer_study_runs_end_to_end_in_tokens_per_second(tmp_path, capsys):
+def test_the_tiny_transformer_study_runs_end_to_end_in_tokens_per_second(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(terminal, "live", lambda stream: True)  # the bar a terminal redraws, not a log's plain line
     assert main(["run", str(STUDIES / "tiny_gpt.yaml"), "--device", "cpu", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr()
     assert "tokens/s" in out.out + out.err

@@ -1,5 +1,6 @@
 """The run's header and progress line keep to the terminal's width: a wrapped progress line leaves half of
-itself behind at every update."""
+itself behind at every update. In a log (a file, a pipe) lines keep to 100 columns and the progress bar is a plain
+line now and then, never a carriage return."""
 from __future__ import annotations
 
 import io
@@ -52,11 +53,62 @@ def test_the_header_wraps_at_words_to_the_terminal(columns, monkeypatch):
     assert " ".join(line.strip() for line in lines) == header
 
 
-def test_where_the_width_is_unknown_lines_stay_whole(monkeypatch):
+def test_where_the_width_is_unknown_a_log_gets_lines_of_100_columns(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setattr(terminal.shutil, "get_terminal_size", lambda fallback: os.terminal_size(fallback))
-    text = "word " * 60
-    assert terminal.wrapped(text) == text
+    text = "word " * 60 + "/a/path/that/is/longer/than/a/line/" + "x" * 120
+    lines = terminal.wrapped(text).splitlines()
+    assert len(lines) > 1 and all(len(line) <= terminal.LINE for line in lines[:-1])
+    assert lines[-1].strip().startswith("/a/path/")  # an address is never cut: it stays one word, on its own line
+
+
+def test_an_error_wraps_at_100_columns_even_in_a_wider_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    text = "ablate: error: " + "the data is not where it was looked for " * 10
+    lines = terminal.message(text).splitlines()
+    assert len(lines) > 1 and all(len(line) <= terminal.LINE for line in lines)
+    assert all(line.startswith("  ") for line in lines[1:])  # one message: the lines after the first indented
+
+
+def _logged(clock: list[float], monkeypatch) -> tuple[io.StringIO, terminal.Logged]:
+    """A log's progress bar on a clock the test moves (tqdm reads `tqdm.std.time`)."""
+    monkeypatch.setattr("tqdm.std.time", lambda: clock[0])
+    stream = io.StringIO()
+    return stream, terminal.Logged(total=20, initial=2, file=stream, ncols=terminal.LINE,
+                                   bar_format=terminal.LOG_FORMAT, mininterval=terminal.LOG_EVERY_S, smoothing=0)
+
+
+def test_a_logs_progress_is_a_plain_line_at_most_once_a_minute_and_once_at_the_end(monkeypatch):
+    clock = [0.0]
+    stream, bar = _logged(clock, monkeypatch)
+    for second in range(0, 300, 5):  # five minutes of phases, measurements and lines written above the bar
+        clock[0] = float(second)
+        terminal.show(bar, DOING if second % 2 else f"block {second}: baseline · loading data")
+        if second % 30 == 0:
+            bar.update(1)
+            terminal.tqdm.write(f"trial line at {second} s", file=stream)
+    bar.close()
+    text = stream.getvalue()
+    assert "\r" not in text and all(len(line) <= terminal.LINE for line in text.splitlines())
+    said = [line for line in text.splitlines() if " measured [" in line]
+    assert said[0].startswith("2/20 measured [00:00<?") and said[-1].startswith("12/20 measured [04:55<")
+    # at the start, then once each minute (each at the first update past it), then the final count
+    assert len(said) == 1 + 4 + 1, said
+    assert sum(line.startswith("trial line at ") for line in text.splitlines()) == 10  # each line above, whole
+    assert any("..." in line for line in said)  # a long phase cut to fit
+
+
+@pytest.mark.parametrize("terminal_there, kind", [(True, "tqdm"), (False, "Logged")])
+def test_the_bar_is_redrawn_in_a_terminal_and_a_plain_line_in_a_log(terminal_there, kind, monkeypatch):
+    class Stderr(io.StringIO):
+        def isatty(self) -> bool:
+            return terminal_there
+
+    monkeypatch.setattr(terminal.sys, "stderr", Stderr())
+    bar = terminal.progress(3, 0)
+    bar.close()
+    assert type(bar).__name__ == kind
+    assert ("\r" in terminal.sys.stderr.getvalue()) == terminal_there
 
 
 def test_an_address_that_would_pass_100_columns_gets_a_line_of_its_own():

@@ -133,7 +133,7 @@ def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(stopped_
     stop = stops[how]
     running, err = stop.running, stop.err
     assert stop.returncode == 130
-    assert "the running trial was marked KILLED; run the same command again to resume" in err
+    assert "the running trial was marked KILLED; run the same command again to resume" in " ".join(err.split())
     assert "Traceback" not in err and "pymp-" not in err, err  # the one line, no multiprocessing finalizer noise
     stopped = stop.stopped
     assert stopped is not None and stopped.state == TrialState.FAIL and stopped.user_attrs["state"] == "interrupted"

@@ -28,8 +28,6 @@ from ablate.render import answer, summaries
 from ablate.stats import comparison, contrasts, flips, levels
 from ablate.stats.contrasts import HALF_GAP, judged, paired
 
-pytestmark = pytest.mark.real_screening
-
 LEVEL = 0.17  # half the gap between a two-level process's levels, log scale (measured: 40% apart)
 STUDIES = 4000  # the tie's bound at about 4%: a Clopper-Pearson upper bound near 4.6%
 TIE = {BASE: 0.0, "a": math.log(1.3), "b": math.log(1.3)}  # "a" runs at two levels, "b" is normal

@@ -14,11 +14,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.stats import analysis, parity, planner, protocol, racing, verdicts
+from ablate.stats import analysis, parity, protocol, racing, verdicts
 from ablate.stats.protocol import RACE, SCREEN, Measurement, ProtocolSettings
 from ablate.store.records import Record, combine
-
-pytestmark = pytest.mark.real_screening  # planner.worth_more_seeds's own verdicts are simulated here
 
 BASE = "baseline"
 TREND, WALK, SIGMA_W = -0.002, 0.01, 0.01
@@ -83,9 +81,10 @@ def _parity_study(rng: np.random.Generator, change: float, sd: float = QUIET, ot
                   noisy: tuple[str, ...] = (), tolerance: float = 0.5, one_seed: str | None = None) -> parity.Parity:
     """Baseline (seed SD `QUIET`) and other groups (`others_sd`; `NOISY` those in `noisy`: "h", "k"), one ("g") at
     `change` with seed SD `sd`: every group's accuracy N(truth, its SD) at each seed; the parity race adds seeds
-    as the runner does (`seeds` 3). The verdict of the group at `change`. `one_seed`: that group is not worth more seeds
-    (`planner.worth_more_seeds`), and the others give the spread its `parity.NOISE_DF` degrees of freedom: four
-    slower groups at two seeds, none of which decides the answer ("fillers"), or two at three ("third seeds")."""
+    as the runner does (`seeds` 3). The verdict of the group at `change`. `one_seed`: that group gets no more seeds
+    (not a finalist: `finalists.seeds_wanted`), and the others give the spread its `parity.NOISE_DF` degrees of
+    freedom: four slower groups at two seeds, none of which decides the answer ("fillers"), or two at three
+    ("third seeds")."""
     others = {"h": 99.0, "k": 98.9, **({"m": 99.1, "n": 98.95} if one_seed == "fillers" else {})}
     truth = {BASE: 99.0, "g": 99.0 + change, **others}
     sds = {BASE: QUIET, "g": sd, **{o: NOISY if o in noisy else others_sd for o in others}}
@@ -186,50 +185,6 @@ def test_the_race_passes_a_deciding_group_only_on_three_seeds_and_trains_no_fill
     broken = {**accs, "g": {0: 90.0, 1: 90.1}}
     assert parity.verdicts(broken, BASE, 0.5, 10_000)["g"].verdict == parity.BELOW
     assert parity.next_seed(broken, BASE, 0.5, 10_000, 3, worth, {BASE, "g"}) is None
-
-
-def _worth_study(seed: int) -> tuple[dict[str, int], dict[str, str]]:
-    """mnist_cnn's 48 runnable combinations on a CPU that emulates bf16, screened on a noisy host: four fp32 groups
-    (the baseline's x1.00, x1.02, x1.10 and x1.05; four or eight combinations each, one of the x1.10 group's at
-    x0.25) and six bf16 groups of four at x0.25."""
-    fp32 = {BASE: (0.0, 8), "bs128": (math.log(1.02), 8), "compile": (math.log(1.10), 4), "compile128": (0.05, 4)}
-    fp32 |= {f"bf16 {i}": (math.log(0.25), 4) for i in range(6)}
-    truth, groups = {}, {}
-    for group, (t, n) in fp32.items():
-        for i in range(n):
-            c = BASE if group == BASE and i == 0 else f"{group} #{i}"
-            truth[c], groups[c] = (math.log(0.25) if c == "compile #3" else t), group
-    host = Host(truth, {c: 0.08 for c in truth}, seed)
-    ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, ProtocolSettings(), seed)]
-    return planner.worth_more_seeds(as_records(ms, groups), ProtocolSettings().seeds), groups
-
-
-def test_only_groups_the_baseline_beats_in_screening_are_left_out_and_the_spread_comes_from_the_others():
-    """No group with a combination as fast as the baseline is left out of the parity race (a one-sided test at 5%
-    over the screened); the far slower ones are (untrained on a raced grid, at one seed under TPE). The three fp32
-    groups besides the baseline's give the seed-to-seed spread 3 of its NOISE_DF degrees of freedom at two seeds;
-    the fourth is a third seed of one of them, not two seeds of a bf16 group seven times dearer to train."""
-    runs = [_worth_study(seed) for seed in range(60)]
-    kept = []
-    for worth, groups in runs:
-        assert {BASE, "bs128", "compile", "compile128"} <= worth.keys()  # compile's x0.25 member: not taken down
-        assert sum(n - 1 for g, n in worth.items() if g != BASE) >= parity.NOISE_DF
-        kept.append(len(set(groups.values()) - worth.keys()))
-    assert sum(k == 6 for k in kept) / len(kept) >= 0.95, kept  # power: every bf16 group left untrained
-
-
-def test_a_group_as_fast_as_the_baseline_is_left_untrained_in_at_most_5_percent_of_studies():
-    """The error a wrong choice makes: a group left untrained (neither raced nor recommended) though it is as fast
-    as the baseline. 47 combinations at x1.00 on the noisy host, each its own group (the hardest case: one
-    wrong look leaves a group out): at most 5% of studies may leave any out (the test's 5%, over the screened)."""
-    truth = {BASE: 0.0, **{f"c{i}": 0.0 for i in range(47)}}
-    groups = {c: c for c in truth}
-    studies, left_out = 300, 0
-    for seed in range(studies):
-        host = Host(truth, {c: 0.08 for c in truth}, seed)
-        ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, ProtocolSettings(), seed)]
-        left_out += bool(set(truth) - planner.worth_more_seeds(as_records(ms, groups), ProtocolSettings().seeds).keys())
-    assert left_out / studies <= 0.05, left_out
 
 
 # 2. The recommendation is the race's leader, and its estimate survives its selection. (Multi-technique labels, where

@@ -1,21 +1,19 @@
-"""A raced grid trains accuracy after screening, only for the groups that can decide the answer
-(`Planner.defer_accuracy`, `planner.worth_more_seeds`): what it plans, and what the table and report show."""
+"""Accuracy last: a grid trains accuracy after throughput has chosen its final set, only for that set's groups, the
+baseline's and the spread's (`Planner.defer_accuracy`, `ablate.stats.finalists`): what it plans, and what the table
+and report show. The planner here screens only (`race_blocks: 0`): its final set is screening's leader; the race's
+own rounds and hand-overs are simulated in tests/stats/test_race_first.py."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-import pytest
-
 from ablate.config import study as studies
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.render import answer
-from ablate.stats import parity, verdicts
-from ablate.stats.planner import Planner, worth_more_seeds
+from ablate.stats import comparison, finalists, parity, verdicts
+from ablate.stats.planner import Planner
 from ablate.store.records import Record, combine
-
-pytestmark = pytest.mark.real_screening  # the verdict these tests are about
 
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 # Combination -> its accuracy group and true speed-up: one group as fast as the baseline, five far slower (bf16
@@ -47,70 +45,85 @@ def _trained(number: int, group: str, seed_index: int, accuracy: float) -> Recor
 
 
 def _planner(seeds: int = 2) -> Planner:
-    return Planner(studies.load(str(TINY), "cpu"), ProtocolSettings(seeds=seeds), 0, "cpu", "test cpu",
-                   defer_accuracy=True)
+    return Planner(studies.load(str(TINY), "cpu"), ProtocolSettings(seeds=seeds, race_blocks=0), 0, "cpu",
+                   "test cpu", defer_accuracy=True)
 
 
-def test_after_screening_the_groups_that_can_decide_and_enough_others_train_their_first_seed():
-    planned = _planner().parity(combine(_screened()))
-    # The baseline, the fast group, and the fastest slow ones until four groups besides the baseline's train.
-    assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow2", "slow3", "slow4"]
+def _parity(planner: Planner, stored: list[Record]) -> list:
+    standing, planned = planner.plan(stored)
+    assert standing is None  # this protocol does not race
+    return planned
+
+
+def test_after_screening_the_final_sets_group_the_baseline_and_the_spread_train_their_first_seed():
+    planned = _parity(_planner(), combine(_screened()))
+    # The baseline, the leader's group ("fast"), and the next-fastest groups until the spread has its four degrees
+    # of freedom at two seeds (`seeds`: 2).
+    assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow4", "slow3", "slow2"]
     assert {(p.slot.block, p.slot.phase, p.seed_index) for p in planned} == {(-1, "parity", 0)}
     assert [p.slot.position for p in planned] == list(range(5))
 
 
-def test_the_next_seed_follows_for_the_same_groups_and_the_slowest_stay_untrained():
+def test_the_next_seed_follows_for_the_same_groups_and_the_rest_are_not_finalists():
     stored = _screened()
-    stored += [_trained(100 + i, g, 0, 90.0) for i, g in enumerate([BASELINE, "fast", "slow2", "slow3", "slow4"])]
-    planned = _planner().parity(combine(stored))
-    assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow2", "slow3", "slow4"]
+    stored += [_trained(100 + i, g, 0, 90.0) for i, g in enumerate([BASELINE, "fast", "slow4", "slow3", "slow2"])]
+    planned = _parity(_planner(), combine(stored))
+    assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow4", "slow3", "slow2"]
     assert {(p.slot.block, p.seed_index) for p in planned} == {(-2, 1)}
-    stored += [_trained(200 + i, g, 1, 90.5) for i, g in enumerate([BASELINE, "fast", "slow2", "slow3", "slow4"])]
-    assert _planner().parity(combine(stored)) == []  # every trained group decided at its two seeds (seeds: 2)
+    stored += [_trained(200 + i, g, 1, 90.5) for i, g in enumerate([BASELINE, "fast", "slow4", "slow3", "slow2"])]
+    assert _parity(_planner(), combine(stored)) == []  # every trained group decided at its two seeds (seeds: 2)
 
     combined = {r.combination: r for r in combine(stored)}
     # A combination measured before its group trained shows the group's first seed, and says from which trial.
     assert (combined["workers"].accuracy, combined["workers"].accuracy_from) == (90.0, 100)
     assert (combined["fast"].accuracy, combined["fast"].accuracy_from) == (90.0, 101)
     assert combined["slow0"].accuracy is None and combined["slow1"].accuracy is None
-    eligible = {r.combination for r in verdicts.eligible(list(combined.values()), 0.5)}
-    assert eligible == {BASELINE, "workers", "fast", "slow2", "slow3", "slow4"}  # untrained: never raced
     groups = verdicts.parity_by_group(list(combined.values()), 0.5)
     lines = answer.parity_lines(groups, list(combined.values()), 0.5)
-    assert "| slow0 | not trained: slower than the baseline in screening | 0 | | | 1 |" in lines
-    assert "| slow1 | not trained: slower than the baseline in screening | 0 | | | 1 |" in lines
+    assert f"| slow0 | {finalists.NOT_A_FINALIST} | 0 | | | 1 |" in lines
+    assert f"| slow1 | {finalists.NOT_A_FINALIST} | 0 | | | 1 |" in lines
+    rec = verdicts.recommendation(list(combined.values()), 0.5, _planner().design)
+    assert rec is not None and rec.pick.combination == "fast"
 
 
-def test_the_spread_takes_a_third_seed_of_a_group_trained_anyway_before_two_of_a_slower_one():
-    # One group besides the baseline's can decide ("fast"): at three seeds it gives the spread 2 of its 4 degrees
-    # of freedom, and the two fastest slower groups the rest. With two seeds at most, three slower groups do.
-    assert worth_more_seeds(combine(_screened()), 3) == {BASELINE: 2, "fast": 3, "slow4": 2, "slow3": 2}
-    assert worth_more_seeds(combine(_screened()), 2) == {BASELINE: 2, "fast": 2, "slow4": 2, "slow3": 2, "slow2": 2}
-    # Nothing to judge but the baseline's group: no spread is needed, and no slower group trains for one.
-    assert worth_more_seeds(combine([r for r in _screened() if r.combination != "fast"]), 3) == {BASELINE: 2}
+def test_each_row_without_an_accuracy_says_why():
+    """The table, summary.json and MLflow read `Comparison.unmeasured`: a group never trained is not a finalist, one
+    whose training failed says so, and rows with an accuracy (or the baseline) say nothing."""
+    groups = [BASELINE, "fast", "slow4", "slow3", "slow2"]
+    stored = _screened() + [_trained(100 + i, g, s, 90.0 + s / 2) for s in range(2) for i, g in enumerate(groups)]
+    stored.append(Record(300, "slow1", {"g": "slow1"}, "failed", block=-1, phase="parity", seed_index=0,
+                         accuracy_group="slow1", reason="out of memory"))
+    rows = {c.combination: c.unmeasured for c in comparison.compare(combine(stored), 0.5, _planner().design)[0].rows}
+    assert rows["slow0"] == finalists.NOT_A_FINALIST and rows["slow1"] == finalists.TRAINING_FAILED
+    assert {c: why for c, why in rows.items() if why} == {"slow0": finalists.NOT_A_FINALIST,
+                                                        "slow1": finalists.TRAINING_FAILED}
+
+
+def test_the_spread_takes_a_third_seed_of_a_finalist_then_the_next_fastest_groups_seeds():
+    # One finalist group: at three seeds it gives the spread 2 of its 4 degrees of freedom, the next-fastest group
+    # at three the rest (9 trainings with the baseline's). With two seeds at most, three more groups do.
+    assert finalists.seeds_wanted(["fast"], ["slow4", "slow3"], {}, 3) == {BASELINE: 2, "fast": 3, "slow4": 3}
+    assert finalists.seeds_wanted(["fast"], ["slow4", "slow3", "slow2"], {}, 2) == \
+        {BASELINE: 2, "fast": 2, "slow4": 2, "slow3": 2, "slow2": 2}
+    assert finalists.seeds_wanted(["a", "b"], ["slow4"], {}, 3) == {BASELINE: 2, "a": 3, "b": 3}
+    # Nothing to judge but the baseline's group: no spread is needed, and no other group trains for one.
+    assert finalists.seeds_wanted([BASELINE], ["slow4"], {}, 3) == {BASELINE: 2}
 
 
 def test_the_third_seed_for_the_spread_is_planned_whatever_the_verdicts():
     stored = _screened()
     for index in range(2):
-        planned = _planner(seeds=3).parity(combine(stored))
-        assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow3", "slow4"]
+        planned = _parity(_planner(seeds=3), combine(stored))
+        assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow4"]
         assert {(p.slot.block, p.seed_index) for p in planned} == {(-1 - index, index)}
-        stored += [_trained(100 * (index + 1) + i, g, index, 90.0)
-                   for i, g in enumerate([BASELINE, "fast", "slow3", "slow4"])]
-    planned = _planner(seeds=3).parity(combine(stored))  # every group ok at two seeds; "fast" trains its third
-    assert [(dict(p.slot.combination)["g"], p.seed_index) for p in planned] == [(BASELINE, 2), ("fast", 2)]
-    stored += [_trained(300 + i, g, 2, 90.0) for i, g in enumerate([BASELINE, "fast"])]
-    assert _planner(seeds=3).parity(combine(stored)) == []
+        stored += [_trained(100 * (index + 1) + i, g, index, 90.0) for i, g in enumerate([BASELINE, "fast", "slow4"])]
+    planned = _parity(_planner(seeds=3), combine(stored))
+    assert [(dict(p.slot.combination)["g"], p.seed_index) for p in planned] == \
+        [(BASELINE, 2), ("fast", 2), ("slow4", 2)]
+    stored += [_trained(300 + i, g, 2, 90.0) for i, g in enumerate([BASELINE, "fast", "slow4"])]
+    assert _parity(_planner(seeds=3), combine(stored)) == []
     groups = verdicts.parity_by_group(combine(stored), 0.5)
-    assert groups["slow4"].df == parity.NOISE_DF  # (3 - 1) + (2 - 1) + (2 - 1), the baseline's group apart
-
-
-def test_a_group_screening_did_not_find_slower_is_trained_however_slow_it_looks():
-    # One screening block: no spread to test with, so no group is called slower, and every group trains.
-    stored = [r for r in _screened() if r.block < 1]
-    planned = _planner().parity(combine(stored))
-    assert sorted(dict(p.slot.combination)["g"] for p in planned) == GROUPS
+    assert groups["fast"].df == parity.NOISE_DF  # (3 - 1) + (3 - 1), the baseline's group apart
 
 
 def test_nothing_is_planned_where_accuracy_cannot_be_measured():
@@ -121,14 +134,14 @@ def test_nothing_is_planned_where_accuracy_cannot_be_measured():
                      metrics={**r.metrics, "test_loss": 0.3}, accuracy_note=note, accuracy_group=r.accuracy_group,
                      accuracy_trained=r.block == 0, accuracy_from=r.number)
               for r in _screened()]
-    assert Planner.trainers(combine(stored)) == {}
-    assert _planner().parity(combine(stored)) == []
+    assert finalists.trainers(combine(stored)) == {}
+    assert _parity(_planner(), combine(stored)) == []
 
 
 def test_a_study_stored_before_the_deferral_resumes_without_training_a_first_seed_again():
     """A grid screened by an ablate that trained each group's first seed in screening (the screening block's
-    first combination of the group), resumed by this one: the parity race goes on at the second seed for the
-    groups worth it, and the groups screening found slower keep the seed they have."""
+    first combination of the group), resumed by this one: the finalists' parity goes on at the second seed, and
+    the other groups keep the seed they have."""
     stored, first = [], set()
     for r in _screened():
         trains = r.block == 0 and r.accuracy_group not in first
@@ -137,8 +150,8 @@ def test_a_study_stored_before_the_deferral_resumes_without_training_a_first_see
                              phase=r.phase, seed_index=0 if trains else None, accuracy_trained=trains,
                              accuracy_from=r.number if trains else None, accuracy_group=r.accuracy_group,
                              metrics={**r.metrics, **({"test_accuracy": 90.0, "test_loss": 0.1} if trains else {})}))
-    planned = _planner().parity(combine(stored))
+    planned = _parity(_planner(), combine(stored))
     assert {p.seed_index for p in planned} == {1}
-    assert sorted(dict(p.slot.combination)["g"] for p in planned) == [BASELINE, "fast", "slow2", "slow3", "slow4"]
+    assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow4", "slow3", "slow2"]
     combined = {r.combination: r for r in combine(stored)}
     assert combined["slow0"].accuracy == 90.0  # trained before the upgrade: its accuracy is kept and shown

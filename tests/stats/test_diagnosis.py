@@ -5,6 +5,7 @@ import pytest
 
 from ablate.stats import diagnosis
 from ablate.trial import metrics as metric
+from ablate.workload.parts import Parts
 
 
 def _measured(step_s: float, shares: dict[str, float], samples_per_step: int = 64, idle: float | None = None) -> dict:
@@ -110,3 +111,26 @@ def test_a_phase_moved_only_where_it_fell_by_more_than_the_floor():
         "x: no phase fell by more than 5% of the step beyond what the rest of it did")
     assert diagnosis.moved(base, _data_fell_by(0.08)) == "data"
     assert diagnosis.sentence("x", base, _data_fell_by(0.08)) == "x: waiting for data 52% -> 48% of the step"
+
+
+def test_a_technique_that_needs_a_part_the_model_lacks_does_not_apply_and_says_why():
+    cnn = Parts(attention=0, convolutions=2, float8_linears=1)
+    assert diagnosis.does_not_apply(cnn, ["attention_backend"]) == "no attention layer for it to choose a kernel for"
+    assert diagnosis.does_not_apply(cnn, ["channels_last"]) is None
+    assert diagnosis.does_not_apply(cnn, ["float8"]) is None
+    assert diagnosis.does_not_apply(cnn, ["amp"]) is None  # acts on any model's compute
+    transformer = Parts(attention=6, convolutions=0, float8_linears=0)
+    assert "2-d convolution" in diagnosis.does_not_apply(transformer, ["channels_last"])
+    assert "divisible by 16" in diagnosis.does_not_apply(transformer, ["float8"])
+    # A stack (a preset) does nothing only where none of its strategies can act: compile still can.
+    assert diagnosis.does_not_apply(transformer, ["float8", "compile"]) is None
+    assert diagnosis.does_not_apply(None, ["attention_backend"]) is None  # parts unknown: nothing claimed
+
+    base = diagnosis.profile([_measured(0.1, INPUT_BOUND)])
+    assert base is not None
+    lacks = diagnosis.does_not_apply(cnn, ["attention_backend"])
+    kernel = diagnosis.predict(base, "attention_backend", ["compute"], lacks)
+    assert kernel.ceiling is not None and not kernel.unlikely and not kernel.can_help  # compute is 37%: moot
+    assert kernel.describe() == ("attention_backend: does not apply to this model - no attention layer for it to "
+                                 "choose a kernel for")
+    assert diagnosis.predict(base, "amp", ["compute"]).can_help

@@ -116,3 +116,16 @@ def test_within_its_ceiling_is_said_of_a_technique_at_its_ceiling_in_under_3_per
     # 1.5% noise, is within it in most studies (measured: 861 of 1000; the rest reach above it).
     within = _said(CAN_HELP, "within its ceiling", 1.98, sigma=0.015, blocks=4, studies=1000, seed=43)
     assert within / 1000 >= 0.8, within
+
+
+def test_a_technique_the_model_gives_nothing_to_act_on_is_predicted_to_do_nothing_in_the_report(study, monkeypatch):
+    from ablate.render.explained import _row
+
+    # A stand-in need (the wiring from the study's model to the report's row, not the rule): pin_memory needing a
+    # convolution, which byte_gpt, the study's model, lacks; num_workers needs nothing and keeps its ceiling.
+    monkeypatch.setitem(diagnosis.NEEDS, "pin_memory", ("convolutions", "no 2-d convolution"))
+    (compared,) = compare(records(), 0.5)
+    checks = {c.technique: c for c in explained.diagnose(study, compared).checks}
+    assert checks[PINNED].prediction.inapplicable == "no 2-d convolution"
+    assert "| does not apply: no 2-d convolution |" in _row(checks[PINNED]) and "can help" not in _row(checks[PINNED])
+    assert checks[WORKERS].prediction.inapplicable is None and "| can help |" in _row(checks[WORKERS])

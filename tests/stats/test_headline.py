@@ -34,8 +34,6 @@ from ablate.stats.comparison import DeviceComparisons
 from ablate.stats.protocol import ProtocolSettings
 from ablate.store.records import Record, combine
 
-pytestmark = pytest.mark.real_screening
-
 EFFECT = {"a": 1.35, "b": 1.08, "c": 1.05, "w": 1.00}  # mnist-like: one big win, two small ones, one that does nothing
 MARGIN = ProtocolSettings().equivalence_margin
 

@@ -29,8 +29,6 @@ from test_headline import cp_lower
 from ablate.stats import comparison
 from ablate.stats.protocol import ProtocolSettings
 
-pytestmark = pytest.mark.real_screening
-
 REPRO = {BASE: 0.0, "amp": 0.13, "set_to_none": 0.0, "set_to_none + amp": 0.19, "num_workers": -0.15,
          "num_workers + amp": 0.03, "num_workers + set_to_none": -0.10, "num_workers + set_to_none + amp": 0.08}
 BEST = "set_to_none + amp"

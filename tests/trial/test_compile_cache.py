@@ -1,10 +1,12 @@
-"""A compiled combination's own cache: cold first, warm after, never shared, never half-filled."""
+"""One compile cache per graph: siblings that compile the same graph share it, Inductor's counters say who compiled
+cold, and a failed measurement leaves nothing a sibling could start warm from."""
 from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 import sys
+import types
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -13,12 +15,16 @@ from ablate.config import study as studies
 from ablate.config.choices import Option
 from ablate.trial import compile_cache
 from ablate.trial.process import TrialSpec, run_in_fresh_process
+from strategies import REGISTRY, Strategy
 
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
+COMPILE = Option("compile")
+# Hooks through which a strategy reaches the compiled model or optimizer step.
+GRAPH_HOOKS = ("prepare_model", "prepare_optimizer", "autocast", "backward", "step")
 
 
 def test_only_combinations_with_a_one_off_cost_and_no_autotuning_reuse_a_cache():
-    assert compile_cache.reusable((Option("compile"),))
+    assert compile_cache.reusable((COMPILE,))
     assert compile_cache.reusable((Option("set_to_none"), Option("compile", (("mode", "default"),))))
     assert not compile_cache.reusable((Option("compile", (("mode", "max-autotune-no-cudagraphs"),)),))
     assert not compile_cache.reusable((Option("set_to_none"), Option(None)))
@@ -35,57 +41,167 @@ def test_a_cache_persists_where_inductor_compiles():
     assert compile_cache.reusable((Option("compiled_optimizer"),))
     assert compile_cache.reusable((Option("cuda_graphs"),))
     assert compile_cache.reusable((Option("float8_compile", preset=True),))
-    assert compile_cache.reusable((Option("cudnn_benchmark"), Option("compile")))
+    assert compile_cache.reusable((Option("cudnn_benchmark"), COMPILE))
     assert not compile_cache.reusable((Option("cuda_graphs", (("kernels", "eager"),)),))  # the cudagraphs backend
     assert not compile_cache.reusable((Option("compile", (("backend", "aot_eager"),)),))
 
 
-def test_each_search_combination_device_and_torch_has_its_own_folder(tmp_path):
+def test_siblings_that_differ_only_in_loader_or_zero_grad_options_share_a_graph_key():
+    workers = Option("num_workers", (("n", 2),))
+    siblings = [(Option(None), COMPILE), (workers, COMPILE), (Option("set_to_none"), COMPILE),
+                (workers, Option("pin_memory"), Option("set_to_none"), COMPILE)]
+    assert {compile_cache.graph_key(s) for s in siblings} == {"compile"}
+
+
+@pytest.mark.parametrize("changes", [Option("amp", (("dtype", "bf16"),)), Option("amp", (("dtype", "fp16"),)),
+                                     Option("batch_size", (("n", 128),)), Option("channels_last"),
+                                     Option("compiled_optimizer"), Option("tf32")])
+def test_an_option_that_changes_the_compiled_graph_is_in_the_key(changes):
+    assert compile_cache.graph_key((changes, COMPILE)) != compile_cache.graph_key((COMPILE,))
+    assert compile_cache.graph_key((Option("compile", (("mode", "reduce-overhead"),)),)) != "compile"
+
+
+def test_the_graph_neutral_strategies_reach_no_compiled_region():
+    # The key's argument in code: each acts through the loader, the copy or the gradients' reset only. A strategy
+    # that overrode a hook reaching the compiled model or optimizer step could not be graph-neutral.
+    for name in compile_cache.GRAPH_NEUTRAL:
+        overridden = {h for h in GRAPH_HOOKS if getattr(REGISTRY[name], h) is not getattr(Strategy, h)}
+        assert not overridden, (name, overridden)
+        assert not REGISTRY[name].changes_numerics
+
+
+def test_siblings_share_a_folder_and_each_search_graph_device_and_torch_has_its_own(tmp_path):
     # A search sharing another's folder (the grid, then `--search optuna` in the same results folder) would start
     # every compiled combination warm: it would have no cold measurement to take the one-off cost from.
-    one = compile_cache.folder(tmp_path, "s:grid:cpu", "compile", "cpu", "2.9")
-    assert len({one, compile_cache.folder(tmp_path, "s:grid:cpu", "compile + set_to_none", "cpu", "2.9"),
+    key = compile_cache.graph_key
+    one = compile_cache.folder(tmp_path, "s:grid:cpu", key((COMPILE,)), "cpu", "2.9")
+    assert one == compile_cache.folder(tmp_path, "s:grid:cpu", key((Option("set_to_none"), COMPILE)), "cpu", "2.9")
+    assert len({one, compile_cache.folder(tmp_path, "s:grid:cpu", key((Option("amp"), COMPILE)), "cpu", "2.9"),
                 compile_cache.folder(tmp_path, "s:grid:cpu", "compile", "H100", "2.9"),
                 compile_cache.folder(tmp_path, "s:grid:cpu", "compile", "cpu", "2.10"),
                 compile_cache.folder(tmp_path, "s:optuna:cpu", "compile", "cpu", "2.9")}) == 5
-    assert one == compile_cache.folder(tmp_path, "s:grid:cpu", "compile", "cpu", "2.9")
 
 
-def test_a_cold_cache_is_kept_only_after_a_successful_trial(tmp_path, monkeypatch):
+def _counters(monkeypatch, **counts: int) -> None:
+    """Inductor's counters as `torch._dynamo.utils.counters` holds them in a trial process, faked."""
+    counters: defaultdict[str, Counter] = defaultdict(Counter)
+    for name, n in counts.items():
+        group = "aot_autograd" if name.startswith("autograd") else "inductor"
+        counters[group][name] = n
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", types.SimpleNamespace(counters=counters))
+
+
+@pytest.mark.parametrize("counts, warm", [
+    ({}, False),  # nothing looked up: nothing came from the cache
+    ({"fxgraph_cache_miss": 2, "autograd_cache_miss": 1}, False),  # the first sibling: compiled everything
+    ({"autograd_cache_hit": 1}, True),  # AOTAutograd's hit loads both graphs without Inductor's lookups
+    ({"fxgraph_cache_hit": 2, "autograd_cache_hit": 1}, True),
+    ({"fxgraph_cache_hit": 2, "fxgraph_cache_miss": 1}, False),  # a graph the siblings did not share: compiled
+    ({"autograd_cache_hit": 1, "fxgraph_cache_bypass": 1}, False),  # uncacheable: compiled by every process
+    ({"autograd_cache_hit": 1, "autograd_cache_bypass": 1}, False),
+])
+def test_warm_only_where_inductor_reports_hits_and_no_misses(monkeypatch, counts, warm):
+    _counters(monkeypatch, **counts)
+    hits, misses = compile_cache.lookups()
+    assert compile_cache.warm(hits, misses) is warm
+    assert hits + misses == sum(counts.values())
+
+
+class _Conn:
+    def __init__(self) -> None:
+        self.sent: list[tuple] = []
+
+    def send(self, message: tuple) -> None:
+        self.sent.append(message)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("counts, warm", [({"fxgraph_cache_miss": 2, "autograd_cache_miss": 1}, 0.0),
+                                          ({"autograd_cache_hit": 1}, 1.0)])
+def test_a_trial_stores_what_inductor_counted_not_whether_the_folder_existed(monkeypatch, tmp_path, counts, warm):
+    from ablate.trial import process
+
+    monkeypatch.setattr(process.mp, "set_start_method", lambda *args, **kwargs: None)
+    monkeypatch.setattr(process, "_channel", process._channel)  # `serve` replaces it: later tests need the idle one
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    own = tmp_path / "compile-cache" / "key"
-    failed = compile_cache.Use(str(own))
-    assert not failed.warm and os.environ["TORCHINDUCTOR_CACHE_DIR"] == failed.path != str(own)
-    failed.done(succeeded=False)
-    assert not own.exists() and not Path(failed.path).exists()
-    cold = compile_cache.Use(str(own))
-    (Path(cold.path) / "entry").write_text("compiled")
-    cold.done(succeeded=True)
-    warm = compile_cache.Use(str(own))
-    assert warm.warm and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(own) and (own / "entry").is_file()
-    warm.done(succeeded=True)
-    assert (own / "entry").is_file()  # a warm trial leaves the combination's cache in place
+    shared = tmp_path / "compile-cache" / "key"
+    shared.mkdir(parents=True)  # a sibling's folder exists either way
+    conn = _Conn()
+
+    def target(spec: object) -> dict:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(shared)  # Inductor compiles into the shared folder
+        _counters(monkeypatch, **counts)  # as compiling the model would have counted
+        return {}
+
+    process.serve(conn, target, types.SimpleNamespace(compile_cache=str(shared)), 0.0)
+    ((kind, metrics),) = conn.sent
+    assert kind == "ok" and metrics["compile_cache_warm"] == warm
+    assert metrics["compile_cache_hits"] + metrics["compile_cache_misses"] == sum(counts.values())
+    assert shared.is_dir()  # kept for the graph's later siblings
 
 
-def test_a_killed_cold_trials_folder_is_removed_by_the_next_cold_one(tmp_path, monkeypatch):
+def test_a_combination_without_a_cache_compiles_in_a_fresh_folder_it_removes(monkeypatch):
+    # Never the user's default cache: an autotuning mode would start warm from another run's choices.
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True).stdout)
-    left = tmp_path / f"cold-{dead}-abc"
-    left.mkdir()
-    compile_cache.Use(str(tmp_path / "key")).done(succeeded=False)
-    assert not left.exists()
+    fresh = compile_cache.Use(None)
+    path = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    assert path.is_dir() and not any(path.iterdir())
+    fresh.done()
+    assert not path.exists()
+
+
+def test_a_failed_measurement_leaves_only_what_was_there(tmp_path):
+    shared = tmp_path / "compile-cache" / "key"
+    (shared / "fxgraph").mkdir(parents=True)
+    (shared / "fxgraph" / "sibling").write_text("a sibling's graph")
+    entries = compile_cache.Entries(shared)
+    (shared / "fxgraph" / "mine").write_text("compiled by the failed measurement")
+    (shared / "aotautograd" / "k").mkdir(parents=True)
+    (shared / "aotautograd" / "k" / "entry").write_text("its joint graph")
+    entries.discard_added()
+    assert sorted(p.name for p in shared.rglob("*") if p.is_file()) == ["sibling"]
+    compile_cache.Entries(tmp_path / "absent").discard_added()  # a graph's first measurement: no folder yet
+
+
+def test_an_attempt_measured_again_leaves_nothing_warm_for_the_next(monkeypatch, tmp_path):
+    # The load guard discards a busy attempt: the next must compile as it did, or the kept measurement would read
+    # warm with its graph's compilation thrown away with the discarded one.
+    from ablate.config.design import ProtocolSettings
+    from ablate.run import objective
+    from ablate.trial import metrics as metric
+
+    shared = tmp_path / "compile-cache" / "key"
+    (shared / "fxgraph").mkdir(parents=True)
+    (shared / "fxgraph" / "sibling").write_text("a sibling's graph")
+    found: list[list[str]] = []
+
+    def attempt(spec: object, **kwargs: object) -> dict:
+        found.append(sorted(p.name for p in shared.rglob("*") if p.is_file()))
+        (shared / "fxgraph" / f"compiled-{len(found)}").write_text("compiled")
+        return {metric.FOREIGN_CORES: 1.0 if len(found) == 1 else 0.0}  # the first attempt ran beside other work
+
+    real = objective.measured_quietly
+    monkeypatch.setattr(objective, "run_in_fresh_process", attempt)
+    monkeypatch.setattr(objective, "measured_quietly",
+                        lambda measure, limit, most, show: real(measure, limit, most, show, wait=lambda a, b: 0.0))
+    run = types.SimpleNamespace(planner=types.SimpleNamespace(design=ProtocolSettings(foreign_load_limit=0.25)),
+                                shared_cpu=False, interpreters=None, show=lambda text: None)
+    got = objective.Objective._measure(run, None, "here", compile_cache.Entries(shared))
+    assert got[metric.REMEASURED] == 1.0
+    assert found == [["sibling"], ["sibling"]]  # the second attempt found only what the first found
 
 
 @pytest.mark.slow
-def test_a_later_measurement_of_a_compiled_combination_loads_the_first_ones_code(tmp_path):
+def test_a_sibling_loads_the_graph_the_first_one_compiled(tmp_path):
     study = studies.load(str(TINY), "cpu")
     # No profiling window: the cache is read as the model compiles, long before it (seconds a trial on mnist_cnn).
     study = dataclasses.replace(study, budget=dataclasses.replace(study.budget, profile_steps=0))
-    spec = TrialSpec(study, (Option("compile"),), "cpu", train_for_accuracy=False,
-                     compile_cache=str(tmp_path / "compile-cache" / "key"))
-    cold = run_in_fresh_process(spec)
-    assert cold["compile_cache_warm"] == 0.0 and cold["compile_cache_hits"] == 0.0
-    assert (tmp_path / "compile-cache" / "key").is_dir()
-    warm = run_in_fresh_process(spec)
-    assert warm["compile_cache_warm"] == 1.0 and warm["compile_cache_hits"] >= 1
+    shared = tmp_path / "compile-cache" / "key"
+    cold = run_in_fresh_process(TrialSpec(study, (COMPILE,), "cpu", train_for_accuracy=False,
+                                          compile_cache=str(shared)))
+    assert cold["compile_cache_warm"] == 0.0 and cold["compile_cache_misses"] >= 1
+    sibling = (Option("set_to_none"), COMPILE)
+    warm = run_in_fresh_process(TrialSpec(study, sibling, "cpu", train_for_accuracy=False, compile_cache=str(shared)))
+    assert warm["compile_cache_warm"] == 1.0 and warm["compile_cache_hits"] >= 1 and warm["compile_cache_misses"] == 0

@@ -224,7 +224,7 @@ def test_the_clock_says_which_phase_the_run_is_in(fake_time):
     clock.on_phase = heard.append
     _train(clock, fake_time)
     assert heard[:3] == ["first step (compilation, worker start-up)", "warm-up", "timed window 1 of 2"]
-    assert "timed window 2 of 2" in heard and any(h.startswith("evaluating at ") for h in heard)
+    assert "timed window 2 of 2" in heard and any(h.startswith("evaluating ") for h in heard)
     assert heard.index("timed window 2 of 2") < heard.index(next(h for h in heard if h.startswith("training for")))
 
 

@@ -1,0 +1,282 @@
+"""Race first, accuracy last: the final set, its accuracy parity, and which member headlines.
+
+Throughput decides the field. Screening and the race (`ablate.stats.racing`) read throughputs only, over every
+runnable combination. Then accuracy parity (`ablate.stats.parity`) is trained for the *final set's* accuracy groups
+only - the race's leader and the members it could not tell apart from it, the
+leader's group first - with the baseline's, and where those give the seed-to-seed spread fewer than
+`parity.NOISE_DF` degrees of freedom, the next-fastest groups' seeds until they do (`seeds_wanted`). Then:
+
+- **The leader's accuracy allows it** (neither `below` nor probably below: `parity.Parity.ineligible`): its
+  confirmation blocks are measured, and it leads the answer with the eligible members of its set (a simpler one
+  headlines where shown equivalent). Confirmation waits for accuracy because a leader put out would have had its
+  blocks for nothing (9 measurements a round on repro16's grid); they are still blocks its selection never saw,
+  since no accuracy moves a throughput.
+- **Else a new round.** The race runs again, with every group known to be out (ineligible, or its training
+  failed) left out, on screening and the new round's own blocks: the earlier round's eliminations were against
+  a leader now out, so they prove nothing. Rounds are told apart in the stored records by the parity trainings
+  queued between them. Handing the lead to the next eligible member in race order instead was simulated and
+  rejected: members waiting past the planned blocks are ranked on few blocks, so on repro16's grid it named the
+  truly fastest eligible stack in 48 of 68 hand-overs (the new rounds: 19 of 19; tests/stats/test_race_first.py).
+
+Why the order biases nothing. The field, the eliminations and the final set read throughputs only, which the
+seeds' accuracies do not move (each accuracy training is a process of its own, after the race): a finalist's
+verdict is the same test, on the same seeds, that it would get if every group were trained, and a group never
+trained is never headlined ("accuracy not measured: not a finalist"). What the order changes is which groups'
+verdicts exist, never what a verdict says; so the verdicts' error rates (tests/stats/test_decisions.py) hold for
+the headline's group, and the chance of headlining a group truly below the tolerance is bounded by simulation
+through this function (tests/stats/test_race_first.py).
+
+Worst case, with G accuracy groups besides the baseline's: at most G + 1 rounds (each after the first puts at
+least one more group out; the baseline's group is never out), each of at most `race_blocks + extra_race_blocks`
+race blocks and `confirm_blocks` confirmation blocks; and never more
+trainings than every group at `seeds` seeds, (G + 1) x `seeds`, what accuracy-first could train. On
+benchmarks/studies/repro16.yaml, where batch_size(128)'s groups are fast and 2 points below a tolerance of 1:
+two rounds, 9 to 12 trainings (4 groups x 3 seeds at most, what accuracy-first trained).
+
+A pure function of the stored records: workers sharing a storage plan alike.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+from typing import Collection, Mapping, Sequence
+
+from ablate.config.choices import BASELINE
+from ablate.config.design import ProtocolSettings
+from ablate.stats import analysis, parity, protocol, racing
+from ablate.store.records import PARITY, Record, State, baseline
+from ablate.trial import metrics as metric
+
+NOT_A_FINALIST = "accuracy not measured: not a finalist"  # every surface that shows accuracy says it so
+TRAINING_FAILED = "accuracy not measured: its training failed"
+
+
+def group_of(r: Record) -> str:
+    """A combination's accuracy group (its own name where none was recorded)."""
+    return r.accuracy_group or (BASELINE if r.combination == BASELINE else r.combination)
+
+
+def accuracies(records: Sequence[Record]) -> dict[str, dict[int, float]]:
+    """accuracy group -> seed index -> the test accuracy of the run that trained it at that seed."""
+    out: dict[str, dict[int, float]] = {}
+    for r in records:
+        for m in r.measurements or (r,):
+            if m.complete and m.accuracy_trained and m.accuracy is not None:
+                out.setdefault(group_of(m), {}).setdefault(m.seed_index, m.accuracy)
+    return out
+
+
+def parity_sample_size(records: Sequence[Record]) -> int | None:
+    """The test set's size (the paired binomial error's n), where the trials recorded it."""
+    sizes = [m.metrics.get(metric.TEST_SAMPLES) for r in records for m in (r.measurements or (r,))]
+    return int(max(s for s in sizes if s)) if any(sizes) else None
+
+
+def accuracy_unmeasured(records: list[Record]) -> str | None:
+    """Why no accuracy could be judged at all, where that is so: the baseline completed but its accuracy training
+    failed (killed, out of memory, ...), so no group has a reference. None where accuracy was measured, is yet to be,
+    or was never meant to be (stand-in data: `accuracy_note`)."""
+    base = baseline(records)
+    if base is None or base.accuracy is not None or base.accuracy_note:
+        return None
+    failed = [m for r in records for m in r.measurements
+              if m.phase == PARITY and not m.complete and group_of(m) == group_of(base)]
+    if not failed:
+        return None
+    reason = next((m.reason for m in failed if m.reason), None)
+    return "the baseline's accuracy training failed" + (f" ({reason})" if reason else "")
+
+
+def trainers(stored: Sequence[Record]) -> dict[str, Record]:
+    """Accuracy group -> the measurement whose combination trains it at every seed: the one that trained its
+    first seed, else (its accuracy deferred) its first complete screened one. Groups whose accuracy cannot be
+    measured (stand-in data, a loss-only task: `accuracy_note`) have none."""
+    measured = [(g, m) for r in stored for m in (r.measurements or (r,))
+                if m.complete and (g := m.accuracy_group) and not m.accuracy_note]
+    out = {g: m for g, m in measured if m.accuracy_trained and m.seed_index == 0}
+    for g, m in sorted(measured, key=lambda gm: (gm[1].block, gm[1].position)):
+        if m.phase in (protocol.SCREEN, protocol.FULL):
+            out.setdefault(g, m)
+    return out
+
+
+def seeds_wanted(finalists: Sequence[str], others: Sequence[str], have: Mapping[str, int],
+                 max_seeds: int) -> dict[str, int]:
+    """Each group's floor of shared seeds: the baseline's and every finalist's at `parity.MIN_SEEDS` (the parity
+    race adds more where uncertain, and `OK_SEEDS` for an `ok` finalist); then, until the spread has
+    `parity.NOISE_DF` degrees of freedom (counting the seeds groups already `have`), a seed more for the
+    finalists, and only then the next-fastest of `others` (fastest first), each to as many seeds as the spread
+    still needs, at most `max_seeds`. A third seed of a group trained anyway costs one training for one degree of
+    freedom, and so does the filler's third, where a further filler's first two buy one."""
+    floor = min(parity.MIN_SEEDS, max_seeds)
+    seeds = {BASELINE: floor, **dict.fromkeys((g for g in finalists if g != BASELINE), floor)}
+    judged = [g for g in seeds if g != BASELINE]
+    if not judged:
+        return seeds
+
+    def df() -> int:
+        return sum(max(seeds.get(g, 0), have.get(g, 0)) - 1 for g in {*seeds, *have}
+                   if g != BASELINE and max(seeds.get(g, 0), have.get(g, 0)) > 0)
+
+    for extra in range(floor, max_seeds):  # a seed more for the finalists, one round a seed
+        for g in judged:
+            if df() < parity.NOISE_DF:
+                seeds[g] = max(seeds[g], extra + 1)
+    for g in others:
+        if (short := parity.NOISE_DF - df()) <= 0:
+            break
+        if g not in seeds:  # a group with k seeds gives k - 1 degrees of freedom
+            seeds[g] = min(max_seeds, max(floor, max(1, have.get(g, 0)) + short))
+    return seeds
+
+
+@dataclass(frozen=True)
+class Final:
+    """Where race-first stands: the current round's race, its final set, and what to measure next."""
+
+    standing: racing.Race[str]
+    measurements: list[protocol.Measurement[str]]  # the round's: screening, its race and confirmation blocks
+    round: int  # 0: the first race; more where every member of an earlier final set was out on accuracy
+    excluded: frozenset[str]  # accuracy groups out of this round's race
+    members: tuple[str, ...] = ()  # the final set in race order (the leader first); () while racing
+    eligible: tuple[str, ...] = ()  # members whose accuracy allows them (or not yet known), race order
+    parity_step: tuple[int, list[str]] | None = None  # the next parity seed and the groups it trains
+    next_block: tuple[str, ...] | None = None  # the next race block, or confirmation block once accuracy allows
+    phase: str = protocol.RACE
+
+    @property
+    def headline(self) -> str | None:
+        """The member that leads the answer: the first eligible one in race order."""
+        return self.eligible[0] if self.eligible else None
+
+
+def _rounds(records: Sequence[Record]) -> list[set[int]]:
+    """The race and confirmation blocks of each round, in order: a race block queued after a parity training that
+    was itself queued after the round's own race blocks starts the next round (trial numbers are queue order)."""
+    ms = sorted((m for r in records for m in (r.measurements or (r,))
+                 if m.phase in (protocol.RACE, protocol.CONFIRM, PARITY)), key=lambda m: m.number)
+    out: list[set[int]] = [set()]
+    trained_since = False
+    for m in ms:
+        if m.phase == PARITY:
+            trained_since = bool(out[-1])
+        elif m.phase == protocol.RACE and trained_since:
+            out.append({m.block})
+            trained_since = False
+        else:
+            out[-1].add(m.block)
+    return out
+
+
+def _known_out(records: Sequence[Record], found: Mapping[str, parity.Parity]) -> set[str]:
+    """Accuracy groups that can headline nothing: ineligible by their verdict, or trained without one (failed)."""
+    tried = {group_of(m) for r in records for m in (r.measurements or (r,)) if m.phase == PARITY}
+    return {g for g, p in found.items() if p.ineligible} | {g for g in tried if g not in found and g != BASELINE}
+
+
+def _legacy_out(records: Sequence[Record], found: Mapping[str, parity.Parity]) -> set[str]:
+    """A study stored by an ablate that trained accuracy before the race: the groups its race already kept out
+    (ineligible, trained before the first race block), so the replay is the race it ran."""
+    numbers = [m.number for r in records for m in (r.measurements or (r,)) if m.phase == protocol.RACE]
+    first = min(numbers, default=None)
+    if first is None:
+        return set()
+    before = {group_of(m) for r in records for m in (r.measurements or (r,)) if m.phase == PARITY and m.number < first}
+    return {g for g in before if g in found and found[g].ineligible}
+
+
+def _fastest_groups(ms: Sequence[protocol.Measurement[str]], group: Mapping[str, str]) -> list[str]:
+    """Accuracy groups, fastest first by their fastest combination's mean paired difference from the baseline."""
+    base: dict[int, list[float]] = {}
+    for m in ms:
+        if m.combination == BASELINE:
+            base.setdefault(m.block, []).append(m.log_throughput)
+    diffs: dict[str, list[float]] = {}
+    for m in ms:
+        if m.combination != BASELINE and m.block in base:
+            diffs.setdefault(m.combination, []).append(m.log_throughput - statistics.fmean(base[m.block]))
+    best: dict[str, float] = {}
+    for c, ds in diffs.items():
+        g = group.get(c, c)
+        best[g] = max(best.get(g, -float("inf")), statistics.fmean(ds))
+    return sorted(best, key=lambda g: (-best[g], g))
+
+
+def final(records: list[Record], tolerance: float, settings: ProtocolSettings) -> Final:
+    """The current round's race and what follows it (module docstring), from the stored records of one device."""
+    found = parity.verdicts(accuracies(records), BASELINE, tolerance, parity_sample_size(records))
+    complete = {r.combination: r for r in records if r.complete}
+    group = {c: group_of(r) for c, r in complete.items()}
+    teachers = trainers(records)
+    on_speed = accuracy_unmeasured(records) is not None
+    everything = analysis.protocol_measurements(records)
+    screening = [m for m in everything if m.phase in (protocol.SCREEN, protocol.FULL)]
+    rounds = _rounds(records)
+    excluded = frozenset(_legacy_out(records, found))
+    for n in range(len(group) + 1):  # each round after the first puts one group more out: it ends
+        blocks = rounds[n] if n < len(rounds) else set()
+        ms = screening + [m for m in everything if m.block in blocks and m.phase in (protocol.RACE, protocol.CONFIRM)]
+        candidates = {c for c, g in group.items() if g not in excluded or c == BASELINE}
+        standing = racing.race(ms, BASELINE, candidates, settings)
+        here = Final(standing, ms, n, excluded)
+        if standing.next_block is not None and standing.phase != protocol.CONFIRM:
+            return replace(here, next_block=standing.next_block, phase=standing.phase)
+        if standing.leader is None:
+            return here
+        members = tuple(dict.fromkeys([standing.leader, *standing.contenders]))
+
+        def usable(c: str) -> bool:
+            return (c == BASELINE or on_speed or bool(complete[c].accuracy_note) or group[c] not in teachers
+                    or (group[c] in found and not found[group[c]].ineligible))
+
+        step = None if on_speed else _parity_step(records, found, members, group, teachers, ms, settings.seeds,
+                                                   tolerance)
+        if step is not None:
+            return Final(standing, ms, n, excluded, members, tuple(c for c in members if usable(c)
+                                                                   or group[c] not in found), step)
+        eligible = tuple(c for c in members if usable(c))
+        if eligible and eligible[0] == standing.leader:  # confirmed only now: a leader out would waste its blocks
+            return Final(standing, ms, n, excluded, members, eligible, next_block=standing.next_block,
+                         phase=standing.phase)
+        out = _known_out(records, found)
+        if out <= excluded:  # nothing new to leave out (cannot happen: the members' groups are out)
+            return Final(standing, ms, n, excluded, members)
+        excluded = excluded | out
+    raise AssertionError("more rounds than accuracy groups")  # pragma: no cover - each round puts one more out
+
+
+def _parity_step(records: Sequence[Record], found: Mapping[str, parity.Parity], members: Sequence[str],
+                 group: Mapping[str, str], teachers: Mapping[str, Record], ms: Sequence[protocol.Measurement[str]],
+                 max_seeds: int, tolerance: float) -> tuple[int, list[str]] | None:
+    """The parity race's next seed for the final set's groups (the leader's first), the baseline's and the spread's
+    (`seeds_wanted`); None when it is over, or when a group failed at the seed it would train next (its verdict
+    stays: it would fail again)."""
+    accs = accuracies(records)
+    finalists = [g for g in dict.fromkeys(group[c] for c in members) if g in teachers]
+    others = [g for g in _fastest_groups(ms, group) if g in teachers and g not in finalists and g != BASELINE]
+    have = {g: len(v) for g, v in accs.items()}
+    worth = {g: k for g, k in seeds_wanted(finalists, others, have, max_seeds).items() if g in teachers}
+    step = parity.next_seed(accs, BASELINE, tolerance, parity_sample_size(records), max_seeds, worth,
+                            {BASELINE, *finalists})
+    if step is None:
+        return None
+    index, todo = step
+    tried = {group_of(m) for r in records for m in r.measurements
+             if m.phase == PARITY and m.seed_index == index and m.state in (State.FAILED, State.COMPLETE)}
+    if tried & set(todo):
+        return None
+    rank = {g: i for i, g in enumerate([BASELINE, *finalists, *others])}
+    return index, sorted(todo, key=lambda g: (rank.get(g, len(rank)), g))
+
+
+def unmeasured(records: Sequence[Record], groups: Collection[str]) -> dict[str, str]:
+    """combination -> why it shows no accuracy where the study measures it: its group was never trained, being in
+    no final set (nor trained to fill the spread: `NOT_A_FINALIST`), or its group's training failed
+    (`TRAINING_FAILED`). `groups`: those with a verdict; none while no group has one (nothing to say yet, or the
+    baseline's own training failed: `accuracy_unmeasured`)."""
+    if not groups:
+        return {}
+    failed = {group_of(m) for r in records for m in (r.measurements or (r,)) if m.phase == PARITY and not m.complete}
+    return {r.combination: TRAINING_FAILED if group_of(r) in failed else NOT_A_FINALIST for r in records
+            if r.complete and r.accuracy is None and not r.accuracy_note and r.combination != BASELINE
+            and group_of(r) not in groups}

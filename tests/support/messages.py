@@ -1,0 +1,18 @@
+"""One message on stderr, as the CLI prints an error: its first line, then only the indented lines it wrapped to.
+
+An error is one message naming the problem, wrapped at 100 columns (`ablate.render.terminal.message`): a data
+error can run to 500 characters. A test that expects one message reads it back whole with `one_message`.
+"""
+from __future__ import annotations
+
+LINE = 100  # ablate.render.terminal.LINE: a message's lines fit it unless one word (an address) is longer
+
+
+def one_message(err: str) -> str:
+    """The one message `err` holds, its wrapped lines joined; fails where it holds more than one, or a line over
+    `LINE` columns that is not one word."""
+    lines = [line for line in err.strip().splitlines() if line]
+    assert lines and not lines[0][0].isspace(), err
+    assert all(line.startswith("  ") and not line[2].isspace() for line in lines[1:]), f"not one message:\n{err}"
+    assert all(len(line) <= LINE or " " not in line.strip() for line in lines), f"a line over {LINE}:\n{err}"
+    return " ".join(line.strip() for line in lines)
