@@ -185,7 +185,7 @@ def _run(args: argparse.Namespace) -> int:
     import torch
 
     from ablate.config import study as studies
-    from ablate.render.terminal import addressed, message, width, wrapped
+    from ablate.render.terminal import LINE, addressed, message, width, wrapped
 
     device = _device(args.device)
     _runnable(device)
@@ -265,6 +265,8 @@ def _run(args: argparse.Namespace) -> int:
               f"{', parent run ' + outcome.parent_run_id if outcome.parent_run_id else ''}, in\n"
               f"  {outcome.tracking_uri}")
         opener = "" if runner.tracker.on_server else f"run `{_ui_command(args.results)}`, then "
+        if len(f"the answer in MLflow's UI: {opener}open") > LINE:  # the command on a line of its own, copied whole
+            opener = f"run\n  {_ui_command(args.results)}\nthen "
         print(f"the answer in MLflow's UI: {opener}open\n  {runner.tracker.view_url}")
     for built in outcome.reports:
         print(built.summary())

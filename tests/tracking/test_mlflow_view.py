@@ -33,9 +33,11 @@ def run(tiny_study_run) -> tuple[Path, str]:
 
 def _printed(output: str) -> tuple[str, str]:
     """The UI command and the URL the run's pointer line names."""
-    found = re.search(r"^the answer in MLflow's UI: run `(ablate ui[^`]*)`, then open\n  (http://\S+)$", output, re.M)
+    # `run `COMMAND`, then open` where it fits 100 columns, else the command on a line of its own (a long --results).
+    found = re.search(r"^the answer in MLflow's UI: run(?: `(ablate ui[^`]*)`, then |\n  (ablate ui .*)\nthen )open\n"
+                      r"  (http://\S+)$", output, re.M)
     assert found, output
-    return found.group(1), found.group(2)
+    return found.group(1) or found.group(2), found.group(3)
 
 
 def test_the_pointer_names_the_command_that_opens_this_runs_store(run):
