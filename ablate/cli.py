@@ -230,10 +230,10 @@ def _run(args: argparse.Namespace) -> int:
 
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
                         design=single_pass(study.protocol) if args.single_pass else None)
-        # what screening measures besides the baseline: the runnable combinations, or TPE's picks
-        screened = len(runner.planner.runnable_combinations()) - 1 if args.search == "grid" else args.trials
+        # the protocol as the grid runs here (screening every runnable combination, or a fraction), or TPE's picks
+        said = runner.planner.describe() if args.search == "grid" else runner.design.describe(args.trials)
         print(wrapped(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, "
-                      f"torch {machine.torch}; protocol: {runner.design.describe(screened)}"))
+                      f"torch {machine.torch}; protocol: {said}"))
         try:
             if args.workers > 1:
                 runner.parent.open()  # before the workers start, so that they all log under it

@@ -1,6 +1,7 @@
 """What a conclusion costs: a full study run with its protocol, in wall time and in reference epochs.
 
     python -m benchmarks.conclusion_cost [--study mnist_cnn] [--results results/conclusion-cost] [--single-pass]
+    python -m benchmarks.conclusion_cost --from RESULTS_DIR [--study mnist_cnn]   # a run's storage, read only
 
 Times one reference epoch (`benchmarks.reference_epoch`, in a process of its
 own), runs `ablate run STUDY` as a user does (a fresh results folder, a cold
@@ -11,6 +12,18 @@ the first batch). Dividing by an epoch timed beside the run is what lets two
 runs taken at different loads, or on different machines, be compared.
 `--single-pass` runs the design before blocks (every combination once, one
 seed), the price the protocol's is set against.
+
+Then the split (`split`): the run's wall time by activity, from each
+measurement's stored timeline (`ablate.trial.metrics.Mark`), each moment
+counted once for the first activity in `ACTIVITIES` that holds it; what no mark
+holds - a failed measurement, the study's own start and reports, and in a
+timeline stored before the marks (`derived`) all but start-up, compile,
+profiling and a throughput-only measurement's windows - is "other". And by protocol phase, from the
+Optuna trials' own spans, the rest "outside trials". Beside them, the
+estimate `ablate run` said as it began against what the run took
+(`ablate.run.estimate`). `--from` prices a run already made (or still going)
+from its storage alone: its wall time is then the stored sessions' where the
+run stored them, else its first measurement's start to its last one's end.
 """
 from __future__ import annotations
 
@@ -24,8 +37,17 @@ from pathlib import Path
 
 import optuna
 
+from ablate.store import records, study_record
+from ablate.trial import metrics as metric
 from ablate.trial.machine import default_device, describe
+from ablate.trial.metrics import TIMELINE, Mark
 from benchmarks import cpu_time, grid
+
+# A measurement's activities, each moment counted for the first that holds it: an evaluation inside a timed window
+# (its time was left out of the window's) is evaluation, the profiling window after the windows is profiling.
+ACTIVITIES = ("evaluation", "profiling", "compile", "timed windows", "warm-up", "accuracy training", "start-up",
+              "hand-off")
+OTHER, OUTSIDE = "other", "outside trials"
 
 
 def reference_epoch() -> float:
@@ -70,13 +92,136 @@ def breakdown(optuna_db: Path, study_name: str) -> dict:
             "startup_quartiles_s": statistics.quantiles(starts, n=4) if len(starts) > 1 else None}
 
 
+def _span(value: object) -> tuple[float, float] | None:
+    return (float(value[0]), float(value[1])) if isinstance(value, list) and len(value) == 2 else None
+
+
+def derived(timeline: dict, metrics: dict, trained: bool) -> dict:
+    """A timeline stored before the marks, with those its metrics give: the first step after the model's preparation,
+    the profiling window ending the loop, and - for a throughput-only measurement, whose last measured stretch opens
+    with its first window - the windows before it. A trained one's windows, training and evaluations stay unmarked."""
+    measured = timeline.get(Mark.MEASURED) or []
+    if Mark.FIRST_STEP in timeline or not measured or metric.FIRST_STEP_S not in metrics:
+        return timeline
+    began, ended = measured[0][0] + metrics.get(metric.PREPARE_MODEL_S, 0.0), measured[-1][1]
+    marks = {Mark.FIRST_STEP: [began, began + metrics[metric.FIRST_STEP_S]]}
+    profiled = metrics.get(metric.PROFILED_STEPS, 0.0) * metrics.get(metric.PROFILED_STEP_S, 0.0)
+    if profiled:
+        marks[Mark.PROFILING] = [ended - profiled, ended]
+    if not trained and len(measured) > 1:
+        marks[Mark.WINDOWS] = [measured[-1][0], ended - profiled]
+    return {**timeline, **marks}
+
+
+def activities(timeline: dict, trained: bool) -> list[tuple[str, float, float]]:
+    """One measurement's marked spans as (activity, began, ended), in `ACTIVITIES`' order, within its launch and exit
+    (the hand-off before it apart); what a timeline lacks is left out, for "other"."""
+    spans: list[tuple[str, float, float]] = [("evaluation", *e) for e in timeline.get(Mark.EVALUATING, [])]
+    measured = timeline.get(Mark.MEASURED) or []
+    first, windows = _span(timeline.get(Mark.FIRST_STEP)), _span(timeline.get(Mark.WINDOWS))
+    began, ended = (measured[0][0], measured[-1][1]) if measured else (None, None)
+    if profiled := _span(timeline.get(Mark.PROFILING)):
+        spans.append(("profiling", *profiled))
+    if first and began is not None:
+        spans.append(("compile", began, first[1]))  # the model's preparation (TorchScript's scripting) and step one
+    if windows:
+        spans.append(("timed windows", *windows))
+        if first:
+            spans.append(("warm-up", first[1], windows[0]))
+        if trained and ended is not None:
+            spans.append(("accuracy training", windows[1], ended))
+    if began is not None:
+        spans.append(("start-up", timeline[Mark.LAUNCHED], began))  # launch, data, model, waits for imports
+    if (exited := timeline.get(Mark.EXITED)) is not None:
+        spans = [(a, max(x, timeline[Mark.LAUNCHED]), min(y, exited)) for a, x, y in spans]
+    if hand_off := _span(timeline.get(Mark.HAND_OFF)):
+        spans.append(("hand-off", *hand_off))
+    return spans
+
+
+def paint(spans: list[tuple[str, float, float]]) -> dict[str, float]:
+    """Seconds by activity, each moment once, for the first of `spans` that holds it."""
+    edges = sorted({x for _, a, b in spans if b > a for x in (a, b)})
+    seconds: dict[str, float] = {}
+    for low, high in zip(edges, edges[1:]):
+        if holder := next((name for name, a, b in spans if a <= low and high <= b), None):
+            seconds[holder] = seconds.get(holder, 0.0) + high - low
+    return seconds
+
+
+def split(optuna_study: optuna.Study, wall_s: float | None = None) -> dict:
+    """The run's wall time by activity and by protocol phase (each adding up to it), the number of measurements
+    whose timeline lacks the marks, and its expected cost against the actual. `wall_s`: the run's, where timed."""
+    spans = [(t, t.datetime_start, t.datetime_complete) for t in optuna_study.get_trials(deepcopy=False)]
+    trials = [(t, start.timestamp(), end.timestamp()) for t, start, end in spans if start and end]
+    stored = study_record.from_study(optuna_study).cost_summary
+    if wall_s is not None:
+        wall_from = "the run, timed around it"
+    elif stored and stored["actual"]["wall_s"]:
+        wall_s, wall_from = stored["actual"]["wall_s"], "the runs' stored sessions"
+    else:
+        wall_s = max(end for *_, end in trials) - min(start for _, start, _ in trials) if trials else 0.0
+        wall_from = "the first trial's start to the last one's end"
+    by_activity: dict[str, float] = dict.fromkeys(ACTIVITIES, 0.0)
+    by_phase: dict[str, float] = {}
+    timed = unmarked = 0
+    for t, start, end in trials:
+        r = records.from_trial(t)
+        phase = r.phase if r.has_slot else "unplaced"
+        by_phase[phase] = by_phase.get(phase, 0.0) + end - start
+        timeline = t.user_attrs.get(TIMELINE)
+        if isinstance(timeline, dict) and Mark.LAUNCHED in timeline:
+            timed, unmarked = timed + 1, unmarked + (Mark.EXITED not in timeline)
+            marked = derived(timeline, dict(r.metrics), r.accuracy_trained)
+            for name, seconds in paint(activities(marked, r.accuracy_trained)).items():
+                by_activity[name] += seconds
+    by_activity[OTHER] = wall_s - sum(by_activity.values())
+    by_phase[OUTSIDE] = wall_s - sum(by_phase.values())
+    return {"wall_s": wall_s, "wall_from": wall_from, "by_activity": by_activity, "by_phase": by_phase,
+            "timelines": timed, "without_marks": unmarked, "cost": stored}
+
+
+def print_split(found: dict, epoch_s: float | None = None) -> None:
+    wall = found["wall_s"] or 1.0
+    epochs = " | reference epochs" if epoch_s else ""
+    print(f"wall time {found['wall_s']:,.0f} s ({found['wall_from']}); of {found['timelines']} stored timelines, "
+          f"{found['without_marks']} predate the marks (compile, profiling and a throughput-only one's windows "
+          f"from their metrics; the rest: {OTHER})")
+    for title, parts in (("activity", found["by_activity"]), ("protocol phase", found["by_phase"])):
+        print(f"| {title} | s | share{epochs} |\n|---|---:|---:|{'---:|' if epoch_s else ''}")
+        for name, seconds in parts.items():
+            print(f"| {name} | {seconds:,.0f} | {100 * seconds / wall:.1f}%"
+                  + (f" | {seconds / epoch_s:.2f}" if epoch_s else "") + " |")
+    if cost := found["cost"]:
+        expected, minutes, actual = cost["estimate"] or {}, cost["minutes_estimate"], cost["actual"]
+        print(f"expected as it began: about {'-'.join(map(str, expected.get('measurements', ['?'])))} measurements"
+              + (f", {minutes['minutes'][0]:.0f}-{minutes['minutes'][1]:.0f} min estimated after "
+                 f"{minutes['after_measurements']}" if minutes else "")
+              + f"; actual: {actual['measurements']} measurements, {actual['minutes']:.0f} min"
+              + (f" = {actual['wall_s'] / epoch_s:.1f} reference epochs" if epoch_s else ""))
+
+
+def _stored_study(results: Path, study: str) -> optuna.Study:
+    """The grid study a results folder holds for `study` (read only: nothing is written to it)."""
+    name = Path(study).stem
+    storage = f"sqlite:///{(results / name / 'optuna.db').resolve()}"
+    names = [n for n in optuna.study.get_all_study_names(storage) if n.startswith(f"{name}:grid:")]
+    if len(names) != 1:
+        raise SystemExit(f"{results}: expected one grid study of {name}, found {names or 'none'}")
+    return optuna.load_study(study_name=names[0], storage=storage)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.conclusion_cost", description=__doc__.splitlines()[0])
     parser.add_argument("--study", default="mnist_cnn")
     parser.add_argument("--results", type=Path, default=Path("results/conclusion-cost"))
     parser.add_argument("--device", default=default_device())
     parser.add_argument("--single-pass", action="store_true", help="every combination once, one seed: no protocol")
+    parser.add_argument("--from", dest="source", type=Path, help="split a run already made from its results folder")
     args = parser.parse_args(argv)
+    if args.source:
+        print_split(split(_stored_study(args.source, args.study)))
+        return 0
     machine = describe(args.device)
     with cpu_time.Meter() as meter:  # steal and neighbours over the whole measurement, epochs included
         before = reference_epoch()
@@ -86,10 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     epoch = (before + after) / 2
     name = Path(args.study).stem  # a study file's name, or the study's
     found = breakdown(args.results / name / "optuna.db", f"{name}:grid:{args.device.split(':')[0]}")
+    spent = split(_stored_study(args.results, args.study), done.wall_s)
     summary = {"study": args.study, "single_pass": args.single_pass, "machine": machine.device_name,
                "torch": machine.torch, "commit": machine.commit,
                "wall_s": done.wall_s, "reference_epoch_s": [before, after],
-               "reference_epochs": done.wall_s / epoch, "cpu_time_pct": meter.shares, **found}
+               "reference_epochs": done.wall_s / epoch, "cpu_time_pct": meter.shares, **found, "split": spent}
     (args.results / "cost.json").write_text(json.dumps(summary, indent=1))
     print(f"{args.study} on {machine.device_name}, torch {machine.torch}, commit {machine.commit}: "
           f"{done.wall_s:,.0f} s = {done.wall_s / epoch:.1f} reference epochs (epoch {before:.1f} s before, "
@@ -101,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if found["startup_median_s"] is not None:
         q = found["startup_quartiles_s"] or [found["startup_median_s"]] * 3
         print(f"start-up, launch to first batch: median {q[1]:.2f} s (quartiles {q[0]:.2f}-{q[2]:.2f} s)")
+    print_split(spent, epoch)
     recommended = next((line for line in done.output.splitlines() if line.startswith("recommended:")), "")
     print(recommended)
     return 0

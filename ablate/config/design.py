@@ -31,18 +31,22 @@ class ProtocolSettings:
     confirm_blocks: int = 3  # after the race: blocks of the leader (and the simplest of its set) with the baseline
     seeds: int = 3  # at most this many training seeds per accuracy group (ablate.stats.parity: 2, then where uncertain)
     # A simpler member of the race's set is recommended instead of its leader only where an equivalence test shows
-    # the leader at most this much faster (0.02: 2%); else the leader is (ablate.stats.verdicts).
-    equivalence_margin: float = 0.02
+    # the leader at most this much faster (0.02: 2%); else the leader is (ablate.stats.verdicts). None: the smallest
+    # margin the design can show at the measured noise, at most 5% (ablate.stats.equivalence).
+    equivalence_margin: float | None = None
     # A measurement during whose timed windows other work used more than this many cores on average (Linux:
     # ablate.trial.load) is measured again, after the machine quietens, at most `remeasure` times; null: never.
     foreign_load_limit: float | None = 0.25
     remeasure: int = 2
 
     def __post_init__(self) -> None:
-        if not 0 < self.equivalence_margin < MAX_MARGIN:
+        margin = self.equivalence_margin
+        if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float))
+                                   or not 0 < margin < MAX_MARGIN):
             raise StudyError(f"protocol.equivalence_margin: how much faster the race's leader may be than a simpler "
                              f"stack recommended in its place, as a fraction (0.02 = 2%), above 0 and below "
-                             f"{MAX_MARGIN:g}; got {self.equivalence_margin!r}")
+                             f"{MAX_MARGIN:g}, or null for the smallest the design can show (at most 5%); got "
+                             f"{margin!r}")
 
     @property
     def racing(self) -> bool:
@@ -53,9 +57,10 @@ class ProtocolSettings:
         """The race blocks a race may take past `race_blocks`: none after a race too short to decide anything."""
         return self.extra_race_blocks if self.racing and self.race_blocks >= MIN_RACE_BLOCKS else 0
 
-    def describe(self, screened: int | None = None) -> str:
+    def describe(self, screened: int | None = None, fraction: str | None = None) -> str:
         """The protocol in a sentence, true to the study when `screened` (the combinations screened besides the
-        baseline) is given: 3 of them are "one block of 3 combinations", never "blocks of 8"."""
+        baseline) is given: 3 of them are "one block of 3 combinations", never "blocks of 8". `fraction`: where
+        screening measures a fraction of the grid, what it is (`ablate.stats.fraction.Fraction.describe`)."""
         if self.full_blocks:
             return f"every combination in each of {count(self.full_blocks, 'block')}, in a random order per block"
         size, contenders = self.block_size, self.contenders
@@ -70,15 +75,19 @@ class ProtocolSettings:
         else:
             n = -(-screened // size)
             blocks = f"{n} blocks of {'' if screened % size == 0 else 'up to '}{count(size, 'combination')}"
-        text = (f"screening in {blocks} plus {count(self.screen_baselines, 'baseline measurement')}, in a random "
-                f"order per block")
+        text = (f"screening{f' {fraction},' if fraction else ''} in {blocks} plus "
+                f"{count(self.screen_baselines, 'baseline measurement')}, in a random order per block"
+                + ("; where a model of its throughputs finds an aliased pair of interactions active, the "
+                   "combinations it left out too (the fold-over)" if fraction else ""))
         more = (f" (where still undecided, up to {self.extra_blocks} more of the leader and its closest "
                 f"contender)" if self.extra_blocks else "")
         if not self.racing:
             return text + "; no racing"
         # Race first, accuracy last (ablate.stats.finalists): throughput alone chooses who is trained for accuracy,
         # and the leader is confirmed once its accuracy allows it.
-        return text + (f"; then racing of up to {count(contenders, 'contender')} in at most "
+        return text + (f"; then racing of up to {count(contenders, 'contender')}"
+                       + (" from the model's predictions, combinations never measured among them," if fraction else "")
+                       + f" in at most "
                        f"{count(self.race_blocks, 'block')}{more}, eliminated by paired contrasts (studentized "
                        f"range, alpha spent over the looks); accuracy last: up to "
                        f"{count(self.seeds, 'training seed')} for the final set's groups and the baseline only, the "

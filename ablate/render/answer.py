@@ -16,16 +16,19 @@ block's baseline, and the race chose them).
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
 from ablate.render import terminal
+from ablate.render.summaries import ratio
 from ablate.stats import finalists, parity, protocol
 from ablate.stats.analysis import BreakEven, Speedup, TimeToTarget
 from ablate.stats.comparison import Comparison, MachineLoad
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
+from ablate.stats.equivalence import CAP
 from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
@@ -40,9 +43,21 @@ def _speedup_factor(s: Speedup | None) -> str:
     return factor(s.point, f.low if f else None, f.high if f else None, no_interval=" (no interval)")
 
 
+def _unraced(c: str, rec: Recommendation, speedup_of: dict[str, Speedup], of: str = "") -> str:
+    """A field member never raced: its screening estimate, or where screening measured a fraction and never it,
+    the screening model's prediction (`racing.Race.predicted`), said to be one. `of`: what the factor is of (the
+    report says it, with where the figure comes from)."""
+    e = rec.race.predicted.get(c) if rec.race else None
+    if e is None:
+        return _speedup_factor(speedup_of.get(c)) + (f"{of} (screening)" if of else "")
+    bounds = e.interval()
+    low, high = (math.exp(bounds[0]), math.exp(bounds[1])) if bounds else (None, None)
+    return f"predicted {factor(e.factor, low, high)}{of} (model, not measured)"
+
+
 def _of_leader(c: Contrast[str], bounds: tuple[float, float]) -> str:
     """A member's throughput as a share of the leader's, with `bounds` (of leader / it, log): x0.96 [0.88, 1.05]."""
-    return factor(math.exp(-c.diff), math.exp(-bounds[1]), math.exp(-bounds[0]))
+    return factor(math.exp(-c.diff), ratio(-bounds[1]), ratio(-bounds[0]))
 
 
 def decided(c: Contrast[str] | None) -> str:
@@ -62,9 +77,28 @@ def decided(c: Contrast[str] | None) -> str:
 
 
 def _equivalence(e: Equivalence) -> str:
+    """A simpler member's equivalence test: shown within the margin, or not shown, with what the data allow (never
+    "as fast" for a member the test could not show within it)."""
     data = "its confirmation blocks" if e.data == protocol.CONFIRM else "the race's blocks"
-    return (f"on {data} the leader is at most x{e.bound:.3f} as fast (one-sided {100 * (1 - e.alpha):.1f}%): "
-            + ("shown" if e.shown else "not shown") + f" within {100 * e.margin:g}%")
+    said = (f"shown within {100 * e.margin:g}% (the leader at most +{100 * e.allowed:.1f}% faster)" if e.shown else
+            f"not shown equivalent (the data allow up to +{100 * e.allowed:.1f}%)")
+    return f"on {data}, one-sided {100 * (1 - e.alpha):.1f}%: {said}"
+
+
+def left_out(rec: Recommendation) -> str | None:
+    """The leader's techniques the headline lacks, with the most leaving them out may cost (its equivalence bound);
+    None where the leader headlines."""
+    e = rec.equivalence.get(rec.pick.combination)
+    if not rec.left_out or e is None:
+        return None
+    names = " and ".join(rec.left_out)
+    return f"left out of the leader's stack: {names}, which may cost up to {100 * e.allowed:.1f}% (equivalence bound)"
+
+
+def margin_warning(rec: Recommendation) -> str | None:
+    """Once, where the noise is known: the margin is below what the design's equivalence test can show."""
+    design = rec.resolution
+    return design.describe() if design and design.below else None
 
 
 def _parity_word(p: parity.Parity | None) -> str:
@@ -97,14 +131,21 @@ def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], to
     if rec.rounds > 1:
         out += ["", f"The race ran {rec.rounds} times: every member of an earlier final set was out on accuracy "
                     f"(`below` or probably below), and it ran again without their groups."]
+    design = rec.resolution
+    whose = ("" if design is None else ": the study's" if design.study_set else
+             f": the smallest its design can show, at most {100 * CAP:g}%")
     if pick is not leader:
         e = rec.equivalence[pick.combination]
         out += ["", f"**{pick.combination}** is recommended in its place: it has fewer techniques, and an equivalence "
-                    f"test showed the leader at most x{e.bound:.3f} as fast as it, within the study's margin of "
-                    f"{margin} (`protocol.equivalence_margin`)."]
+                    f"test showed the leader at most x{e.bound:.3f} as fast as it, within the margin of "
+                    f"{margin} (`protocol.equivalence_margin`{whose}). Left out of the leader's stack: "
+                    f"{' and '.join(rec.left_out) or 'nothing'}, which may cost up to {100 * e.allowed:.1f}% (the "
+                    f"equivalence bound)."]
     elif rec.equivalence:
         out += ["", f"It is recommended: no simpler member was shown within {margin} of it "
                     f"(`protocol.equivalence_margin`)."]
+    if (warning := margin_warning(rec)) is not None:
+        out += ["", f"Note: {warning}."]
     others = [m for m in rec.members if m is not leader]
     if others:
         tested = len(rec.equivalence)
@@ -128,8 +169,7 @@ def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], to
     if rec.not_raced:
         out += ["", "Never raced (no seat, or no block left), so not recommended: their estimates come from "
                     "screening alone.", ""]
-        out += [f"- {c}: {_speedup_factor(speedup_of.get(c))} the baseline's throughput (screening)"
-                for c in rec.not_raced]
+        out += ["- " + c + ": " + _unraced(c, rec, speedup_of, " the baseline's throughput") for c in rec.not_raced]
     if rec.parity and rec.parity.verdict == parity.UNCERTAIN:
         out += ["", f"**Accuracy parity of {pick.combination} is uncertain**: {rec.parity.describe(tolerance)}. Its "
                     "interval straddles the tolerance, its estimate within it (where the estimate is past it, the "
@@ -151,6 +191,10 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
         out += [f"shown within {100 * rec.margin:g}% of the race's leader (it is at most x{e.bound:.3f} as fast):",
                 *(_named(leader, LEVELS_NOTE) if (leader := rec.leader.combination) in rec.two_level else
                   [f"  {leader}"])]
+        if (lacks := left_out(rec)) is not None:
+            out += _lines(lacks)
+    if (warning := margin_warning(rec)) is not None:
+        out += _lines(f"note: {warning}")
     others = [m for m in rec.members if m is not rec.leader and m is not rec.pick]
     if others:
         out.append("not told apart from the leader (throughput over the leader's, the decision's interval):")
@@ -161,7 +205,7 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
                           + (f"; {LEVELS_NOTE}" if m.combination in rec.two_level else ""))
     if rec.not_raced:
         out.append("not raced (no seat; screening's estimate only, not recommended):")
-        out += [line for c in rec.not_raced for line in _named(c, _speedup_factor(speedup_of.get(c)))]
+        out += [line for c in rec.not_raced for line in _named(c, _unraced(c, rec, speedup_of))]
     return out
 
 
@@ -170,6 +214,12 @@ TWO_LEVELS = ("Its processes ran at two speed levels (its per-block differences 
               "`ablate.stats.levels`): the speed-up is the mean of the two, which no single process shows.")
 LEVELS_NOTE = "two speed levels"  # beside a member's row: its processes ran at two (`ablate.stats.levels`)
 INDENT = 4  # the report's summary indents these lines by two, and a name by two more
+
+
+def _lines(text: str) -> list[str]:
+    """A sentence as terminal lines, wrapped at words, the lines after the first indented."""
+    return textwrap.wrap(text, TERMINAL - INDENT, subsequent_indent="  ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def _named(name: str, value: str) -> list[str]:

@@ -149,6 +149,14 @@ def _why_none(records: list[Record]) -> str:
     return NO_BASELINE if baseline(records) is None else ALL_BELOW
 
 
+def _fraction(compared: DeviceComparisons) -> str | None:
+    """The fraction of the grid screening measured (None: all of it), and whether the fold-over followed."""
+    part = compared.screened
+    if part is None:
+        return None
+    return part.fraction.describe() + (" (then the fold-over: every other one)" if part.folded else "")
+
+
 def _samples(study: Study) -> str:
     per = study.task.units_per_sample
     return f"sequences of {per:,} tokens" if study.throughput_unit == "tokens" else "samples"
@@ -199,7 +207,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         f"- Trials: {count(len(records), 'combination')}: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
         + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
         f"in {count(len({m.block for r in records for m in r.measurements}), 'block')}",
-        f"- Protocol: {followed(study, stored).describe()}. "
+        f"- Protocol: {followed(study, stored).describe(fraction=_fraction(compared))}. "
         + (f"Race: {stored.race['why']}." if stored.race else ""),
         f"- Host noise: the baseline's throughput varied by {100 * cv:.1f}% (coefficient of variation) across "
         f"blocks" if cv is not None else "- Host noise: the baseline ran in one block only, so its variation across "
@@ -260,8 +268,9 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
         "interval rests on between-process noise: "
         "a variance model by technique fitted to the spread of the paired differences of the combinations "
         "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
-        "when too few: \"paired\", or \"baseline\" when the baselines are the only source), or a "
-        "combination's own spread across its blocks where that is wider (\"own\"). A row's throughput is the "
+        "when too few: \"paired\", or \"baseline\" when the baselines are the only source); for a "
+        "combination measured in several blocks, combined with its own spread across them (\"moderated\"), or "
+        "its own alone where that is clearly wider (\"own\"). A row's throughput is the "
         "baseline's (the geometric mean of its measurements) times the row's speed-up, so the two columns agree.",
     ]
     energy = compared.energy_counted

@@ -58,6 +58,12 @@ def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
             "within_of_no_effect": None}
 
 
+def ratio(log: float) -> float:
+    """A log ratio's ratio, infinite past what a float holds: a look's interval at a tiny alpha on one degree of
+    freedom spans thousands in log (the first look past the planned blocks, where a race may now stop)."""
+    return math.exp(log) if log < 700 else math.inf
+
+
 def decision(k: Contrast[str]) -> dict[str, Any]:
     """A race contrast (log leader - log it) as scripts read it: the ratio, the interval its decision used (the
     simultaneous one at the look's alpha; pointwise 95% where no look judged it, `interval` says which; `guarded`:
@@ -66,8 +72,8 @@ def decision(k: Contrast[str]) -> dict[str, Any]:
     bounds = k.simultaneous()
     kind = "simultaneous" if bounds else "pointwise 95%" if k.se is not None else None
     bounds = bounds or k.interval()
-    return {"leader_over_it": math.exp(k.diff), "low": math.exp(bounds[0]) if bounds else None,
-            "high": math.exp(bounds[1]) if bounds else None, "interval": kind,
+    return {"leader_over_it": math.exp(k.diff), "low": ratio(bounds[0]) if bounds else None,
+            "high": ratio(bounds[1]) if bounds else None, "interval": kind,
             "confidence": 1 - k.alpha if k.alpha else None, "k": k.k if k.alpha else None,
             "p_adjusted": k.p_adjusted, "p": k.p, "blocks": k.blocks, "told_apart": k.apart,
             "guarded": k.guarded}
@@ -92,19 +98,39 @@ def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> 
                 "equivalence": e and {"leader_over_it_at_most": e.bound, "alpha": e.alpha, "data": e.data,
                                       "shown": e.shown}}
 
+    picked, design = rec.equivalence.get(rec.pick.combination), rec.resolution
+
     return {
         **entry(pick, unit, counted), "compose": list(compose(rec.pick)),
         "confirmed": pick.speedup.estimate.phase == protocol.CONFIRM,
         "leader": rec.leader.combination, "equivalence_margin": rec.margin,
+        # What the design's equivalence test could show at the measured noise (`ablate.stats.equivalence`).
+        "equivalence_design": {"smallest_shown": design and design.smallest, "blocks": design and design.blocks,
+                               "blocks_for_margin": design and design.needed,
+                               "margin_below_smallest": design and design.below},
+        # The leader's techniques the headline lacks, and the most leaving them out may cost (its equivalence bound).
+        "left_out": {"techniques": list(rec.left_out), "may_cost_up_to": picked.allowed if picked else None},
         "set": [m.combination for m in rec.members], "simplest": rec.simplest.combination,
         "members": [member(m) for m in rec.members],
         "eliminated": [{"combination": c, **(decision(rec.dropped[c]) if c in rec.dropped else {})}
                        for c in rec.eliminated],
         "not_raced": [entry(c, unit, counted) if (c := compared.get(name)) and c.speedup
-                      else {"combination": name} for name in rec.not_raced],
+                      else _predicted(rec, name) for name in rec.not_raced],
         "pending": list(rec.pending), "accuracy_unmeasured": rec.accuracy_unmeasured,
         "contrasts": {c: decision(k) for c, k in rec.contrasts.items()},
     }
+
+
+def _predicted(rec: Recommendation, name: str) -> dict[str, Any]:
+    """A field member never measured (a fraction was screened): the screening model's prediction, marked as one
+    (`"measured": false`); a name alone where there is none."""
+    e = rec.race.predicted.get(name) if rec.race else None
+    if e is None:
+        return {"combination": name}
+    bounds = e.interval()
+    return {"combination": name, "measured": False, "predicted_speedup": e.factor,
+            "low": math.exp(bounds[0]) if bounds else None, "high": math.exp(bounds[1]) if bounds else None,
+            "log_se": e.se, "df": e.df, "noise": "model"}
 
 
 def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | None, design: ProtocolSettings,
@@ -113,15 +139,23 @@ def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | 
     `diagnosed`: where the time goes (`ablate.stats.explained`)."""
     records, unit = compared.records, study.throughput_unit
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
+    part = compared.screened  # the fraction of the grid screening measured, where it measured one
     return {
         "schema_version": SCHEMA_VERSION,
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": compared.device,
         "torch": ", ".join(machines["torch"]), "commit": ", ".join(machines["commit"]),
-        "protocol": {**design.__dict__, "description": design.describe(),
+        "protocol": {**design.__dict__,
+                     "description": design.describe(fraction=part.fraction.describe() if part else None),
+                     "screened_fraction": part and {"cells": len(part.fraction.cells),
+                                                    "of": len(part.fraction.cells) + len(part.fraction.rest),
+                                                    "generators": list(part.fraction.generators),
+                                                    "resolution": part.fraction.resolution,
+                                                    "fold_over": part.folded},
                      "confidence": analysis.CONFIDENCE, "race": stored.race, "baseline_cv_across_blocks": cv,
                      "compile_cache": "one per compiled graph, shared by the combinations that compile it: cold where "
                                       "Inductor compiled a graph, warm where every lookup hit"},
         "seeds": stored.seeds,
+        "cost": stored.cost_summary,  # expected as it began, and spent (ablate.run.estimate); null: stored before
         # The load guard over the run (ablate.trial.load): measurements taken again, and kept though still disturbed.
         "machine_load": {"foreign_load_limit": compared.load.limit, **compared.load.figures},
         "recommendation": recommendation(compared, unit, lambda r: analysis.compose_line(r, study)),

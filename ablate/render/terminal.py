@@ -7,7 +7,7 @@ characters.
 
 In a log (output to a file or a pipe: CI, `ablate run ... > run.log 2>&1`) a bar redrawn with carriage returns leaves
 thousands of updates in the file, and nobody reads a line of 400 characters there. So lines follow COLUMNS, or
-`LINE` where it is unset, and the progress bar becomes `Logged`: tqdm's own counts, rate and ETA, written as a plain
+`LINE` where it is unset, and the progress bar becomes `Logged`: its counts and what is left, written as a plain
 line at most once every `LOG_EVERY_S` seconds, as the run moves on, and once at the end.
 """
 from __future__ import annotations
@@ -24,8 +24,10 @@ from tqdm.utils import disp_len
 LINE = 100  # the columns of a log's lines (COLUMNS unset), of an error, and of a line that names an address
 MIN_BAR = 10
 MAX_DOING = 120  # characters after the bar on a wide terminal
-BAR_FORMAT = "{n_fmt}/{total_fmt} measured |{bar}| [{elapsed}<{remaining}{postfix}]"
-LOG_FORMAT = "{n_fmt}/{total_fmt} measured [{elapsed}<{remaining}{postfix}]"  # no bar: a log reads the counts
+# After the time elapsed, the study's own estimate of what is left (`left`), not tqdm's remaining time: tqdm's counts
+# only the measurements queued so far, and the protocol queues its race, parity and confirmation blocks as it goes.
+BAR_FORMAT = "{n_fmt}/{total_fmt} measured |{bar}| [{elapsed}{desc}{postfix}]"
+LOG_FORMAT = "{n_fmt}/{total_fmt} measured [{elapsed}{desc}{postfix}]"  # no bar: a log reads the counts
 LOG_EVERY_S = 60.0  # a log's progress line: a minute apart at most, a few dozen lines an hour beside the trials'
 
 
@@ -68,8 +70,8 @@ def live(stream: Any) -> bool:
 
 def progress(total: int, initial: int) -> tqdm:
     """The run's progress bar, on stderr: redrawn in place in a terminal, a plain line now and then in a log
-    (`Logged`). Skipped combinations take no time: they count neither in the total nor in the rate, so the ETA is the
-    remaining measurements at the average measured duration so far (smoothing=0)."""
+    (`Logged`). Skipped combinations take no time: they count in neither the total nor the estimate of what is left
+    (`left`)."""
     if live(sys.stderr):
         return tqdm(total=total, initial=initial, unit="trial", dynamic_ncols=True, smoothing=0, bar_format=BAR_FORMAT)
     return Logged(total=total, initial=initial, unit="trial", ncols=width(), smoothing=0, bar_format=LOG_FORMAT,
@@ -87,6 +89,12 @@ def show(bar: tqdm, doing: str) -> None:
         room = ncols - disp_len(without) - MIN_BAR - len(", ")
         doing = doing if len(doing) <= room else doing[:room - 3] + "..." if room > 12 else ""
     bar.set_postfix_str(doing[:MAX_DOING], refresh=True)
+
+
+def left(bar: tqdm, text: str) -> None:
+    """What is left of the study (`ablate.run.estimate.Left.short`), after the elapsed time: the bar's description,
+    which the formats place there."""
+    bar.set_description_str(f", {text}" if text else "", refresh=True)
 
 
 def width(default: int = LINE) -> int:

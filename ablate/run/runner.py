@@ -16,6 +16,7 @@ import dataclasses
 import os
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from ablate.config.choices import accuracy_group, by_dimension, combination_labe
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study, StudyError
 from ablate.render import breakdown, report, results, terminal
-from ablate.run import bitwise
+from ablate.run import bitwise, estimate
 from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.run.objective import Objective, ProgressLines
 from ablate.run.recovery import Recovery
@@ -119,6 +120,7 @@ class Runner:
         self.signals = DeferredInterrupts()
         self.ran = 0
         self.diagnosed = False  # the baseline's diagnosis has been printed (`_diagnose`)
+        self.cost: estimate.Session | None = None  # what this run measures, against what the study should cost
 
     # -- the protocol ---------------------------------------------------------------------------------------
 
@@ -130,6 +132,7 @@ class Runner:
             with terminal.progress(planned, done) as bar, \
                     sigterm_as_keyboard_interrupt(), self.interpreters:  # the unused ones stop at the end
                 self.progress = bar
+                self._expect()
                 self._diagnose([r for r in records.load_measurements(self.optuna_study)
                                 if r.device == self.machine.device_name])  # a resumed run's stored baseline
                 try:
@@ -138,10 +141,48 @@ class Runner:
                 except KeyboardInterrupt:
                     self.recovery.interrupted()  # the trial that was running: KILLED, queued for the next run
                     self.parent.stop()
+                    self._spent()
                     raise Interrupted(f"interrupted after {self._measured()} of {self._planned()} planned "
                                       "measurements; the running trial was marked KILLED; run the same command "
                                       "again to resume") from None
+            self._spent()
         return self._finish(self.ran)
+
+    def _expect(self) -> None:
+        """What the study should cost (`ablate.run.estimate`), said before its first measurement and stored as it
+        was first said."""
+        plan = estimate.plan(self.planner, self.search)
+        self.cost = estimate.Session(plan)
+        study_record.set_cost(self.optuna_study, estimate=plan.stored())
+        if self.progress:
+            self.progress.write(terminal.wrapped(plan.sentence()))
+        self._refine()
+
+    def _refine(self) -> None:
+        """The progress line's estimate of what is left; its first estimate in minutes stored, for the whole study."""
+        if self.cost is None or self.progress is None:
+            return
+        finished: list[estimate.Done] = []
+        queued = Counter[str]()
+        for t, r in self._counted():
+            if records.has_result(t) and t.state in records.FINISHED:
+                if (d := estimate.done(r)) is not None:
+                    finished.append(d)
+            elif t.state in (TrialState.WAITING, TrialState.RUNNING):
+                queued[r.phase] += 1
+        rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began)
+        terminal.left(self.progress, rest.short())
+        if rest.minutes and not self.cost.minutes_said:
+            self.cost.minutes_said = True
+            before = (study_record.from_study(self.optuna_study).cost_summary or {}).get("actual", {})
+            spent = (before.get("wall_s", 0.0) + time.time() - self.cost.began) / 60
+            study_record.set_cost(self.optuna_study, minutes_estimate={
+                "after_measurements": len(finished), "minutes": [spent + m for m in rest.minutes]})
+
+    def _spent(self) -> None:
+        """This run's part of what the study cost, stored beside what it was expected to cost."""
+        if self.cost and self.cost.measurements:
+            study_record.set_cost(self.optuna_study, session=self.cost.stored())
 
     def _check_bitwise(self) -> None:
         """Which accuracy groups train bitwise as a simpler one on this device (`ablate.run.bitwise`): checked before
@@ -198,6 +239,7 @@ class Runner:
                                            catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
             if self.progress:
                 self.progress.total = max(self._to_measure()[1], self.progress.n)
+                self._refine()
                 self.progress.refresh()
 
     def _next_step(self) -> str:
@@ -237,18 +279,24 @@ class Runner:
     def _measured(self) -> int:
         return len(records.load_measurements(self.optuna_study))
 
-    def _to_measure(self) -> tuple[int, int]:
-        """(measurements with a result, measurements planned), neither counting combinations skipped here."""
-        done = planned = 0
+    def _counted(self) -> list[tuple[FrozenTrial, records.Record]]:
+        """The study's measurements, queued, running or with a result, neither counting combinations skipped here."""
+        counted = []
         for t in self.optuna_study.get_trials(deepcopy=False):
-            if not claim.owns(t) or records.from_trial(t).state == State.SKIPPED:
+            if not claim.owns(t) or (r := records.from_trial(t)).state == State.SKIPPED:
                 continue
             params = claim.params(t)
             if t.state == TrialState.WAITING and set(params) >= set(self.options) and \
                     not self.planner.runnable(levels_of({d: params[d] for d in self.options})):
                 continue  # will be skipped at once
-            planned += 1
-            done += records.has_result(t) and t.state in records.FINISHED
+            counted.append((t, r))
+        return counted
+
+    def _to_measure(self) -> tuple[int, int]:
+        """(measurements with a result, measurements planned), neither counting combinations skipped here."""
+        counted = self._counted()
+        planned = len(counted)
+        done = sum(1 for t, _ in counted if records.has_result(t) and t.state in records.FINISHED)
         if self.search == "optuna":
             planned = max(planned, self.n_trials or 0)
         return done, planned
@@ -262,6 +310,8 @@ class Runner:
         if r.state == State.DUPLICATE:  # another worker's trial: not this worker's progress
             return
         self.ran += 1
+        if self.cost:
+            self.cost.count(r)
         if self.progress and (line := self.lines.line(r)):
             self.progress.write(terminal.wrapped(line))
         self._diagnose([r])
@@ -286,7 +336,7 @@ class Runner:
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna_study)
-        compared = comparison.compare(stored, self.study.accuracy_tolerance, self.design)  # once: all render it
+        compared = comparison.compare(stored, self.study.accuracy_tolerance, self.design, self.study)  # all render it
         table, csv = results.save(compared, self.study, self.results_dir, self.search, self.machine.device_type)
         reports = write_reports(self.study, compared, self.search, self.results_dir, self.tracker,
                                 study_record.from_study(self.optuna_study))

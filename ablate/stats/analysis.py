@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -166,6 +166,20 @@ def accuracy_observations(records: list[Record]) -> list[Observation]:
             if r.complete and r.accuracy_trained and r.accuracy is not None]
 
 
+def technique_columns(levels: Sequence[Mapping[str, str]], dims: Sequence[str]) -> dict[tuple[str, str], np.ndarray]:
+    """Each technique (a dimension's non-off choice among `levels`), in `dims` order, as a 0/1 column over `levels`:
+    the design matrix of the effect fits (`fit_effects`, `ablate.stats.factorial`)."""
+    techniques = [(d, level) for d in dims for level in sorted({lv.get(d, OFF) for lv in levels} - {OFF})]
+    return {(d, level): np.array([float(lv.get(d, OFF) == level) for lv in levels]) for d, level in techniques}
+
+
+def crossed_pairs(columns: Mapping[tuple[str, str], np.ndarray]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The pairs of techniques from different dimensions whose four on/off combinations all occur in `columns`:
+    those whose interaction the rows can estimate."""
+    return [(t1, t2) for t1, t2 in combinations(columns, 2)
+            if t1[0] != t2[0] and all(((columns[t1] == i) & (columns[t2] == j)).any() for i in (0, 1) for j in (0, 1))]
+
+
 def fit_effects(observations: list[Observation], dims: list[str], name: str) -> EffectFit | str:
     """Main effects and two-way interactions of the techniques in `dims` on `response`.
 
@@ -188,19 +202,18 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
     import statsmodels.api as sm
 
     rows = [(r, r.value) for r in observations if math.isfinite(r.value)]
-    techniques = [(d, level) for d in dims
-                  for level in sorted({r.levels.get(d, OFF) for r, _ in rows} - {OFF})]
+    columns = technique_columns([r.levels for r, _ in rows], dims)
+    techniques = list(columns)
     if not rows or not techniques:
         return "no varied technique has a measured result"
     y = np.array([v for _, v in rows])
-    x = {f"{d}={lv}": np.array([float(r.levels.get(d, OFF) == lv) for r, _ in rows]) for d, lv in techniques}
+    x = {f"{d}={lv}": col for (d, lv), col in columns.items()}
     labels = {f"{d}={lv}": lv for d, lv in techniques}
     main_cols = list(x)
     pair_cols = {}
-    for (d1, l1), (d2, l2) in combinations(techniques, 2):
+    for (d1, l1), (d2, l2) in crossed_pairs(columns):
         a, b = x[f"{d1}={l1}"], x[f"{d2}={l2}"]
-        if d1 != d2 and all(((a == i) & (b == j)).any() for i in (0, 1) for j in (0, 1)):
-            pair_cols[(f"{d1}={l1}", f"{d2}={l2}")] = (a - a.mean()) * (b - b.mean())
+        pair_cols[(f"{d1}={l1}", f"{d2}={l2}")] = (a - a.mean()) * (b - b.mean())
 
     per_cell = Counter(tuple(sorted(r.levels.items())) for r, _ in rows)
     cells = set(per_cell)

@@ -27,7 +27,7 @@ import optuna
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import diagnosis, finalists, protocol, verdicts
+from ablate.stats import diagnosis, finalists, fractioned, protocol, verdicts
 from ablate.stats import parity as parity_
 from ablate.stats.analysis import CONFIDENCE, Interval, Speedup, energy_ratios, speedups
 from ablate.store.records import Record, baseline, by_device
@@ -146,6 +146,7 @@ class DeviceComparisons:
     tolerance: float
     groups: dict[str, parity_.Parity]  # accuracy group -> its parity verdict
     load: MachineLoad  # what the load guard did, under the design the run followed
+    screened: fractioned.Fractioned | None = None  # the fraction of the grid screening measured, where it measured one
 
     def __getitem__(self, combination: str) -> Comparison:
         return next(c for c in self.rows if c.combination == combination)
@@ -196,19 +197,21 @@ def followed(study: Study, stored: StudyRecord) -> ProtocolSettings:
 
 def compare_stored(study: Study, stored: list[Record], attrs: StudyRecord) -> list[DeviceComparisons]:
     """A stored study's comparisons, under the protocol its measurements followed."""
-    return compare(stored, study.accuracy_tolerance, followed(study, attrs))
+    return compare(stored, study.accuracy_tolerance, followed(study, attrs), study)
 
 
-def compare(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None
-            ) -> list[DeviceComparisons]:
+def compare(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
+            study: Study | None = None) -> list[DeviceComparisons]:
     """Every combination of every device against that device's baseline (devices are never compared), under
-    `settings`: the design the run followed (the defaults where None)."""
-    return [_one_device(device, group, tolerance, settings) for device, group in by_device(records).items()]
+    `settings`: the design the run followed (the defaults where None). `study`: where given, a device whose
+    screening measured a fraction of the grid races as the planner raced it (`ablate.stats.fractioned`)."""
+    return [_one_device(device, group, tolerance, settings, study) for device, group in by_device(records).items()]
 
 
-def _one_device(device: str, records: list[Record], tolerance: float,
-                settings: ProtocolSettings | None) -> DeviceComparisons:
+def _one_device(device: str, records: list[Record], tolerance: float, settings: ProtocolSettings | None,
+                study: Study | None = None) -> DeviceComparisons:
     settings = settings or ProtocolSettings()
+    screened = fractioned.of(study, records) if study else None
     speedup_of = {s.record.combination: s for s in speedups(records)}
     energy_of = energy_ratios(records)
     groups = verdicts.parity_by_group(records, tolerance)
@@ -227,6 +230,6 @@ def _one_device(device: str, records: list[Record], tolerance: float,
                                diagnosis.profile(m.metrics for m in (r.measurements or (r,)) if m.complete),
                                unmeasured.get(r.combination)))
     rows.sort(key=lambda c: (c.factor is None, -(c.factor or 0), -(c.throughput or 0)))
-    rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict)
+    rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict, screened)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups,
-                             machine_load(records, settings.foreign_load_limit))
+                             machine_load(records, settings.foreign_load_limit), screened)

@@ -1,8 +1,9 @@
 """Race first, accuracy last: the final set, its accuracy parity, and which member headlines.
 
 Throughput decides the field. Screening and the race (`ablate.stats.racing`) read throughputs only, over every
-runnable combination. Then accuracy parity (`ablate.stats.parity`) is trained for the *final set's* accuracy groups
-only - the race's leader and the members it could not tell apart from it, the
+runnable combination (where screening measured a fraction of the grid, those never measured too, on the screening
+model's word: `ablate.stats.fractioned`). Then accuracy parity (`ablate.stats.parity`) is trained for the *final
+set's* accuracy groups only - the race's leader and the members it could not tell apart from it, the
 leader's group first - with the baseline's, and where those give the seed-to-seed spread fewer than
 `parity.NOISE_DF` degrees of freedom, the next-fastest groups' seeds until they do (`seeds_wanted`). Then:
 
@@ -43,7 +44,7 @@ from typing import Collection, Mapping, Sequence
 
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
-from ablate.stats import analysis, parity, protocol, racing
+from ablate.stats import analysis, fractioned, parity, protocol, racing
 from ablate.store.records import PARITY, Record, State, baseline
 from ablate.trial import metrics as metric
 
@@ -202,22 +203,28 @@ def _fastest_groups(ms: Sequence[protocol.Measurement[str]], group: Mapping[str,
     return sorted(best, key=lambda g: (-best[g], g))
 
 
-def final(records: list[Record], tolerance: float, settings: ProtocolSettings) -> Final:
-    """The current round's race and what follows it (module docstring), from the stored records of one device."""
+def final(records: list[Record], tolerance: float, settings: ProtocolSettings,
+          screened: fractioned.Fractioned | None = None) -> Final:
+    """The current round's race and what follows it (module docstring), from the stored records of one device.
+    `screened`: where screening measured a fraction of the grid (`ablate.stats.fractioned.of`), the runnable
+    combinations never measured are candidates too (their groups from it), and the race opens on the model."""
     found = parity.verdicts(accuracies(records), BASELINE, tolerance, parity_sample_size(records))
     complete = {r.combination: r for r in records if r.complete}
-    group = {c: group_of(r) for c, r in complete.items()}
+    recorded = {r.combination for r in records}
+    never = {c: g for c, g in screened.groups.items() if c not in recorded} if screened else {}
+    group = {**never, **{c: group_of(r) for c, r in complete.items()}}
     teachers = trainers(records)
     on_speed = accuracy_unmeasured(records) is not None
     everything = analysis.protocol_measurements(records)
     screening = [m for m in everything if m.phase in (protocol.SCREEN, protocol.FULL)]
+    model = screened.model(screening) if screened else None  # screening is every round's: fitted once
     rounds = _rounds(records)
     excluded = frozenset(_legacy_out(records, found))
     for n in range(len(group) + 1):  # each round after the first puts one group more out: it ends
         blocks = rounds[n] if n < len(rounds) else set()
         ms = screening + [m for m in everything if m.block in blocks and m.phase in (protocol.RACE, protocol.CONFIRM)]
         candidates = {c for c, g in group.items() if g not in excluded or c == BASELINE}
-        standing = racing.race(ms, BASELINE, candidates, settings)
+        standing = racing.race(ms, BASELINE, candidates, settings, screen=model)
         here = Final(standing, ms, n, excluded)
         if standing.next_block is not None and standing.phase != protocol.CONFIRM:
             return replace(here, next_block=standing.next_block, phase=standing.phase)

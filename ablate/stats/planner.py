@@ -8,12 +8,17 @@ workers that plan at once plan the same measurements, and `claim` keeps one
 of each.
 
 - **Screening** (`screening`): every runnable combination in blocks with
-  their baselines; combinations that cannot run here join block 0 and are
-  recorded as skipped, taking no time.
+  their baselines, or where the grid allows one, a fraction of them
+  (`ablate.stats.fraction`: half of mnist_cnn's 48 on a CPU); combinations
+  that cannot run here join block 0 and are recorded as skipped, taking no
+  time. After a fraction, where an aliased pair of interactions is active
+  in the screening model (`ablate.stats.factorial`), the fold-over (the
+  cells the fraction left out) is screened too, once, before the race.
 - **TPE's baselines** (`tpe_baseline`, `--search optuna`): TPE picks the
   combinations; a baseline joins each block of its picks at random places.
 - **The race** (`plan`): the next race or confirmation block (`ablate.stats.racing`), over every
-  runnable combination: throughput decides the field.
+  runnable combination, measured or not (a fraction's: the model's field, `ablate.stats.fractioned`): throughput
+  decides the field.
 - **Accuracy last** (`plan`): the final set's accuracy groups (the leader's first), the baseline's and what
   the seed spread needs, trained seed by seed (`ablate.stats.parity`); then, where accuracy put the leader out,
   a new round of the race without the groups known to be out (`ablate.stats.finalists`). On a raced grid
@@ -41,7 +46,7 @@ from ablate.config.choices import (
 )
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import analysis, finalists, protocol, racing
+from ablate.stats import analysis, finalists, fraction, fractioned, protocol, racing
 from ablate.store import claim, records
 from strategies import ConflictError
 
@@ -85,13 +90,33 @@ class Planner:
     def runnable_combinations(self) -> list[tuple[Option, ...]]:
         return [self.options_of(levels) for levels in grid(self.options) if self.runnable(levels)]
 
+    def screened_fraction(self) -> fraction.Fraction | None:
+        """The fraction of the runnable grid screening measures here (`ablate.stats.fraction`), or None: all of it.
+        None too where the protocol does not race (screening only, `--single-pass`, a full randomized block
+        design): there screening's measurements are the answer, and a combination never measured could be none."""
+        if not self.design.racing:
+            return None
+        runnable = [levels for levels in grid(self.options) if self.runnable(levels)]
+        return fraction.screening_fraction(self.options, runnable, baseline_levels(self.options))
+
     def screening(self) -> list[Planned]:
+        """Screening's blocks: the fraction's cells where there is one (`screened_fraction`), else every runnable
+        combination; every combination that cannot run here is recorded as skipped (which `fractioned.of` reads)."""
         runnable: list[Levels] = []
         unrunnable: list[Levels] = []
         for levels in grid(self.options):
             (runnable if self.runnable(levels) else unrunnable).append(levels)
-        plan = protocol.screening_plan(runnable, baseline_levels(self.options), self.design, self.seed, unrunnable)
+        part = self.screened_fraction()
+        measured = list(part.cells) if part else runnable
+        plan = protocol.screening_plan(measured, baseline_levels(self.options), self.design, self.seed, unrunnable)
         return [Planned(slot) for slot in plan]
+
+    def describe(self) -> str:
+        """The protocol in a sentence, true to this grid on this device: what screening measures besides the
+        baseline, and the fraction where there is one."""
+        part = self.screened_fraction()
+        screened = len(part.cells) if part else len(self.runnable_combinations())
+        return self.design.describe(screened - 1, part.describe() if part else None)
 
     @property
     def tpe_block_size(self) -> int:
@@ -122,11 +147,16 @@ class Planner:
 
     def plan(self, stored: list[records.Record]) -> tuple[racing.Race[str] | None, list[Planned]]:
         """Where the race stands (None where this protocol does not race), and what to measure next: a race or
-        confirmation block, else the final set's next parity seed (`ablate.stats.finalists`); none: done."""
-        found = finalists.final(stored, self.study.accuracy_tolerance, self.design)
+        confirmation block, else the final set's next parity seed (`ablate.stats.finalists`); none: done. Where a
+        fraction was screened and its model calls for the fold-over, that first (no race yet: None)."""
+        screened = fractioned.of(self.study, stored)
+        if screened is not None and (folding := self._fold_over(stored, screened)):
+            return None, folding
+        found = finalists.final(stored, self.study.accuracy_tolerance, self.design, screened)
         standing = found.standing if self.design.racing else None
         if found.next_block is not None:
-            by_label = {r.combination: levels_of(r.levels) for r in stored}
+            # A combination the race fields may have no record yet (a fraction's, never screened): its grid levels.
+            by_label = {**(screened.cells if screened else {}), **{r.combination: levels_of(r.levels) for r in stored}}
             block = 1 + max((m.block for m in analysis.protocol_measurements(stored)), default=-1)  # every round's
             slots = protocol.race_plan([by_label[c] for c in found.next_block], by_label[BASELINE], block,
                                        self.seed, found.phase)
@@ -138,3 +168,15 @@ class Planner:
         # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
         return standing, [Planned(protocol.Slot(levels_of(trainers[g].levels), -1 - index, place, protocol.PARITY),
                                   index) for place, g in enumerate(groups)]
+
+    def _fold_over(self, stored: list[records.Record], screened: fractioned.Fractioned) -> list[Planned]:
+        """The fold-over's screening blocks (`fraction.rest`, numbered after screening's), where the model on the
+        fraction calls for it and nothing past screening was measured yet; else none."""
+        every = [m for r in stored for m in (r.measurements or (r,))]
+        if any(m.phase != protocol.SCREEN for m in every) or not screened.fold_over(
+                analysis.protocol_measurements(stored)):
+            return []
+        first = 1 + max(m.block for m in every)
+        rest = [screened.cells[c] for c in screened.rest]
+        return [Planned(slot) for slot in protocol.screening_plan(rest, baseline_levels(self.options), self.design,
+                                                                  self.seed, first=first)]

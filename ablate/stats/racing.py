@@ -7,6 +7,8 @@
   `SCREEN_ALPHA` of the family's alpha), the best `contenders` of them raced
   first. The baseline is in every race block
   anyway, so it is in the field too: "no technique" may be the answer.
+  Screened on a fraction (`ablate.stats.fraction`): the screening model's
+  field (`factorial.race_field`), cells never measured among them.
 - **Elimination**: after each race block from `MIN_RACE_BLOCKS` on, the leader
   (the highest race-only estimate) is compared with every other field member
   by paired contrasts over their shared race blocks; those the studentized
@@ -18,8 +20,9 @@
   look is replayed from the stored measurements, so the race is a pure
   function of them.
 - **Challengers**: an eligible combination never raced whose screening
-  estimate beats the leader's race estimate takes a free seat in the next
-  race block: it is raced, never recommended on its screening alone.
+  estimate (never screened: the model's prediction) beats the leader's race
+  estimate takes a free seat in the next race block: it is raced, never
+  recommended on its screening alone.
 - **Past the planned blocks**: where `race_blocks` leave members not told
   apart, up to `extra_race_blocks` more blocks of the leader and its closest
   contender only (re-ranked after each; the rest wait, still in the field), so
@@ -27,7 +30,10 @@
   by whichever process was luckier: a second run names the same stack (a pair
   of runs at 1b9c6ef did not). Their looks spend `EXTRA_SHARE` of the race's
   alpha and are guarded as the first five blocks are (a two-level process's
-  runs at one level come with more looks too).
+  runs at one level come with more looks too). Only while the blocks left
+  could settle the tie (`ablate.stats.equivalence.settles`: tell the pair
+  apart, or show them within the margin, the gap as observed): a true tie at
+  8% noise never could, and mnist_cnn's took six blocks of two for nothing.
 - **Stop**: when no contender is left after `MIN_RACE_BLOCKS`, or after
   `race_blocks` and the extra blocks. Then `confirm_blocks` blocks of the leader, the simplest
   member of the final set and the baseline, which no selection saw: the
@@ -47,13 +53,23 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
-from typing import AbstractSet, Callable, Generic, Iterable, Sequence, TypedDict
+from typing import AbstractSet, Callable, Generic, Iterable, Mapping, Sequence, TypedDict
 
-from ablate.stats import variance
-from ablate.stats.contrasts import ALPHA, SCREEN_ALPHA, Contrast, beyond_range, judged, look_alpha, paired
+from ablate.stats import equivalence, factorial, variance
+from ablate.stats.contrasts import (
+    ALPHA,
+    EQUIVALENCE_ALPHA,
+    SCREEN_ALPHA,
+    Contrast,
+    beyond_range,
+    judged,
+    look_alpha,
+    paired,
+)
 from ablate.stats.levels import two_levels
 from ablate.stats.protocol import (
     CONFIRM,
@@ -89,6 +105,8 @@ class Race(Generic[Key]):
     dropped_by: tuple[Contrast[Key], ...] = ()  # per eliminated combination, the contrast of the look that dropped it
     not_raced: tuple[Key, ...] = ()  # eligible, not screened apart from the leader (or pending), never raced
     two_level: tuple[Key, ...] = ()  # raced combinations whose processes ran at two levels (`levels.two_levels`)
+    # Eligible combinations never measured (a fraction was screened): the screening model's prediction of each.
+    predicted: Mapping[Key, Estimate] = dataclasses.field(default_factory=dict, compare=False)
 
 
 class _Standing(TypedDict, Generic[Key]):
@@ -100,6 +118,7 @@ class _Standing(TypedDict, Generic[Key]):
     contrasts: tuple[Contrast[Key], ...]
     eliminated: tuple[Key, ...]
     dropped_by: tuple[Contrast[Key], ...]
+    predicted: Mapping[Key, Estimate]
 
 
 def _values(measurements: Iterable[Measurement[Key]], phase: str) -> dict[Key, dict[int, float]]:
@@ -143,9 +162,13 @@ def _differences(values: dict[Key, dict[int, float]], a: Key, b: Key) -> list[fl
 
 
 def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
-         settings: ProtocolSettings, techniques: Callable[[Key], frozenset] | None = None) -> Race[Key]:
+         settings: ProtocolSettings, techniques: Callable[[Key], frozenset] | None = None,
+         screen: factorial.Fit[Key] | None = None) -> Race[Key]:
     """The next block, from every measurement so far and the eligible combinations (`ablate.stats.finalists.final`:
     every runnable one, less the accuracy groups an earlier round's parity put out).
+
+    `screen`: where screening measured a fraction of the grid, the screening model (`ablate.stats.factorial`): the
+    race opens with its field, and eligible combinations never measured challenge on its predictions.
 
     Call it once every planned measurement has a result; it is deterministic, so workers that call it on the
     same measurements plan the same block.
@@ -161,14 +184,19 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
         return Race(None, (), n_race, None, "no combination within the accuracy tolerance was measured")
     if not settings.racing:
         return _unraced(measurements, baseline, est, settings)
-    screen_rank = sorted(est, key=lambda c: (-est[c].log, str(c)))
+    measured = {m.combination for m in measurements}
+    predicted = {c: Estimate(p.log, p.se, p.df, 0, SCREEN, "model")  # no block of its own; the model's noise
+                 for c, p in (screen.predictions.items() if screen else ())
+                 if c in eligible and c != baseline and c not in measured}
+    # Screening's word on each: its own estimate (a raced one's from the race), else the model's prediction.
+    screen_log = {**{c: e.log for c, e in predicted.items()}, **{c: e.log for c, e in est.items()}}
+    screen_rank = sorted(screen_log, key=lambda c: (-screen_log[c], str(c)))
     if not n_race:
-        first = screen_rank[0]
-        opening = [c for c in screen_rank if c == first or not _screened_apart(est[first], est[c], len(screen_rank))]
+        opening = _opening(est, eligible, baseline, settings.contenders, screen)
         members = [c for c in opening if c != baseline][: max(1, settings.contenders)]
         if not members:
-            return Race(baseline, (), 0, None, "no combination could still beat the baseline")
-        return Race(first, tuple(c for c in opening if c != first), 0, tuple(members), "racing")
+            return Race(baseline, (), 0, None, "no combination could still beat the baseline", predicted=predicted)
+        return Race(opening[0], tuple(opening[1:]), 0, tuple(members), "racing", predicted=predicted)
     looks = max(1, settings.race_blocks - MIN_RACE_BLOCKS + 1)
     extra = settings.extra_blocks
     out: list[Key] = []
@@ -200,9 +228,10 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     raced = set(values)
     leader_rel = rel[leader]
     beat = leader_rel if leader_rel is not None else 0.0
-    challengers = [c for c in screen_rank if c not in raced and c != baseline and est[c].log > beat]
+    challengers = [c for c in screen_rank if c not in raced and c != baseline and screen_log[c] > beat]
     standing = _Standing(leader=leader, contenders=tuple(survivors), race_blocks=n_race, contrasts=tuple(contrasts),
-                         eliminated=tuple(out), dropped_by=tuple(last[c] for c in out if c in last))
+                         eliminated=tuple(out), dropped_by=tuple(last[c] for c in out if c in last),
+                         predicted=predicted)
     seats = max(0, max(1, settings.contenders) - 1 - len([c for c in survivors if c != baseline]))
     entering = challengers[:seats]
     if n_race < settings.race_blocks and (n_race < MIN_RACE_BLOCKS or survivors or entering):
@@ -210,30 +239,82 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
         if members:
             return Race(**standing, next_block=tuple(members), why="racing")
     most = settings.race_blocks + extra
-    if settings.race_blocks <= n_race < most and survivors:  # undecided: the leader and its closest, on
-        members = [c for c in (leader, survivors[0]) if c != baseline]
-        return Race(**standing, next_block=tuple(members), why="racing on past the planned blocks")
-    why = (f"the race stopped at its maximum of {count(most, 'block')}"
-           + (f" with {len(survivors)} not told apart from the leader" if survivors else "")
-           if n_race >= most and survivors else
-           f"the leader was told apart from every other by paired contrasts after {count(n_race, 'race block')}"
-           if not survivors else "no contender other than the baseline is left")
-    unseated = _not_raced(measurements, baseline, eligible, techniques, set(values), challengers)
+    tie, past = None, bool(extra and settings.race_blocks <= n_race <= most and survivors)
+    if past and any(m.phase == CONFIRM for m in measurements):
+        # Stopped already: why, as decided before confirmation's spreads reached the variance model.
+        tie = race([m for m in measurements if m.phase != CONFIRM], baseline, eligible, settings, techniques,
+                   screen).why
+    elif past:  # undecided: the leader and its closest, on while more blocks could change the answer
+        tie = _past_planned(standing, survivors[0], most - n_race,
+                            look_alpha(most - MIN_RACE_BLOCKS + 1, looks, extra=extra), len(field), settings,
+                            techniques)
+        if tie is None:
+            members = [c for c in (leader, survivors[0]) if c != baseline]
+            return Race(**standing, next_block=tuple(members), why="racing on past the planned blocks")
+    why = tie or (f"the race stopped at its maximum of {count(most, 'block')}"
+                  + (f" with {len(survivors)} not told apart from the leader" if survivors else "")
+                  if n_race >= most and survivors else
+                  f"the leader was told apart from every other by paired contrasts after {count(n_race, 'race block')}"
+                  if not survivors else "no contender other than the baseline is left")
+    unseated = _not_raced(measurements, baseline, eligible, techniques, set(values), challengers, settings, screen)
     return _confirm(measurements, standing, why, challengers, baseline, settings, techniques, unseated)
 
 
+def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: float, k: int, settings: ProtocolSettings,
+                  techniques: Callable[[Key], frozenset]) -> str | None:
+    """Past the planned race blocks with the leader and `closest` (and perhaps others) not told apart: None to take
+    another block, else why the race stops there, with the tie's bound. It stops where the `left` blocks it may
+    still take could not tell the two apart at the last look's `alpha` over `k` and the leader is within the margin
+    of every member still in (`ablate.stats.equivalence.settled`), or where none is left."""
+    leader, contenders = standing["leader"], standing["contenders"]
+    pair = next((c for c in standing["contrasts"] if c.other == closest and c.se is not None), None)
+    still = [c for c in standing["contrasts"] if c.other in contenders]
+    simpler = sum(len(techniques(c)) < len(techniques(leader)) for c in contenders)
+    design = pair and equivalence.resolution(pair, settings.confirm_blocks or pair.blocks,
+                                             EQUIVALENCE_ALPHA / max(1, simpler), settings.equivalence_margin)
+    margin = design.margin if design else settings.equivalence_margin or equivalence.CAP
+    allowed = equivalence.bound(pair) if pair else None
+    tie = (f"not shown equivalent to {closest} (the data allow up to +{100 * (allowed - 1):.1f}%)"
+           if allowed is not None and allowed > 1 + margin else
+           f"shown within {100 * margin:g}% of {closest} (either at most +{100 * (allowed - 1):.1f}%)"
+           if allowed is not None else f"{closest} not compared")
+    blocks = count(standing["race_blocks"], "race block")
+    if pair is not None and equivalence.settled(pair, still, left, alpha, k, margin):
+        return (f"the race stopped after {blocks}: more could not tell its leader and {closest} apart, and the "
+                f"leader is within {100 * margin:g}% of every member still in (one-sided); {tie}")
+    if left > 0:
+        return None
+    ended = f"at its maximum of {count(standing['race_blocks'], 'block')}" if left <= 0 else f"after {blocks}"
+    return f"the race stopped {ended} with {count(len(contenders), 'member')} not told apart from the leader; {tie}"
+
+
 def _not_raced(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
-               techniques: Callable[[Key], frozenset], raced: set[Key], pending: list[Key]) -> tuple[Key, ...]:
-    """The race's field as screening chose it (the screening leader and those not screened apart from it, as at
-    the race's first step) and the pending challengers, less every one that was raced: best screened first."""
+               techniques: Callable[[Key], frozenset], raced: set[Key], pending: list[Key],
+               settings: ProtocolSettings, screen: factorial.Fit[Key] | None = None) -> tuple[Key, ...]:
+    """The race's field as screening chose it (as at the race's first step: `_opening`) and the pending challengers
+    (best screened first), less every one that was raced."""
     screened = {c: e for c, e in estimates([m for m in measurements if m.phase == SCREEN], baseline,
                                              techniques).items() if c in eligible}
     if not screened:
         return tuple(c for c in pending if c != baseline)
+    field = _opening(screened, eligible, baseline, settings.contenders, screen)
+    return tuple(c for c in dict.fromkeys([*field, *pending]) if c not in raced and c != baseline)
+
+
+def _opening(screened: Mapping[Key, Estimate], eligible: AbstractSet[Key], baseline: Key, contenders: int,
+             screen: factorial.Fit[Key] | None) -> list[Key]:
+    """The race's opening field, best first. Screened in full: the screening leader (the baseline, maybe) and every
+    eligible combination not screened apart from it (`_screened_apart`). Screened on a fraction: the model's field
+    (`factorial.race_field`, at most `contenders`, never the baseline) over the eligible combinations, measured or
+    not: its predictions pool every screened cell, where one cell's own estimate rests on one process."""
+    if screen is not None:
+        allowed = {c: p for c, p in screen.predictions.items() if c in eligible}
+        fit = screen if len(allowed) == len(screen.predictions) else dataclasses.replace(screen, predictions=allowed)
+        return [c for c in factorial.race_field(fit, max(1, contenders), SCREEN_ALPHA) if c != baseline]
     rank = sorted(screened, key=lambda c: (-screened[c].log, str(c)))
-    field = [c for c in rank if c == rank[0] or not _screened_apart(screened[rank[0]], screened[c], len(rank))]
-    return tuple(c for c in dict.fromkeys([*field, *(c for c in rank if c in pending)])
-                 if c not in raced and c != baseline)
+    return [c for c in rank if c == rank[0] or not _screened_apart(screened[rank[0]], screened[c], len(rank))]
+
+
 
 
 def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key], why: str, pending: list[Key],

@@ -19,6 +19,7 @@ one pooled variance, which is what the intercept alone estimates.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -73,6 +74,30 @@ class Model:
         row = np.array(self._row(techniques))
         var = float(row @ np.array(self.covariance) @ row)
         return self.df if var <= 0 else max(1, min(self.df, int(2 / var)))
+
+
+def moderated(prior: tuple[float, int], own: tuple[float, int], alpha: float,
+              most: int) -> tuple[float, int, bool]:
+    """A combination's variance from the model's prediction for it (`prior`: s0^2 on d0 degrees of freedom) and its
+    own sample variance (`own`: s^2 on d), as an empirical-Bayes posterior (the moderated variance of Smyth 2004,
+    Stat. Appl. Genet. Mol. Biol. 3(1), the idea behind limma): (d0 s0^2 + d s^2) / (d0 + d) on d0 + d degrees of
+    freedom, with d0 at most `most`; and False. Where an F test at `alpha` (on the prior's full d0) says its own
+    variance is larger than the prior allows, its own alone on its d, and True. Both guard against a combination
+    noisier than the model can say (a two-level process, `ablate.stats.protocol`): the model's many degrees of
+    freedom would otherwise hold it to the model's word."""
+    (s0, d0), (s, d) = prior, own
+    if d <= 0:
+        return s0, d0, False
+    if d0 <= 0 or s > s0 * _f_quantile(d, d0, alpha):
+        return s, d, True
+    weight = min(d0, most)
+    return (weight * s0 + d * s) / (weight + d), weight + d, False
+
+
+@functools.lru_cache(maxsize=4096)
+def _f_quantile(d: int, d0: int, alpha: float) -> float:
+    """F(d, d0)'s 1 - alpha quantile (cached: the race recomputes every estimate at each of its steps)."""
+    return float(stats.f.ppf(1 - alpha, d, d0))
 
 
 def satterthwaite(parts: Sequence[tuple[float, int]]) -> int:

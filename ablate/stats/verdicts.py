@@ -3,10 +3,13 @@
 The recommendation is the race's leader with its confirmed speed-up; where its accuracy puts it out, the race runs
 again without its group (`ablate.stats.finalists`: race first, accuracy last). The race has
 little power by design, so *not told apart* from the leader is not *as fast*: a simpler member (fewer techniques)
-of the set replaces the leader only where an equivalence test shows the leader at most `equivalence_margin` faster
-(`equivalent`). Before this, the simplest member of the set headlined: simulated on a 16-combination grid it was
-not the leader in 89 and 91 of 100 studies (process noise 0.06 and 0.10) and 7.0% and 9.7% slower than the best
-on average (tests/stats/test_headline.py).
+of the set replaces the leader only where an equivalence test shows the leader at most the margin faster
+(`equivalent`): the study's `equivalence_margin`, else the smallest its design can show at the measured noise, at
+most 5% (`ablate.stats.equivalence`; a fixed 2% never fired at 8% noise, where three blocks show 11%). Before
+this, the simplest member of the set headlined: simulated on a 16-combination grid it was not the leader in 89 and
+91 of 100 studies (process noise 0.06 and 0.10) and 7.0% and 9.7% slower than the best on average
+(tests/stats/test_headline.py). Where a simpler member headlines, the leader's techniques it lacks are named with
+what leaving them out may cost: the bound of its test (`Recommendation.left_out`, `Equivalence.allowed`).
 
 The statistics live in `ablate.stats.parity` (the verdict and the parity race),
 `ablate.stats.racing` (the race, its confirmation blocks, the set of contenders)
@@ -18,10 +21,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ablate.config.choices import BASELINE, techniques
+from ablate.config.choices import BASELINE, JOIN, techniques
 from ablate.config.design import ProtocolSettings
-from ablate.stats import analysis, finalists, parity, protocol, racing
+from ablate.stats import analysis, equivalence, finalists, fractioned, parity, protocol, racing
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
+from ablate.stats.equivalence import CAP, Resolution
 
 # The accuracy records' helpers live beside the final set that reads them first; their names stay here too.
 from ablate.stats.finalists import accuracies as accuracies
@@ -75,10 +79,17 @@ class Equivalence:
     alpha: float  # its share of EQUIVALENCE_ALPHA (Bonferroni over the members tested)
     margin: float
     bound: float  # the upper bound of leader / it, a factor (1.015: the leader at most 1.5% faster)
+    resolution: Resolution | None = None  # what the weakest of the tests run beside it could show
 
     @property
     def shown(self) -> bool:
         return self.bound <= 1 + self.margin
+
+    @property
+    def allowed(self) -> float:
+        """How much faster the leader may be than it, a fraction (0.015: up to +1.5%): what leaving out the
+        techniques it lacks may cost."""
+        return max(0.0, self.bound - 1)
 
 
 @dataclass(frozen=True)
@@ -99,10 +110,11 @@ class Recommendation:
     equivalence: dict[str, Equivalence] = field(default_factory=dict)  # the simpler members tested
     dropped: dict[str, Contrast[str]] = field(default_factory=dict)  # eliminated -> the contrast that dropped it
     not_raced: tuple[str, ...] = ()  # field members that never got a race seat (their estimates: screening's)
-    margin: float = ProtocolSettings().equivalence_margin
+    margin: float = CAP  # the study's, else the smallest its design could show (`equivalence.resolution`)
     accuracy_unmeasured: str | None = None  # why the answer is on speed alone
     two_level: tuple[str, ...] = ()  # raced ones whose processes ran at two speed levels (`ablate.stats.levels`)
     rounds: int = 1  # races run: more where a whole final set was out on accuracy (`ablate.stats.finalists`)
+    resolution: Resolution | None = None  # what its weakest equivalence test could show (None: none ran)
 
     @property
     def pick(self) -> Record:
@@ -117,18 +129,31 @@ class Recommendation:
     def confirmed(self) -> bool:
         return self.speedup is not None and self.speedup.estimate.phase == protocol.CONFIRM
 
+    @property
+    def left_out(self) -> tuple[str, ...]:
+        """The leader's techniques the headline lacks (in the leader's order): none where the leader headlines. What
+        leaving them out may cost: the headline's `Equivalence.allowed`."""
+        mine = set(_parts(self.pick.combination))
+        return tuple(t for t in _parts(self.leader.combination) if t not in mine)
+
+
+def _parts(label: str) -> list[str]:
+    return [] if label == BASELINE else label.split(JOIN)
+
 
 def recommendation(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
                    speedup_of: dict[str, analysis.Speedup] | None = None,
-                   verdicts: dict[str, parity.Parity] | None = None) -> Recommendation | None:
+                   verdicts: dict[str, parity.Parity] | None = None,
+                   screened: fractioned.Fractioned | None = None) -> Recommendation | None:
     """The leader of the race's last round (`ablate.stats.finalists`: a round whose leader accuracy put out is
     raced again without it), never a combination screened once, and the headline: the simplest eligible member
     of its set shown within `settings.equivalence_margin` of it (`equivalent`), else the leader. While the race
     runs, its leader and contenders not known to be out. `speedup_of` and `verdicts`: the speed-ups and parity
-    verdicts when the caller has them already (`ablate.stats.comparison`)."""
+    verdicts when the caller has them already (`ablate.stats.comparison`); `screened`: the fraction screening
+    measured, where it measured one (`ablate.stats.fractioned.of`)."""
     settings = settings or ProtocolSettings()
     verdicts = parity_of(records, tolerance) if verdicts is None else verdicts
-    found = finalists.final(records, tolerance, settings)
+    found = finalists.final(records, tolerance, settings, screened)
     standing = found.standing
     byc = {r.combination: r for r in records if r.complete}
     order = list(found.eligible) if found.members else \
@@ -140,6 +165,7 @@ def recommendation(records: list[Record], tolerance: float, settings: ProtocolSe
     # The race's contrasts are its leader's: while it runs, a leader out on accuracy leaves them to no other.
     contrasts = {c.other: c for c in standing.contrasts} if leader == standing.leader else {}
     tested = equivalent(found.measurements, leader, members, contrasts, settings.equivalence_margin)
+    design = next(iter(tested.values())).resolution if tested else None
     shown = [c for c in members if c in tested and tested[c].shown]
     headline = byc[shown[0]] if shown else byc[leader]
     speedup_of = analysis.speedup_of(records) if speedup_of is None else speedup_of
@@ -148,9 +174,9 @@ def recommendation(records: list[Record], tolerance: float, settings: ProtocolSe
                           verdicts.get(headline.combination), headline, tested,
                           {c.other: c for c in standing.dropped_by},
                           tuple(c for c in standing.not_raced if not _out(c, verdicts)),
-                          settings.equivalence_margin, accuracy_unmeasured(records),
-                          tuple(c for c in standing.two_level if c in order),
-                          found.round + 1)
+                          design.margin if design else settings.equivalence_margin or equivalence.CAP,
+                          accuracy_unmeasured(records), tuple(c for c in standing.two_level if c in order),
+                          found.round + 1, design)
 
 
 def _out(combination: str, verdicts: dict[str, parity.Parity]) -> bool:
@@ -159,25 +185,36 @@ def _out(combination: str, verdicts: dict[str, parity.Parity]) -> bool:
 
 
 def equivalent(measurements: list[protocol.Measurement[str]], leader: str, members: list[str],
-               contrasts: dict[str, Contrast[str]], margin: float) -> dict[str, Equivalence]:
+               contrasts: dict[str, Contrast[str]], margin: float | None) -> dict[str, Equivalence]:
     """Each member simpler than the leader (fewer techniques) tested for equivalence: the one-sided upper bound of
     leader / it at EQUIVALENCE_ALPHA shared over the m members tested (Bonferroni: each at alpha / m, so the chance
-    that any member more than `margin` slower is shown within it is at most alpha). The data: the confirmation
+    that any member more than the margin slower is shown within it is at most alpha). The data: the confirmation
     blocks where both ran there (the race confirms the leader and the simplest member: blocks no selection saw),
     else the race's contrast at its last look (the leader, the luckiest of the field there, reads high against
-    it: a conservative test)."""
+    it: a conservative test). The margin: `margin`, else (None) the smallest the weakest of these tests can show,
+    at most `equivalence.CAP`: every test shares it, so the report prints one; a truly slower member is shown within
+    it at most alpha / m of the time whichever test set it (its bound is its own t standard errors above it).
+    Each test carries the weakest test's `equivalence.Resolution`."""
     simpler = [c for c in members if techniques(c) < techniques(leader)]
     if not simpler:
         return {}
     fresh = racing.confirmed(measurements, BASELINE, leader, simpler)
-    found = {c: (fresh[c], protocol.CONFIRM) if c in fresh else (contrasts[c], protocol.RACE)
-             for c in simpler if c in fresh or (c in contrasts and contrasts[c].se is not None)}
+    return equivalence_tests({c: (fresh[c], protocol.CONFIRM) if c in fresh else (contrasts[c], protocol.RACE)
+                   for c in simpler if c in fresh or (c in contrasts and contrasts[c].se is not None)}, margin)
+
+
+def equivalence_tests(found: dict[str, tuple[Contrast[str], str]], margin: float | None) -> dict[str, Equivalence]:
+    """The equivalence tests of `equivalent` on their contrasts (each with a spread) and data: the margin (`margin`,
+    else the smallest the weakest test can show, at most `equivalence.CAP`) and each bound at alpha / m."""
     alpha = EQUIVALENCE_ALPHA / max(1, len(found))
+    designs = [d for k, _ in found.values() if (d := equivalence.resolution(k, k.blocks, alpha, margin))]
+    design = max(designs, key=lambda d: d.smallest, default=None)
+    used = design.margin if design else margin or equivalence.CAP
     out = {}
     for c, (k, data) in found.items():
         bound = k.upper(alpha)
         assert bound is not None  # a standard error: checked above
-        out[c] = Equivalence(k, data, alpha, margin, math.exp(bound))
+        out[c] = Equivalence(k, data, alpha, used, math.exp(bound), design)
     return out
 
 

@@ -1,12 +1,13 @@
 """The Optuna study's own record: what it stores beside its trials, read as a `StudyRecord` and written by `set_*`.
 
-Its file hash, protocol settings, seeds, where the race ended, its MLflow runs and the bitwise checks: what a
-resume, `ablate sync` and `ablate report` read back. The only module that spells the Optuna study's user attrs,
-as `ablate.store.records` is for a trial's (and for the reason given there).
+Its file hash, protocol settings, seeds, where the race ended, its MLflow runs, the bitwise checks and what it
+cost against what was expected: what a resume, `ablate sync` and `ablate report` read back. The only module that
+spells the Optuna study's user attrs, as `ablate.store.records` is for a trial's (and for the reason given there).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
@@ -22,6 +23,11 @@ PARENT_ATTR = "mlflow_parent_run_id"  # the study's MLflow parent run
 # user attrs can no longer be changed, so the new ids live in the Optuna study's user attrs.
 RUNS_ATTR = "mlflow_runs"  # {str(trial number): run id}
 BITWISE_ATTR = "bitwise"  # {device name: {accuracy group: [the group it trains as, why]}} (ablate.run.bitwise)
+# What the study was expected to cost and what it cost (ablate.run.estimate): {"estimate": the counts said as it
+# began, "minutes_estimate": the first estimate in minutes, "sessions": [{"began", "ended" (Unix seconds),
+# "measurements", "accuracy_trainings"}, one per `ablate run` that measured]}. Added in format 1: older code
+# ignores it, and a study stored before it has none.
+COST_ATTR = "cost"
 # The stored format's version, written when a study is created (`ablate.store.storage.create_study`). A store
 # without it was written before it existed, in the format that became version 1 (46e5984's stores resume:
 # tests/end_to_end/test_before_the_move.py). Raised only by a change older code cannot read; a store of a higher
@@ -42,6 +48,23 @@ class StudyRecord:
     # device name -> accuracy group -> (the group it trains as, why): `ablate.run.bitwise`'s checks on that device
     bitwise: Mapping[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION  # the stored format it was written in (FORMAT_ATTR)
+    cost: Mapping[str, Any] = field(default_factory=dict)  # expected and actual (COST_ATTR); {} before it existed
+
+    @property
+    def cost_summary(self) -> dict[str, Any] | None:
+        """summary.json's `cost`: the estimates as stored, and the actual over every session - the wall time their
+        union spans (workers sharing the study overlap), the measurements and accuracy trainings they ran; None
+        for a study stored without it."""
+        if not self.cost:
+            return None
+        sessions = sorted(self.cost.get("sessions", []), key=lambda s: s["began"])
+        wall, reach = 0.0, -math.inf
+        for s in sessions:  # the union of the sessions' spans
+            wall += max(0.0, s["ended"] - max(s["began"], reach))
+            reach = max(reach, s["ended"])
+        return {"estimate": self.cost.get("estimate"), "minutes_estimate": self.cost.get("minutes_estimate"),
+                "actual": {"wall_s": wall, "minutes": wall / 60, "sessions": len(sessions),
+                           **{k: sum(s[k] for s in sessions) for k in ("measurements", "accuracy_trainings")}}}
 
 
 def format_version(optuna_study: optuna.Study) -> int:
@@ -66,7 +89,8 @@ def from_study(optuna_study: optuna.Study) -> StudyRecord:
                        race=a.get(RACE_ATTR), parent_run_id=a.get(PARENT_ATTR),
                        runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()},
                        bitwise={device: {group: (trains_as, why) for group, (trains_as, why) in checks.items()}
-                                for device, checks in a.get(BITWISE_ATTR, {}).items()})
+                                for device, checks in a.get(BITWISE_ATTR, {}).items()},
+                       cost=a.get(COST_ATTR, {}))
 
 
 def set_file_hash(optuna_study: optuna.Study, file_hash: str) -> None:
@@ -116,3 +140,16 @@ def set_bitwise(optuna_study: optuna.Study, device_name: str, trains_as: Mapping
     stored = dict(optuna_study.user_attrs.get(BITWISE_ATTR, {}))
     stored[device_name] = {group: list(answer) for group, answer in trains_as.items()}
     optuna_study.set_user_attr(BITWISE_ATTR, stored)
+
+
+def set_cost(optuna_study: optuna.Study, estimate: Mapping[str, Any] | None = None,
+             minutes_estimate: Mapping[str, Any] | None = None, session: Mapping[str, Any] | None = None) -> None:
+    """Adds to the study's cost (COST_ATTR): its first estimate and first estimate in minutes (kept where one is
+    stored: a resume re-estimates, but the one said at the start is what the actual is set against), a session."""
+    cost = dict(optuna_study.user_attrs.get(COST_ATTR, {}))
+    for key, value in (("estimate", estimate), ("minutes_estimate", minutes_estimate)):
+        if value is not None and cost.get(key) is None:
+            cost[key] = dict(value)
+    if session is not None:
+        cost["sessions"] = [*cost.get("sessions", []), dict(session)]
+    optuna_study.set_user_attr(COST_ATTR, cost)

@@ -204,6 +204,7 @@ class Interpreters:
     keep: int = AHEAD  # interpreters kept ahead; 0 for one trial with none after it (`ablate diagnose`)
     ahead: list[Interpreter] = field(default_factory=list)
     imports: list[tuple[float, float]] = field(default_factory=list)  # every finished import, for the timeline
+    last_exit: float | None = None  # perf_counter when the last trial's process was gone: the next one's hand-off
 
     def __enter__(self) -> Interpreters:
         return self

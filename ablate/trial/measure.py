@@ -123,6 +123,7 @@ class StepClock:
     profiling: bool = False  # in the profiling window (`ablate.trial.phases`): the loop marks its phases (`mark`)
     profiled: phases.Phases | None = None  # what the profiling window found
     _profile: phases.Profile | None = None
+    marks: dict[str, Any] = field(default_factory=dict)  # its spans, for the trial's timeline (`metrics.Mark`)
 
     def __post_init__(self) -> None:
         self._floor = self.budget.window_floor_s(self.device.type)
@@ -178,7 +179,8 @@ class StepClock:
             self._add_loss(loss)  # as in a timed step; after the step's end, in "other"
             if self._profile.full():
                 self.profiled = self._profile.close(self._sync)
-                self._paused += time.perf_counter() - self._profile.opened  # not training time
+                self.marks[metric.Mark.PROFILING] = [self._profile.opened, time.perf_counter()]
+                self._paused += self.marks[metric.Mark.PROFILING][1] - self._profile.opened  # not training time
                 self._profile, self.profiling = None, False
                 self.on_phase("finishing")
             return
@@ -229,7 +231,8 @@ class StepClock:
                 self._sync()  # outside timed windows: stop a diverged run without waiting for the budget
         if self.steps == 1:
             self._sync()
-            self.first_step_s = time.perf_counter() - self._start
+            self.marks[metric.Mark.FIRST_STEP] = [self._start, time.perf_counter()]
+            self.first_step_s = self.marks[metric.Mark.FIRST_STEP][1] - self._start
             self._warm_from = self.samples
             self._next_eval = self.budget.eval_every_samples or 0
             self.on_phase("warm-up")
@@ -260,6 +263,7 @@ class StepClock:
                 self._load_before = load.snapshot(time.perf_counter())
                 self._energy.open(time.perf_counter())
                 self._open_window()
+                self.marks[metric.Mark.WINDOWS] = [self._window_start]  # closed with the last window
                 reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
             return
         self._window_samples += n
@@ -276,6 +280,7 @@ class StepClock:
                 self.peak_memory = highest(self._peak_outside_evals, peak_memory(self.device))
                 self.foreign = load.between(self._load_before, load.snapshot(now))
                 self._energy.close(now)
+                self.marks[metric.Mark.WINDOWS].append(now)
             self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
@@ -300,6 +305,7 @@ class StepClock:
             reset_peak_memory(self.device)
             self._energy.resume(ended)
         self.evaluations.append(Evaluation(self.samples, began - self._start - self._paused, quality))
+        self.marks.setdefault(metric.Mark.EVALUATING, []).append([began, ended])
         self._paused += ended - began
         if self._window_start is not None:  # a window open across the evaluation must not count it
             self._window_start += ended - began

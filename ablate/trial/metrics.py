@@ -88,8 +88,25 @@ TIME_TO_TARGET_S = "time_to_target_s"  # training time from the end of the first
 TIME_TO_TARGET_E2E_S = "time_to_target_e2e_s"  # the same from model preparation, compilation included
 
 # Not numbers: they travel with the metrics from the trial, and the study takes them out before storing them.
-TIMELINE = "timeline"  # the trial's perf_counter readings (ablate.trial.interpreters)
+TIMELINE = "timeline"  # the trial's perf_counter readings (ablate.trial.interpreters), by their names in `Mark`
 ACCURACY_NOT_MEASURED = "accuracy_not_measured"  # why: stand-in data, or a task without an accuracy
+
+
+class Mark:
+    """The names in a trial's timeline (`TIMELINE`): `time.perf_counter` readings, CLOCK_MONOTONIC on Linux, so one
+    clock for the study and all its trials. Each is a reading, a span [began, ended], or a list of spans. What a
+    study costs is priced from them (benchmarks.conclusion_cost); a timeline stored before a mark existed lacks it,
+    and its time is priced as unmarked. Not metric keys: a timeline is stored apart from the metrics."""
+
+    LAUNCHED = "launched"  # the study sent the trial its job (a reading)
+    MEASURED = "measured"  # its measured stretches (ablate.trial.interpreters): spans
+    IMPORTS = "imports"  # other interpreters' imports that finished meanwhile: spans
+    FIRST_STEP = "first_step"  # the loop's first batch asked for to the first step's end: compilation (a span)
+    WINDOWS = "windows"  # the first timed window's opening to the last one's close (a span, evaluations inside)
+    EVALUATING = "evaluating"  # each held-out evaluation, the last one's after the loop included: spans
+    PROFILING = "profiling"  # the profiling window (ablate.trial.phases): a span
+    EXITED = "exited"  # its process gone, as the study saw it (a reading)
+    HAND_OFF = "hand_off"  # the previous trial's exit to this one's launch (a span; absent after none)
 
 
 def window(i: int) -> str:

@@ -189,9 +189,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                       units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=untimed, test_samples=tested)
     train(stack, task, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
     measured[-1][1] = time.perf_counter()
-    _channel.marks.update(measured=measured, first_batch=clock.started_at)
+    _channel.marks.update({metric.Mark.MEASURED: measured, "first_batch": clock.started_at})
     _channel.quiet()  # what is left (the last evaluation) measures no time: interpreters may start
     clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
+    _channel.marks.update(clock.marks)  # its first step, windows, evaluations and profiling window
     if device.type == "cuda" and (fell_back := cudagraph_fallback(stack.metrics())):
         raise CompileFailed(fell_back)
     metrics: dict[str, Any] = clock.summary()  # floats, and below the accuracy note (a str)
@@ -260,7 +261,8 @@ def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialS
         metrics[metric.PROCESS_START_S] = process_start_s
         if "first_batch" in marks:
             metrics[metric.STARTUP_S] = marks["first_batch"] - launched  # launch to the first batch, minus nothing
-        metrics[metric.TIMELINE] = {"launched": launched, **{k: v for k, v in marks.items() if k != "first_batch"}}
+        metrics[metric.TIMELINE] = {metric.Mark.LAUNCHED: launched,
+                                    **{k: v for k, v in marks.items() if k != "first_batch"}}
         if spec.compile_cache:  # Inductor's own count decides warm or cold
             hits, misses = compile_cache.lookups()
             metrics[metric.COMPILE_CACHE_WARM] = float(compile_cache.warm(hits, misses))
@@ -288,6 +290,7 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
     limit = spec.study.budget.trial_timeout_s
     deadline = None if limit is None else time.monotonic() + limit
     interpreter = None
+    handed_from = pool.last_exit  # the previous trial's exit: the study's bookkeeping between them is a hand-off
     launched = time.perf_counter()  # waiting for an interpreter to finish importing is start-up too
     try:
         if not pool.ahead or pool.ahead[0].importing:
@@ -307,13 +310,17 @@ def run_in_fresh_process(spec: TrialSpec, target: Callable[[TrialSpec], dict[str
             raise TrialFailed(str(error)) from None
         raise
     finally:
+        pool.last_exit = time.perf_counter()  # its process is gone (joined, or stopped)
         pool.resume()  # a trial that died while measuring never said so
         if interpreters is None:
             pool.close()
     if message is None:
         raise TrialFailed(death(interpreter.process.exitcode))
     if message[0] == "ok":
-        message[1].setdefault(metric.TIMELINE, {})["imports"] = pool.drain_imports()
+        timeline = message[1].setdefault(metric.TIMELINE, {})
+        timeline.update({metric.Mark.IMPORTS: pool.drain_imports(), metric.Mark.EXITED: pool.last_exit})
+        if handed_from is not None:
+            timeline[metric.Mark.HAND_OFF] = [handed_from, launched]
         return message[1]
     raise TrialFailed(message[1])
 

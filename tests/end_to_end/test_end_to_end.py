@@ -352,6 +352,21 @@ ADDED = {
       for m in ("test_split_samples", "test_sampling_error")),
     # The profiling window once per combination: whether a measurement asked for it (ablate.run.objective).
     "tiny/optuna.db:trial_user_attrs:profiling",
+    # What a study costs (ablate.run.estimate): the estimate said as it began, its first in minutes, and the actual.
+    "tiny/optuna.db:study_user_attrs:cost",
+    *(f"tiny/report/grid/summary.json:keys:cost{k}" for k in (
+        "", ".estimate", ".estimate.measurements", ".estimate.accuracy_trainings", ".estimate.by_phase",
+        *(f".estimate.by_phase.{p}" for p in ("screen", "race", "parity", "confirm")),
+        ".minutes_estimate", ".minutes_estimate.after_measurements", ".minutes_estimate.minutes", ".actual",
+        *(f".actual.{f}" for f in ("wall_s", "minutes", "sessions", "measurements", "accuracy_trainings")))),
+    # The margin the design's equivalence test could show, and what a headline simpler than its leader leaves out.
+    *(f"tiny/report/grid/summary.json:keys:recommendation.{k}" for k in (
+        "equivalence_design", "equivalence_design.smallest_shown", "equivalence_design.blocks",
+        "equivalence_design.blocks_for_margin", "equivalence_design.margin_below_smallest", "left_out",
+        "left_out.techniques", "left_out.may_cost_up_to")),
+    # The fraction of the grid screening measured (null where it measured every runnable combination).
+    *(f"tiny/report/grid/summary.json:keys:protocol.screened_fraction{k}" for k in (
+        "", ".cells", ".of", ".generators", ".resolution", ".fold_over")),
 }
 REMOVED: set[str] = set()
 # Names under these prefixes are data (a member's entry, a decision's fields), their presence the outcome's.

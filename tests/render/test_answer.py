@@ -2,6 +2,7 @@
 race's leader, the headline, and the interval beside each decision."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ablate.config.choices import BASELINE
@@ -60,7 +61,7 @@ def test_a_contrast_no_look_judged_is_labelled_pointwise():
 def test_a_simpler_member_shown_equivalent_is_recommended_with_the_leader_and_its_bound_named():
     k = Contrast("a", -0.01, 0.005, 40, 3, 0.05)
     e = Equivalence(k, protocol.CONFIRM, 0.05, 0.02, 1.004)
-    rec = _rec("a + b", "a", equivalence={"a": e}, headline="a")
+    rec = dataclasses.replace(_rec("a + b", "a", equivalence={"a": e}, headline="a"), margin=0.02)
     assert rec.pick.combination == "a" and rec.leader.combination == "a + b"
     text = _lines(rec)
     assert "**a** is recommended in its place" in text and "at most x1.004" in text and "margin of 2%" in text

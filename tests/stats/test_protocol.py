@@ -128,7 +128,9 @@ def test_full_blocks_recover_the_planted_speedups_under_drift_and_a_lucky_baseli
     for c in range(1, 16):
         e = est[c]
         assert (e.phase, e.blocks) == (FULL, 20)
-        assert (e.noise, e.df) in (("paired", 15 * 19), ("own", 19))  # the wider of pooled and its own
+        # Its own spread moderated by the pooled one (counted as at most PRIOR_DF degrees of freedom), or its own
+        # alone where an F test says it is noisier.
+        assert (e.noise, e.df) in (("moderated", protocol.PRIOR_DF + 19), ("own", 19))
         assert 0.8 * expected_se < e.se < 1.4 * expected_se, (c, e.se, expected_se)  # its own: df 19
         error = e.log - TRUTH16[c]
         assert abs(error) <= 3 * e.se, (c, e, TRUTH16[c])
@@ -211,21 +213,27 @@ def test_racing_stops_early_on_a_clear_winner(seed):
     assert abs(est[1].log - CLEAR[1]) < 0.1, est[1]
 
 
-def test_racing_keeps_going_on_a_tie():
-    """Past its six planned blocks too: six more of the leader and its closest contender (`extra_race_blocks`)."""
+def test_racing_keeps_going_on_a_tie_while_more_blocks_could_change_its_leader():
+    """Past its six planned blocks too: up to six more of the leader and its closest contender
+    (`extra_race_blocks`), until more could not tell them apart and the leader is within the margin of every member
+    still in (`ablate.stats.equivalence.settled`), or the twelfth."""
     settings = ProtocolSettings(race_blocks=6)
     most = settings.race_blocks + settings.extra_race_blocks
     est, standing, _ = simulate_study(TIED, settings, seed=0)
-    assert standing.race_blocks == most and standing.next_block is None, standing
-    assert "stopped at its maximum of 12 blocks" in standing.why, standing.why
+    assert settings.race_blocks < standing.race_blocks <= most and standing.next_block is None, standing
     assert {1, 2} <= {standing.leader, *standing.contenders}, standing
     assert {est[1].phase, est[2].phase} <= {RACE, protocol.CONFIRM}  # the leader's from its confirmation blocks
-    # Over many studies: a true tie is declared broken only about as often as a 5% test errs.
-    kept = 0
+    # Over many studies: a true tie is declared broken only about as often as a 5% test errs; every race that
+    # stopped short of its maximum says the leader is within the margin, every other that it stopped at it.
+    kept = past = 0
     for seed in range(60):
         _, standing, _ = simulate_study(TIED, settings, seed)
-        kept += standing.race_blocks == most and {1, 2} <= {standing.leader, *standing.contenders}
-    assert kept >= 0.85 * 60, kept
+        kept += {1, 2} <= {standing.leader, *standing.contenders}
+        past += standing.race_blocks > settings.race_blocks
+        if standing.contenders:
+            assert "the leader is within 5% of every member still in" in standing.why or (
+                standing.race_blocks == most and "stopped at its maximum of 12 blocks" in standing.why), standing.why
+    assert kept >= 0.85 * 60 and past >= 30, (kept, past)
 
 
 def test_race_blocks_only_shrink_and_respect_the_settings():
@@ -357,12 +365,16 @@ def test_a_raced_estimate_comes_from_its_race_blocks_only_with_pooled_paired_noi
     da, db = list(race_a.values()), list(race_b.values())
     ss = sum((d - np.mean(da)) ** 2 for d in da) + sum((d - np.mean(db)) ** 2 for d in db)
     var, df = ss / 3, 3
-    assert np.var(da, ddof=1) > var  # "a" varies more than the pool: its own noise, with its own df
-    assert (est["a"].phase, est["a"].blocks, est["a"].noise, est["a"].df) == (RACE, 3, "own", 2)
+    # Each one's own spread and the pooled one, weighted by their degrees of freedom (the moderated variance; the
+    # pool's counted less each one's own, which it holds): "a" varies more than the pool, but not beyond what an
+    # F test allows of two degrees of freedom.
+    assert np.var(da, ddof=1) > var
+    assert (est["a"].phase, est["a"].blocks, est["a"].noise, est["a"].df) == (RACE, 3, "moderated", df)
     assert est["a"].log == pytest.approx(np.mean(da))  # not pulled up by its lucky screening block (+0.9)
-    assert est["a"].se == pytest.approx(math.sqrt(np.var(da, ddof=1) / 3))
-    assert (est["b"].noise, est["b"].df) == ("paired", df)
-    assert est["b"].log == pytest.approx(np.mean(db)) and est["b"].se == pytest.approx(math.sqrt(var / 2))
+    assert est["a"].se == pytest.approx(math.sqrt((1 * var + 2 * np.var(da, ddof=1)) / df / 3))
+    assert (est["b"].noise, est["b"].df) == ("moderated", df)
+    assert est["b"].log == pytest.approx(np.mean(db))
+    assert est["b"].se == pytest.approx(math.sqrt((2 * var + np.var(db, ddof=1)) / df / 2))
     # A combination left after screening keeps its screening estimate, with the pooled paired noise.
     assert (est["c"].phase, est["c"].blocks, est["c"].noise, est["c"].df) == (SCREEN, 1, "paired", df)
     assert est["c"].log == pytest.approx(0.1) and est["c"].se == pytest.approx(math.sqrt(var))
@@ -401,7 +413,8 @@ print(json.dumps([standing.leader, list(standing.next_block), [s.combination for
 def test_a_combination_noisier_than_the_rest_gets_its_own_wider_interval():
     """Heteroscedastic processes (measured on a 2-core VM: bf16 with a doubled batch jumped between two levels
     40% apart from process to process, the baseline moved 3%): the pooled noise alone would give the noisy
-    combination intervals that miss far more often than 5%."""
+    combination intervals that miss far more often than 5%. Its spread, clearly wider than the pool's by an F test,
+    stands alone rather than moderated (`ablate.stats.variance.moderated`)."""
     hits_own, hits_pooled, n = 0, 0, 0
     for seed in range(300):
         rng = np.random.default_rng(seed)

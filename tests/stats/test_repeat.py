@@ -17,10 +17,22 @@ and the headline was the truly fastest stack in 107 of 120 studies (0.83), for 5
 that pair): agreement 25 of 60 before, 37 of 60 after; the truly fastest 78 and 94 of 120. Where the top two truly
 tie, no number of blocks tells them apart, and only an equivalence shown within the margin makes the answer repeat
 (tests/stats/test_headline.py).
+
+Issue 47: the extra blocks only while they could change the answer (`ablate.stats.equivalence.settled`: not where
+more could not tell the pair apart at the largest gap the data allow and the leader is within the margin, 5% here,
+of every member still in). Same seeds: at 0.08, 57 of 60 agree and 115 of 120 headline the truly fastest (or one
+within the printed margin), for 73.8 measurements a study (76.4 with every extra block); at 0.15, 37 of 60 and 94
+of 120, for 74.8 (every race took its twelve). Stopping where the blocks left could neither tell the pair apart at
+the gap as observed nor show it equivalent (the rule first asked for) stopped every race at six: 52 of 60 and 107
+of 120 at 0.08, 25 and 78 at 0.15, the figures of before the extra blocks; the gap as observed with the margin's
+one-sided stop, 57 and 115, 37 and 95, but two contenders 13% apart told apart in 191 of 300 races, not 236. The
+full 60 pairs at each noise run with ABLATE_FULL_SIMULATIONS=1 (about 5 minutes on 2 cores); three pairs always, for
+the machinery.
 """
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 from test_decisions import BASE, as_records, run_study
@@ -32,36 +44,52 @@ from ablate.stats.protocol import ProtocolSettings
 REPRO = {BASE: 0.0, "amp": 0.13, "set_to_none": 0.0, "set_to_none + amp": 0.19, "num_workers": -0.15,
          "num_workers + amp": 0.03, "num_workers + set_to_none": -0.10, "num_workers + set_to_none + amp": 0.08}
 BEST = "set_to_none + amp"
-PAIRS = 60  # 57 of 60 puts the Clopper-Pearson lower bound at 0.876
-NOISE = 0.08  # between-process SD, log scale: the quiet run's baseline varied by 6.8-8.9% across blocks
+FULL = bool(os.environ.get("ABLATE_FULL_SIMULATIONS"))
+PAIRS = 60 if FULL else 3  # 57 of 60 puts the Clopper-Pearson lower bound at 0.876
+# Process noise (between-process SD, log scale) -> the pairs that must agree and the studies that must headline the
+# truly fastest stack (or one within the printed margin of it), of 60 and 120: the quiet run's baseline varied by
+# 6.8-8.9% across blocks, the noisier run of that pair by about 15%.
+TARGETS = {0.08: (57, 113), 0.15: (37, 94)}
 
 
-def _headline(seed: int) -> tuple[str, set[str]]:
-    """One study's headline, and the combinations its run showed within the margin of its leader (the leader too)."""
-    ms, _ = run_study(REPRO, dict.fromkeys(REPRO, NOISE), ProtocolSettings(), seed)
+def _headline(noise: float, seed: int) -> tuple[str, set[str], float, int]:
+    """One study's headline, the combinations its run showed within the margin of its leader (the leader too), the
+    margin it printed and its measurements."""
+    ms, _ = run_study(REPRO, dict.fromkeys(REPRO, noise), ProtocolSettings(), seed)
     found = comparison.compare(as_records(ms), 1.0, ProtocolSettings())[0].recommendation
     assert found is not None
     shown = {c for c, e in found.equivalence.items() if e.shown}
-    return found.pick.combination, shown | {found.leader.combination}
+    return found.pick.combination, shown | {found.leader.combination}, found.margin, len(ms)
 
 
-@pytest.fixture(scope="module")
-def pairs() -> list[tuple[tuple[str, set[str]], tuple[str, set[str]]]]:
-    return [(_headline(7000 + 2 * i), _headline(7001 + 2 * i)) for i in range(PAIRS)]
+@pytest.fixture(scope="module", params=sorted(TARGETS))
+def pairs(request) -> tuple[float, list[tuple[tuple[str, set[str], float, int], tuple[str, set[str], float, int]]]]:
+    noise = request.param
+    return noise, [(_headline(noise, 7000 + 2 * i), _headline(noise, 7001 + 2 * i)) for i in range(PAIRS)]
+
+
+def _floor(target: int, of: int) -> float:
+    """The Clopper-Pearson lower bound a rate must reach: the target's (`target` of `of`) on the full run; none on the
+    cheap one, which checks the machinery only."""
+    return cp_lower(target, of) if FULL else 0.0
 
 
 def test_two_independent_runs_headline_the_same_stack_or_one_shown_equivalent(pairs):
-    agree = sum(a == b or {a, b} <= shown_a or {a, b} <= shown_b for (a, shown_a), (b, shown_b) in pairs)
-    assert cp_lower(agree, PAIRS) >= 0.8, agree
+    noise, found = pairs
+    agree = sum(a == b or {a, b} <= shown_a or {a, b} <= shown_b for (a, shown_a, _, _), (b, shown_b, _, _) in found)
+    assert cp_lower(agree, PAIRS) >= _floor(TARGETS[noise][0], 60), agree
 
 
-def test_the_headline_is_the_truly_fastest_stack(pairs):
+def test_the_headline_is_the_truly_fastest_stack_or_within_the_printed_margin_of_it(pairs):
     """The power beside it: agreement on the wrong stack would pass the test above."""
-    right = sum(h == BEST for pair in pairs for h, _ in pair)
-    assert cp_lower(right, 2 * PAIRS) >= 0.85, right
+    noise, found = pairs
+    best = max(REPRO.values())
+    right = sum(math.expm1(best - REPRO[h]) <= margin + 1e-12 for pair in found for h, _, margin, _ in pair)
+    assert cp_lower(right, 2 * PAIRS) >= _floor(TARGETS[noise][1], 120), right
 
 
 def test_the_grid_has_a_near_tie_at_the_top():
-    """What the tests above are about: the best two within 6% of each other, the simpler one the slower."""
+    """What the tests above are about: the best two within 6% of each other, the simpler one the slower, by more than
+    the largest margin the design derives (5%): only the race, never an equivalence, may name it rightly."""
     ranked = sorted(REPRO, key=REPRO.get, reverse=True)
-    assert ranked[:2] == [BEST, "amp"] and math.exp(REPRO[BEST] - REPRO["amp"]) < 1.07
+    assert ranked[:2] == [BEST, "amp"] and 1.05 < math.exp(REPRO[BEST] - REPRO["amp"]) < 1.07

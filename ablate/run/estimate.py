@@ -1,0 +1,228 @@
+"""What a study will cost, said as it begins and refined as it goes: measurements, then minutes once some are timed.
+
+**Counts**, from the plan (`ablate.stats.planner`), stage by stage in the protocol's order - screening, the race,
+accuracy parity, confirmation (race first, accuracy last: `ablate.stats.finalists`):
+
+- screening: exactly `Planner.screening`'s runnable measurements (`--search optuna`: the picks and their baselines);
+- the race: from the baseline and one leader over `MIN_RACE_BLOCKS` blocks to `race_blocks` blocks of `contenders`
+  and the baseline, then `extra_blocks` of the leader, its closest contender and the baseline;
+- accuracy parity: from the baseline's group alone at `parity.MIN_SEEDS` seeds to the final set's groups (at most
+  `contenders`), the baseline's and those the seed-to-seed spread needs (`parity.NOISE_DF` degrees of freedom) at
+  `seeds` seeds each - less the first seed where screening trains it (`Planner.defer_accuracy` off);
+- confirmation: `confirm_blocks` blocks of two (the leader and the baseline) to three (the simplest member too).
+
+A new round of the race (a leader put out by its accuracy) goes past the high end: the counts are "about".
+
+**Refined** as measurements land: a stage a later one has begun and with nothing queued is over (none left); any
+other has its planned count less those done left, and at least what is queued.
+
+**Minutes** come from the run's own measurements, each kind from its own mean duration: a throughput-only
+measurement and an accuracy training differ about six-fold (mnist_cnn on 2 cores). Until an accuracy training is
+timed, one is extrapolated from the throughput-only ones, their duration plus the training samples they lack at
+their own training time per sample (its evaluations left out: an underestimate until one is timed). Nothing is said
+in minutes before `FEW` measurements are timed: the study file gives samples, not a rate. The study's own
+bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ablate.config.choices import baseline_levels
+from ablate.config.design import MIN_RACE_BLOCKS
+from ablate.stats import parity
+from ablate.stats.planner import Planner
+from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN
+from ablate.store.records import Record, State
+from ablate.trial import metrics as metric
+
+FEW = 3  # measurements timed before minutes are said: the first pays a cold start and a cold compile cache
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the protocol: the phases its measurements are stored under, and how many it takes."""
+
+    phases: tuple[str, ...]
+    low: int
+    high: int
+    trainings: tuple[int, int] = (0, 0)  # of them, accuracy trainings (low, high)
+
+    @property
+    def name(self) -> str:
+        return self.phases[0]
+
+
+@dataclass(frozen=True)
+class Plan:
+    stages: tuple[Stage, ...]
+    train_samples: int  # what an accuracy training trains (to extrapolate one from throughput-only measurements)
+
+    @property
+    def measurements(self) -> tuple[int, int]:
+        return sum(s.low for s in self.stages), sum(s.high for s in self.stages)
+
+    @property
+    def trainings(self) -> tuple[int, int]:
+        return sum(s.trainings[0] for s in self.stages), sum(s.trainings[1] for s in self.stages)
+
+    def stored(self) -> dict[str, Any]:
+        """The estimate as the study record keeps it (`ablate.store.study_record.set_cost`)."""
+        return {"measurements": list(self.measurements), "accuracy_trainings": list(self.trainings),
+                "by_phase": {s.name: [s.low, s.high] for s in self.stages}}
+
+    def sentence(self) -> str:
+        low, high = self.measurements
+        trained = f" ({_range(*self.trainings, ' to ')} accuracy trainings)" if self.trainings[1] else ""
+        return f"expected cost: about {_range(low, high, ' to ')} measurements{trained}; minutes once {FEW} are timed"
+
+
+def plan(planner: Planner, search: str) -> Plan:
+    """The study's stages as `planner` will plan them (data without labels, which trains nothing, is not known yet:
+    its trainings are counted)."""
+    d, study = planner.design, planner.study
+    trains = not study.budget.throughput_only
+    runnable = planner.runnable_combinations()
+    base = planner.accuracy_group(planner.options_of(baseline_levels(planner.options)))
+    groups = len({planner.accuracy_group(o) for o in runnable} - {base})  # besides the baseline's
+    others = max(0, len(runnable) - 1)  # combinations besides the baseline
+    in_screening = trains and not planner.defer_accuracy  # each group's first seed trains in screening
+    if search == "grid":
+        screened = sum(1 for p in planner.screening() if planner.runnable(p.slot.combination))
+        first = (groups + 1, groups + 1)
+    else:
+        picks = planner.n_trials or 0
+        screened = picks + math.ceil(picks / planner.tpe_block_size) * d.screen_baselines
+        first = (min(1, screened), min(screened, groups + 1))
+    stages = [Stage((SCREEN, FULL), screened, screened, first if in_screening else (0, 0))]
+    if d.racing:
+        raced = min(d.contenders, others) + 1  # the baseline races in every block besides the contenders
+        stages.append(Stage((RACE,), min(d.race_blocks, MIN_RACE_BLOCKS) * min(2, raced),
+                            d.race_blocks * raced + d.extra_blocks * min(3, raced)))
+    seeds = d.seeds - int(in_screening)  # the seeds parity trains each group at
+    if trains and study.task.has_accuracy and seeds > 0:  # a loss's groups train once, in screening
+        spread = math.ceil(parity.NOISE_DF / (d.seeds - 1)) if d.seeds > 1 else 0  # groups its df may need
+        finalists = min(groups, d.contenders) if d.racing else groups
+        low, high = min(parity.MIN_SEEDS, d.seeds) - int(in_screening), (min(groups, finalists + spread) + 1) * seeds
+        stages.append(Stage((PARITY,), low, high, (low, high)))
+    if d.racing:
+        confirmed = min(3, others + 1)
+        stages.append(Stage((CONFIRM,), d.confirm_blocks * min(2, confirmed), d.confirm_blocks * confirmed))
+    return Plan(tuple(stages), study.budget.train_samples)
+
+
+@dataclass(frozen=True)
+class Done:
+    """A measurement with a result, as the estimate reads it."""
+
+    phase: str
+    trained: bool  # it trained for accuracy
+    began: float  # Unix seconds
+    ended: float
+    complete: bool = True  # a failure counts as done, but its duration says nothing of the others'
+    samples: float | None = None  # what it trained (`metrics.TRAIN_SAMPLES`), and in how long (`TRAIN_TIME_S`)
+    train_s: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.began
+
+    @property
+    def training(self) -> bool:
+        return self.trained or self.phase == PARITY
+
+
+def done(r: Record) -> Done | None:
+    """`r` as done, or None where it has no result or was skipped (it took no time)."""
+    t = r.trial
+    if t is None or t.datetime_start is None or t.datetime_complete is None or r.state == State.SKIPPED:
+        return None
+    return Done(r.phase, r.accuracy_trained, t.datetime_start.timestamp(), t.datetime_complete.timestamp(),
+                r.complete, r.metrics.get(metric.TRAIN_SAMPLES), r.metrics.get(metric.TRAIN_TIME_S))
+
+
+@dataclass(frozen=True)
+class Left:
+    """What is left of the study: measurements and accuracy trainings (low, high), and minutes once known."""
+
+    measurements: tuple[int, int]
+    trainings: tuple[int, int]
+    minutes: tuple[float, float] | None = None
+
+    def short(self) -> str:
+        """For the progress line: "" once nothing is left."""
+        if not self.measurements[1]:
+            return ""
+        said = f"~{_range(*self.measurements)} more"
+        if self.minutes:
+            low, high = (max(1, round(m)) for m in self.minutes)
+            said += f" ({_range(low, high)} min)"
+        return said
+
+
+def left(plan: Plan, finished: Sequence[Done], queued: Mapping[str, int], since: float | None = None) -> Left:
+    """What is left after `finished` (every measurement with a result), with `queued` measurements waiting by
+    phase. `since`: when this session began (Unix seconds); its measurements alone give the bookkeeping's share."""
+    begun = {d.phase for d in finished} | {p for p, n in queued.items() if n}
+    counts, trainings = [0, 0], [0, 0]
+    for i, stage in enumerate(plan.stages):
+        mine = [d for d in finished if d.phase in stage.phases]
+        waiting = sum(queued.get(p, 0) for p in stage.phases)
+        over = not waiting and any(p in begun for later in plan.stages[i + 1:] for p in later.phases)
+        trained = sum(d.training for d in mine)
+        for k, planned in enumerate((stage.low, stage.high)):
+            n = waiting if over else max(planned - len(mine), waiting)
+            counts[k] += n
+            trainings[k] += min(n, max(0, stage.trainings[k] - trained))
+    measurements, trained_left = (counts[0], counts[1]), (trainings[0], trainings[1])
+    return Left(measurements, trained_left, _minutes(plan, finished, measurements, trained_left, since))
+
+
+def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int], trainings: tuple[int, int],
+             since: float | None) -> tuple[float, float] | None:
+    timed = [d for d in finished if d.complete]
+    if len(timed) < FEW:
+        return None
+    fast = [d for d in timed if not d.training]
+    slow = [d.seconds for d in timed if d.training] or [
+        d.seconds + max(0.0, plan.train_samples - d.samples) * d.train_s / d.samples
+        for d in fast if d.samples and d.train_s is not None]
+    fast_s = statistics.fmean(d.seconds for d in fast) if fast else None
+    slow_s = statistics.fmean(slow) if slow else None
+    if (fast_s is None and measurements[1] > trainings[1]) or (slow_s is None and trainings[1]):
+        return None  # a kind still to come has no duration yet
+    session = [d for d in timed if since is None or d.began >= since]
+    busy = sum(d.seconds for d in session)
+    # Hand-offs between measurements (planning, storage, MLflow); below 1 where workers measure side by side.
+    share = (max(d.ended for d in session) - min(d.began for d in session)) / busy if len(session) > 1 and busy else 1
+    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0)) * share / 60
+                 for n, k in zip(measurements, trainings, strict=True))
+    return low, high
+
+
+@dataclass
+class Session:
+    """One `ablate run`'s part of the study: its plan, when it began, what it measured."""
+
+    plan: Plan
+    began: float = field(default_factory=time.time)  # Unix seconds
+    measurements: int = 0  # with a result, failures included (skips take no time)
+    trainings: int = 0
+    minutes_said: bool = False  # its first estimate in minutes was stored
+
+    def count(self, r: Record) -> None:
+        if r.state != State.SKIPPED:
+            self.measurements += 1
+            self.trainings += r.accuracy_trained or r.phase == PARITY
+
+    def stored(self) -> dict[str, float]:
+        """The session as the study record keeps it (`ablate.store.study_record.set_cost`)."""
+        return {"began": self.began, "ended": time.time(), "measurements": self.measurements,
+                "accuracy_trainings": self.trainings}
+
+
+def _range(low: float, high: float, between: str = "-") -> str:
+    return f"{low}" if low == high else f"{low}{between}{high}"

@@ -1,0 +1,115 @@
+"""What a study will cost (ablate.run.estimate): counted from the planner, refined from its measurements' durations."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from ablate.config import study as studies
+from ablate.run import estimate
+from ablate.run.estimate import Done, Plan, Stage
+from ablate.stats.planner import Planner
+from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN
+
+TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
+
+
+def _planner(defer: bool = True, n_trials: int | None = None, **protocol) -> Planner:
+    study = studies.load(str(TINY), "cpu")
+    design = dataclasses.replace(study.protocol, **protocol)
+    return Planner(study, design, 7, "cpu", "cpu", n_trials, defer_accuracy=defer)
+
+
+def test_the_counts_follow_the_plan_of_a_small_study():
+    planner = _planner()
+    runnable = planner.runnable_combinations()
+    others = len(runnable) - 1
+    assert others >= 3  # tiny.yaml on a CPU: enough combinations for a race of two contenders
+    screening = [p for p in planner.screening() if planner.runnable(p.slot.combination)]
+    found = estimate.plan(planner, "grid")
+    by_phase = {s.name: (s.low, s.high) for s in found.stages}
+    # tiny.yaml: blocks of 2 with their 2 baselines, 1 race block of 2 contenders (no extra blocks after a race
+    # that short), 1 confirmation block, 2 seeds.
+    assert by_phase[SCREEN] == (len(screening), len(screening))
+    assert by_phase[RACE] == (2, 3)  # the leader and the baseline; or both contenders and the baseline
+    assert by_phase[CONFIRM] == (2, 3)
+    groups = len({planner.accuracy_group(o) for o in runnable}) - 1
+    assert by_phase[PARITY] == (2, (min(groups, 2 + 4) + 1) * 2)  # the baseline at 2 seeds; up to every group at 2
+    assert found.trainings == by_phase[PARITY]  # a raced grid trains accuracy after the race only
+    low, high = found.measurements
+    assert low == sum(lo for lo, _ in by_phase.values()) and high == sum(hi for _, hi in by_phase.values())
+    sentence = found.sentence()
+    assert sentence == (f"expected cost: about {low} to {high} measurements ({found.trainings[0]} to "
+                        f"{found.trainings[1]} accuracy trainings); minutes once {estimate.FEW} are timed")
+    assert found.stored()["by_phase"][SCREEN] == list(by_phase[SCREEN])
+
+
+def test_screening_trains_each_group_once_where_accuracy_is_not_deferred_and_parity_the_seeds_after():
+    planner = _planner(defer=False, seeds=3)
+    found = {s.name: s for s in estimate.plan(planner, "grid").stages}
+    groups = len({planner.accuracy_group(o) for o in planner.runnable_combinations()})  # the baseline's among them
+    assert found[SCREEN].trainings == (groups, groups)
+    assert found[PARITY].low == 1 and found[PARITY].high % 2 == 0  # 2 more seeds a group, the first trained
+
+
+def test_tpe_screens_its_picks_with_a_baseline_pair_in_each_block_of_them():
+    planner = _planner(defer=False, n_trials=5)
+    found = estimate.plan(planner, "optuna")
+    assert found.stages[0].low == found.stages[0].high == 5 + math.ceil(5 / 2) * planner.design.screen_baselines
+
+
+def test_a_protocol_without_racing_plans_neither_race_nor_confirmation():
+    found = estimate.plan(_planner(race_blocks=0), "grid")
+    assert [s.name for s in found.stages] == [SCREEN, PARITY]
+
+
+PLAN = Plan((Stage((SCREEN, FULL), 10, 10), Stage((RACE,), 6, 20), Stage((PARITY,), 2, 6, (2, 6)),
+             Stage((CONFIRM,), 2, 3)), train_samples=1000)
+
+
+def _done(n: int, phase: str = SCREEN, seconds: float = 60.0, gap: float = 0.0, trained: bool = False,
+          first: float = 0.0) -> list[Done]:
+    """`n` measurements of `seconds` each, `gap` apart, each having trained 100 samples in 50 s."""
+    return [Done(phase, trained, first + i * (seconds + gap), first + i * (seconds + gap) + seconds, samples=100,
+                 train_s=50.0) for i in range(n)]
+
+
+def test_before_a_few_are_timed_it_says_measurements_only():
+    rest = estimate.left(PLAN, _done(estimate.FEW - 1), {SCREEN: 10 - estimate.FEW + 1})
+    assert rest.measurements == (10 - estimate.FEW + 1 + 6 + 2 + 2, 10 - estimate.FEW + 1 + 20 + 6 + 3)
+    assert rest.minutes is None and rest.short() == "~18-37 more"
+
+
+def test_minutes_price_each_kind_by_its_own_durations_and_an_untimed_training_by_its_samples():
+    rest = estimate.left(PLAN, _done(3), {SCREEN: 7})
+    assert rest.measurements == (7 + 6 + 2 + 2, 7 + 20 + 6 + 3) and rest.trainings == (2, 6)
+    training_s = 60 + (1000 - 100) * 50 / 100  # a throughput-only one's 60 s, and the 900 samples it did not train
+    assert rest.minutes == pytest.approx(((15 * 60 + 2 * training_s) / 60, (30 * 60 + 6 * training_s) / 60))
+    assert rest.short() == "~17-36 more (32-81 min)"
+    # One training timed: its own duration from then on, not the extrapolation.
+    timed = _done(9) + _done(1, PARITY, seconds=600.0, first=9 * 60.0, trained=True)  # back to back
+    rest = estimate.left(PLAN, timed, {PARITY: 1})
+    assert rest.trainings == (1, 5) and rest.measurements == (1 + 2, 5 + 3)
+    assert rest.minutes == pytest.approx(((2 * 60 + 1 * 600) / 60, (3 * 60 + 5 * 600) / 60))
+
+
+def test_the_time_between_measurements_scales_the_minutes():
+    back_to_back = estimate.left(PLAN, _done(4), {SCREEN: 6}).minutes
+    spaced = estimate.left(PLAN, _done(4, gap=20.0), {SCREEN: 6}).minutes
+    assert back_to_back and spaced and spaced[0] == pytest.approx(back_to_back[0] * (4 * 60 + 3 * 20) / (4 * 60))
+    # A session's own measurements only: a resume days later is not a gap between measurements.
+    resumed = _done(2) + _done(2, first=10**6)
+    assert estimate.left(PLAN, resumed, {SCREEN: 6}, since=10**6).minutes == pytest.approx(back_to_back)
+
+
+def test_a_stage_a_later_one_has_begun_is_over_and_what_is_queued_is_left_at_least():
+    timed = _done(10) + _done(4, RACE, first=1000.0) + _done(1, PARITY, first=2000.0, trained=True)
+    rest = estimate.left(PLAN, timed, {PARITY: 1})
+    assert rest.measurements == (1 + 2, 5 + 3)  # the race stopped at 4 of its 6 to 20
+    # A new round queued: the race is on again, its planned blocks less those done, at least what is queued.
+    assert estimate.left(PLAN, timed, {PARITY: 1, RACE: 3}).measurements == (3 + 1 + 2, (20 - 4) + 5 + 3)
+    assert estimate.left(PLAN, _done(10), {SCREEN: 12}).measurements[0] == 12 + 6 + 2 + 2  # more than planned
+    finished = estimate.left(PLAN, timed + _done(2, CONFIRM, first=3000.0) + _done(1, PARITY, trained=True), {})
+    assert finished.measurements == (0, 1) and estimate.Left((0, 0), (0, 0)).short() == ""
