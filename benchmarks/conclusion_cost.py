@@ -74,9 +74,8 @@ def startup_s(metrics: dict) -> float | None:
     return sum(known) if len(known) == len(parts) else None
 
 
-def breakdown(optuna_db: Path, study_name: str) -> dict:
-    trials = optuna.load_study(study_name=study_name, storage=f"sqlite:///{optuna_db.resolve()}").get_trials(
-        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+def breakdown(optuna_study: optuna.Study) -> dict:
+    trials = optuna_study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     kinds: dict[str, list[float]] = {}
     starts = []
     for t in trials:
@@ -229,9 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         done = grid.run(args.study, args.results, args.device, ("--single-pass",) if args.single_pass else ())
         after = reference_epoch()
     epoch = (before + after) / 2
-    name = Path(args.study).stem  # a study file's name, or the study's
-    found = breakdown(args.results / name / "optuna.db", f"{name}:grid:{args.device.split(':')[0]}")
-    spent = split(_stored_study(args.results, args.study), done.wall_s)
+    ran = _stored_study(args.results, args.study)
+    found, spent = breakdown(ran), split(ran, done.wall_s)
     summary = {"study": args.study, "single_pass": args.single_pass, "machine": machine.device_name,
                "torch": machine.torch, "commit": machine.commit,
                "wall_s": done.wall_s, "reference_epoch_s": [before, after],
@@ -248,9 +246,22 @@ def main(argv: list[str] | None = None) -> int:
         q = found["startup_quartiles_s"] or [found["startup_median_s"]] * 3
         print(f"start-up, launch to first batch: median {q[1]:.2f} s (quartiles {q[0]:.2f}-{q[2]:.2f} s)")
     print_split(spent, epoch)
-    recommended = next((line for line in done.output.splitlines() if line.startswith("recommended:")), "")
-    print(recommended)
+    print(_recommended(done.output))
     return 0
+
+
+def _recommended(output: str) -> str:
+    """The run's "recommended:" line with its wrapped continuation (indented deeper than the lines under it)."""
+    lines = output.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith("recommended:")), None)
+    if at is None:
+        return ""
+    joined = [lines[at]]
+    for line in lines[at + 1:]:
+        if not line.startswith("    "):
+            break
+        joined.append(line.strip())
+    return " ".join(joined)
 
 
 if __name__ == "__main__":

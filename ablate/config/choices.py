@@ -122,9 +122,14 @@ def accuracy_group(options: Sequence[Option]) -> str:
     return JOIN.join(changing) or BASELINE
 
 
+def parts(label: str) -> list[str]:
+    """The choices a combination's label combines, in its order (the baseline: none)."""
+    return [] if label == BASELINE else label.split(JOIN)
+
+
 def techniques(label: str) -> int:
     """How many choices a combination's label combines (the baseline: none)."""
-    return 0 if label == BASELINE else len(label.split(JOIN))
+    return len(parts(label))
 
 
 def short_label(label: str) -> str:

@@ -64,12 +64,12 @@ class Report:
             speedup = factor(m.get("recommended.speedup", float("nan")), m.get("recommended.speedup.low"),
                              m.get("recommended.speedup.high")) if shown else \
                 factor(m.get("recommended.speedup", float("nan")))
-            lines.append(f"recommended: {self.recommended.combination} ({speedup}"
-                         + (f" (95%, {count(m['recommended.blocks'], 'block')})" if shown else "")
-                         + " the baseline's throughput)")
+            lines.append(terminal.message(f"recommended: {self.recommended.combination} ({speedup}"
+                                          + (f" (95%, {count(m['recommended.blocks'], 'block')})" if shown else "")
+                                          + " the baseline's throughput)", indent="    "))
             lines += [f"  {line}" for line in (*(self.compose or ()), *self.lines, *filter(None, [self.moved]))]
         else:
-            lines.append(f"recommended: none ({self.why_none})")
+            lines.append(terminal.message(f"recommended: none ({self.why_none})"))
         return "\n".join(lines)
 
 

@@ -104,8 +104,8 @@ def width(default: int = LINE) -> int:
     return columns - 1 if columns else default
 
 
-def _fill(text: str, columns: int) -> str:
-    return textwrap.fill(text, width=max(columns, 40), subsequent_indent="  ", break_long_words=False,
+def _fill(text: str, columns: int, indent: str = "  ") -> str:
+    return textwrap.fill(text, width=max(columns, 40), subsequent_indent=indent, break_long_words=False,
                          break_on_hyphens=False)
 
 
@@ -115,10 +115,11 @@ def wrapped(text: str) -> str:
     return _fill(text, width())
 
 
-def message(text: str) -> str:
+def message(text: str, indent: str = "  ") -> str:
     """An error or a warning, wrapped as `wrapped` does, at `LINE` columns at most even in a wider terminal: a
-    message is read, not scanned, and reads best short."""
-    return _fill(text, min(LINE, width()))
+    message is read, not scanned, and reads best short. `indent` starts the lines after the first (deeper than
+    the lines that follow it where those are indented too)."""
+    return _fill(text, min(LINE, width()), indent)
 
 
 def addressed(label: str, address: object) -> str:

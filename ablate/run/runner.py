@@ -158,13 +158,14 @@ class Runner:
             self.progress.write(terminal.wrapped(plan.sentence()))
         self._refine()
 
-    def _refine(self) -> None:
-        """The progress line's estimate of what is left; its first estimate in minutes stored, for the whole study."""
+    def _refine(self, counted: list[tuple[FrozenTrial, records.Record]] | None = None) -> None:
+        """The progress line's estimate of what is left; its first estimate in minutes stored, for the whole study.
+        `counted`: the study's measurements (`_counted`), where the caller has just read them."""
         if self.cost is None or self.progress is None:
             return
         finished: list[estimate.Done] = []
         queued = Counter[str]()
-        for t, r in self._counted():
+        for t, r in self._counted() if counted is None else counted:
             if records.has_result(t) and t.state in records.FINISHED:
                 if (d := estimate.done(r)) is not None:
                     finished.append(d)
@@ -238,8 +239,9 @@ class Runner:
                 self.optuna_study.optimize(self.signals.deliver_in(self.objective), n_trials=1,
                                            catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
             if self.progress:
-                self.progress.total = max(self._to_measure()[1], self.progress.n)
-                self._refine()
+                counted = self._counted()  # every trial's record read once for both
+                self.progress.total = max(self._to_measure(counted)[1], self.progress.n)
+                self._refine(counted)
                 self.progress.refresh()
 
     def _next_step(self) -> str:
@@ -292,9 +294,9 @@ class Runner:
             counted.append((t, r))
         return counted
 
-    def _to_measure(self) -> tuple[int, int]:
+    def _to_measure(self, counted: list[tuple[FrozenTrial, records.Record]] | None = None) -> tuple[int, int]:
         """(measurements with a result, measurements planned), neither counting combinations skipped here."""
-        counted = self._counted()
+        counted = self._counted() if counted is None else counted
         planned = len(counted)
         done = sum(1 for t, _ in counted if records.has_result(t) and t.state in records.FINISHED)
         if self.search == "optuna":

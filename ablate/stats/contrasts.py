@@ -74,6 +74,7 @@ import numpy as np
 from numpy.polynomial.legendre import leggauss
 from scipy import optimize, special, stats
 
+from ablate.stats import variance
 from ablate.stats.flips import sign_flip_interval, sign_flip_p, smallest_p
 
 ALPHA = 0.05  # family-wise error over the whole race: a true tie is declared broken at most this often
@@ -196,7 +197,7 @@ def paired(leader: Mapping[int, float], other: Mapping[int, float], key: Key,
     guarded, every = guarded or n <= GUARDED_BLOCKS, [*ds, *seen]
     var, df = _variance(every), len(every) - 1
     alpha = NOISIER_GUARDED_ALPHA if guarded else NOISIER_ALPHA
-    if model is not None and model[0] > 0 and var / model[0] <= _noisier(df, model[1], alpha):
+    if model is not None and model[0] > 0 and var / model[0] <= variance.noisier_quantile(df, model[1], alpha):
         var, df = model
     se = math.sqrt(var / n)
     p = 1.0 if se == 0 and mean == 0 else 0.0 if se == 0 else float(2 * special.stdtr(df, -abs(mean) / se))
@@ -209,13 +210,6 @@ def _variance(xs: Sequence[float]) -> float:
     """The sample variance of `xs` (two or more)."""
     mean = sum(xs) / len(xs)
     return sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
-
-
-@functools.lru_cache(maxsize=4096)
-def _noisier(df_own: int, df_model: int, alpha: float) -> float:
-    """The F quantile above which a pair's own spread is noisier than the model's at `alpha` (cached: every look
-    asks)."""
-    return float(stats.f.ppf(1 - alpha, df_own, df_model))
 
 
 def look_alpha(look: int, looks: int, alpha: float = RACE_ALPHA, extra: int = 0) -> float:

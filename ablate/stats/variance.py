@@ -88,16 +88,18 @@ def moderated(prior: tuple[float, int], own: tuple[float, int], alpha: float,
     (s0, d0), (s, d) = prior, own
     if d <= 0:
         return s0, d0, False
-    if d0 <= 0 or s > s0 * _f_quantile(d, d0, alpha):
+    if d0 <= 0 or s > s0 * noisier_quantile(d, d0, alpha):
         return s, d, True
     weight = min(d0, most)
     return (weight * s0 + d * s) / (weight + d), weight + d, False
 
 
 @functools.lru_cache(maxsize=4096)
-def _f_quantile(d: int, d0: int, alpha: float) -> float:
-    """F(d, d0)'s 1 - alpha quantile (cached: the race recomputes every estimate at each of its steps)."""
-    return float(stats.f.ppf(1 - alpha, d, d0))
+def noisier_quantile(df_own: int, df_model: int, alpha: float) -> float:
+    """The F quantile above which an own variance (`df_own`) is noisier than the model's (`df_model`) at `alpha`:
+    the one test of "noisier than the model", for an estimate's moderated variance (`moderated`) and a race pair's
+    spread (`ablate.stats.contrasts.paired`). Cached: the race recomputes every estimate at each of its steps."""
+    return float(stats.f.ppf(1 - alpha, df_own, df_model))
 
 
 def satterthwaite(parts: Sequence[tuple[float, int]]) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ablate.config.choices import BASELINE, JOIN, techniques
+from ablate.config.choices import BASELINE, parts, techniques
 from ablate.config.design import ProtocolSettings
 from ablate.stats import analysis, equivalence, finalists, fractioned, parity, protocol, racing
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
@@ -133,12 +133,8 @@ class Recommendation:
     def left_out(self) -> tuple[str, ...]:
         """The leader's techniques the headline lacks (in the leader's order): none where the leader headlines. What
         leaving them out may cost: the headline's `Equivalence.allowed`."""
-        mine = set(_parts(self.pick.combination))
-        return tuple(t for t in _parts(self.leader.combination) if t not in mine)
-
-
-def _parts(label: str) -> list[str]:
-    return [] if label == BASELINE else label.split(JOIN)
+        mine = set(parts(self.pick.combination))
+        return tuple(t for t in parts(self.leader.combination) if t not in mine)
 
 
 def recommendation(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
@@ -199,8 +195,9 @@ def equivalent(measurements: list[protocol.Measurement[str]], leader: str, membe
     if not simpler:
         return {}
     fresh = racing.confirmed(measurements, BASELINE, leader, simpler)
-    return equivalence_tests({c: (fresh[c], protocol.CONFIRM) if c in fresh else (contrasts[c], protocol.RACE)
-                   for c in simpler if c in fresh or (c in contrasts and contrasts[c].se is not None)}, margin)
+    found = {c: (fresh[c], protocol.CONFIRM) if c in fresh else (contrasts[c], protocol.RACE)
+             for c in simpler if c in fresh or (c in contrasts and contrasts[c].se is not None)}
+    return equivalence_tests(found, margin)
 
 
 def equivalence_tests(found: dict[str, tuple[Contrast[str], str]], margin: float | None) -> dict[str, Equivalence]:

@@ -105,3 +105,22 @@ def test_the_full_table_shows_the_energy_ratio_with_its_interval_where_it_was_co
     assert table["amp"]["energy low"] < table["amp"][results.ENERGY] < table["amp"]["energy high"]
     text = results.render(list(table.values()))
     assert f"x{table['amp'][results.ENERGY]:.2f}" in text and "energy 95% CI" in text.splitlines()[0]
+
+
+def test_the_recommended_line_wraps_within_100_columns_its_continuation_indented_deeper(tmp_path):
+    """A long stack with a wide interval made the line 110 columns in a log (CI at 89e02a2); the lines under it
+    (the compose line) are indented by two, so its own continuation takes four."""
+    from ablate.render.report import Report
+
+    stack = "num_workers(n=1) + amp(dtype=bf16) + set_to_none + batch_size(size=128)"
+    pick = Record(1, stack, {"amp": "bf16"}, "complete", metrics={"throughput": 1.0})
+    report = Report("cpu", tmp_path, tmp_path / "r.md", tmp_path / "r.html", tmp_path / "s.json", [], pick,
+                    ("from strategies import AMP, compose", "stack = compose(AMP(dtype='bf16'))"),
+                    metrics={"recommended.speedup": 0.8, "recommended.speedup.low": 0.1,
+                             "recommended.speedup.high": 6.08, "recommended.blocks": 1})
+    lines = report.summary().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("recommended: "))
+    assert all(len(line) <= 100 for line in lines[at:]), lines
+    assert lines[at + 1].startswith("    ") and not lines[at + 1].startswith("     ")
+    assert " ".join(line.strip() for line in lines[at:at + 2]).endswith("the baseline's throughput)")
+    assert lines[at + 2] == "  from strategies import AMP, compose"

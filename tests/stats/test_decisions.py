@@ -228,17 +228,17 @@ def _two(ratio: float, seed: int) -> bool:
     return standing.leader == "a" and "b" in standing.eliminated
 
 
-# Open (2026-11-28): on the tree of issue 47's fraction / moderated-variance / margin work these races tell the pair
-# apart in 236 and 261 of 300 (CP lower 0.744, 0.834), under the powers established before (85%, 93%), with the
-# extra-block rule old or new; the cause is not yet found. Kept as a strict xfail so the claim is not quietly lowered.
-_LOST = pytest.mark.xfail(strict=True, reason="power below its established bound on this tree: 236/300, 261/300")
-
-
-@pytest.mark.parametrize("ratio, power", [pytest.param(1.13, 0.80, marks=_LOST), pytest.param(1.15, 0.88, marks=_LOST)])
+@pytest.mark.parametrize("ratio, power", [(1.13, 0.74), (1.15, 0.83)])
 def test_two_contenders_13_or_15_percent_apart_are_told_apart_by_the_race(ratio, power):
     """The power beside "told apart and dropped", established (Clopper-Pearson lower bound over 300 races; seen:
     85% at 13%, 93% at 15% with up to six blocks past the six planned, `extra_race_blocks`; at the six alone 67% and
-    80% with the guard against two-level processes of test_bimodal_race.py, 68% and 79% without)."""
+    80% with the guard against two-level processes of test_bimodal_race.py, 68% and 79% without). 236 and 261 of 300
+    (lower bounds 0.744, 0.834) since issue 47: the race no longer resumes after its confirmation, and where the
+    confirmation blocks' spreads revive a contender the last look had dropped (a pair that looked apart on the race's
+    noise alone), that contender is listed as not told apart, on all the evidence. Resuming gave 256 and 278 but
+    could change the leader after its confirmation (its headline from race blocks: test_protocol.py's coverage
+    fails); leaving confirmation out of the race's variance model gave 255 and 280 but broke a tie with a two-level
+    member in 203 of 4000 races, over test_bimodal_race.py's 5% bound. The bound bought with these 20 of 300."""
     n = 300
     told = sum(_two(ratio, seed) for seed in range(n))
     assert stats.beta.ppf(0.05, told, n - told + 1) >= power, told

@@ -14,7 +14,11 @@ plans them, with a Clopper-Pearson lower bound:
 - As measured, every bf16-with-doubled-batch stack two-level (four, the true best among them; the full run below,
   seeds 30000-30999): the headline covered its truth in 951 of 1000 studies at 0.08 (0.938) and 949 of 998 at 0.15
   (0.938); screened, raced and confirmed estimates 0.956, 0.954, 0.943 at 0.08 and 0.968, 0.971, 0.935 at 0.15.
-  WIDTHS_A
+  Mean interval width (log scale) of every estimate 0.531 and 0.812, of the headline 0.473 and 0.649 (x1.60 and
+  x1.91 high/low). Before, with the wider of the two (1000 studies at each noise on the tree before the race's
+  changes of this issue, seeds 10000-10999): the headline's 0.798 and 1.063 where this rule gave 0.502 and 0.688,
+  every estimate's 0.609 and 0.856 where it gave 0.567 and 0.811; the headline covered in 956 and 970 (of 997)
+  before, 954 and 961 after.
 - Harsher, the true best alone two-level, so the model by technique cannot see it (1600 studies at 0.08): the
   headline covered in 1509 (0.933); the wider of the two, as before, 1505 (0.930); plain moderation 1491 (0.921).
   Where the headline was the two-level stack: 916, 894 and 893 of 980 (the F test alone 913, the cap alone 912);
@@ -22,11 +26,11 @@ plans them, with a Clopper-Pearson lower bound:
   blocks that ran mostly at its high level, so their spread reads low, and its three confirmation blocks read
   tightest exactly when all three fall at one level, furthest from its mean.
 - The reproducibility pair (benchmarks/reproducibility.py: two independent studies, the sum over the rows both
-  estimated of z^2), over the full run's 500 pairs of 15 rows: mean 11.4 at 0.08, 2.5th-97.5th percentiles
-  [3.0, 28.9]; mean 9.8 at 0.15, [2.9, 24.0] (before, on the same seeds: CHI2_BEFORE). Below the 15 of chi^2 though
-  the intervals cover their truth: a row left in screening (not raced) was left there because it read low, in both
-  studies alike (0.055 low on average at 0.08), so the two studies' errors share a part that no interval should
-  exclude.
+  estimated of z^2), over the full run's 500 pairs of 15 rows: mean 11.4 at 0.08, 2.5th-97.5th percentiles [3.0,
+  28.9]; mean 9.8 at 0.15, [2.9, 24.0] (with the wider of the two on the earlier tree: means 9.1 and 8.9). Below the
+  15 of chi^2 though the intervals cover their truth: a row left in screening (not raced) was left there because it
+  read low, in both studies alike (0.055 low on average at 0.08 on the earlier tree), so the two studies' errors
+  share a part that no interval should exclude.
 
 The full run (ABLATE_FULL_SIMULATIONS=1, `STUDIES` whole studies at each noise, about 15 min on 2 cores) checks the
 headline's coverage and every estimate's (screened, raced, confirmed) at a Clopper-Pearson lower bound of 0.93 and

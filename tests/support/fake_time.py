@@ -8,3 +8,14 @@ class FakeTime:
 
     def perf_counter(self) -> float:
         return self.now
+
+
+def installed(monkeypatch) -> FakeTime:
+    """A FakeTime as ablate.trial.measure's clock, the machine's real load left out of its readings (a load snapshot
+    reads the real clock and CPU counters, not the fake's)."""
+    from ablate.trial import measure
+
+    fake = FakeTime()
+    monkeypatch.setattr(measure, "time", fake)
+    monkeypatch.setattr(measure.load, "snapshot", lambda wall: None)
+    return fake

@@ -11,11 +11,11 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import torch
-from fake_time import FakeTime
+from fake_time import FakeTime, installed
 
 from ablate.config.study import Budget
-from ablate.trial import measure, phases
 from ablate.trial import metrics as metric
+from ablate.trial import phases
 from ablate.trial.measure import StepClock
 from ablate.trial.train import train
 from ablate.workload.tasks import Quality
@@ -110,10 +110,7 @@ FAKE_STEP = sum(FAKE.values())
 
 @pytest.fixture
 def fake_time(monkeypatch) -> FakeTime:
-    fake = FakeTime()
-    monkeypatch.setattr(measure, "time", fake)
-    monkeypatch.setattr(measure.load, "snapshot", lambda wall: None)  # the machine's real load: not the fake's
-    return fake
+    return installed(monkeypatch)
 
 
 def _fake_loop(fake: FakeTime, epoch: int = 10**9, on_spend: Callable[[str, float], None] | None = None) -> Loop:

@@ -8,11 +8,10 @@ from typing import Any, Iterator
 
 import pytest
 import torch
-from fake_time import FakeTime
+from fake_time import FakeTime, installed
 
 from ablate.config import study as studies
 from ablate.config.study import Budget
-from ablate.trial import measure
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.measure import StepClock
 from ablate.trial.metrics import TIMELINE, Mark
@@ -56,10 +55,7 @@ class Loop:
 
 @pytest.fixture
 def fake_time(monkeypatch) -> FakeTime:
-    fake = FakeTime()
-    monkeypatch.setattr(measure, "time", fake)
-    monkeypatch.setattr(measure.load, "snapshot", lambda wall: None)  # the machine's real load: not the fake's
-    return fake
+    return installed(monkeypatch)
 
 
 def test_the_clock_marks_its_first_step_windows_evaluations_and_profiling_window(fake_time):
