@@ -5,7 +5,7 @@ protocol's statistics (scipy: about a second of every trial interpreter's start-
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from ablate.config.validate import StudyError
 from ablate.words import count
@@ -102,3 +102,21 @@ SINGLE_PASS = ProtocolSettings(block_size=SINGLE_BLOCK, race_blocks=0, screen_ba
 def single_pass(study: ProtocolSettings) -> ProtocolSettings:
     """`--single-pass`: the design before blocks, with the study's own load guard (it changes the blocks only)."""
     return replace(SINGLE_PASS, foreign_load_limit=study.foreign_load_limit, remeasure=study.remeasure)
+
+
+# Defaults a release has changed: setting -> the values it took by default before. A study stored under one of them
+# resumes under it (`resumed`), rather than refusing because this release's default differs.
+# equivalence_margin: 0.02 until issue 47 derived it from the design.
+FORMER_DEFAULTS: dict[str, tuple[object, ...]] = {"equivalence_margin": (0.02,)}
+
+
+def resumed(stored: dict[str, object], current: ProtocolSettings) -> tuple[ProtocolSettings | None, list[str]]:
+    """The settings a stored study resumes under, and the settings it keeps from its store: `current` with every
+    setting the store holds at a former default (`FORMER_DEFAULTS`) where `current` has this release's default, so
+    that an upgrade does not strand a half-measured study. None where another setting differs (a changed study)."""
+    defaults, now = asdict(ProtocolSettings()), asdict(current)
+    planned = {**defaults, **stored}  # a study stored before a setting existed followed its default
+    kept = [k for k, v in planned.items() if v != now.get(k) and now.get(k) == defaults.get(k)
+            and v in FORMER_DEFAULTS.get(k, ())]
+    settings = replace(current, **{k: planned[k] for k in kept})
+    return (settings, kept) if asdict(settings) == planned else (None, [])

@@ -12,7 +12,6 @@ baseline at a random place in every block; both then race.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 import warnings
@@ -26,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from ablate.config.choices import accuracy_group, by_dimension, combination_label, levels_of
-from ablate.config.design import ProtocolSettings
+from ablate.config.design import ProtocolSettings, resumed
 from ablate.config.study import Study, StudyError
 from ablate.render import breakdown, report, results, terminal
 from ablate.run import bitwise, estimate
@@ -94,11 +93,16 @@ class Runner:
             raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored.file_hash} "
                              f"-> {study.file_hash}); move {results_dir / study.name} away or pass --storage to start "
                              "afresh")
-        # A study stored before a setting existed followed its default: compare with the defaults filled in.
-        if (planned := stored.protocol) and \
-                {**dataclasses.asdict(ProtocolSettings()), **planned} != dataclasses.asdict(self.design):
-            raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
-                             f"run with the same protocol, or pass --results or --storage to start afresh")
+        if planned := stored.protocol:
+            design, kept = resumed(dict(planned), self.design)
+            if design is None:
+                raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
+                                 f"run with the same protocol, or pass --results or --storage to start afresh")
+            if kept:
+                print(terminal.wrapped(f"resuming under the stored study's "
+                                       f"{', '.join(f'{k}={planned[k]!r}' for k in kept)}: the default it was "
+                                       f"measured with"), flush=True)
+            self.design = design
         study_record.set_file_hash(self.optuna_study, study.file_hash)
         study_record.set_protocol(self.optuna_study, self.design)
         self.seeds = seeds.resolve(stored.seeds, study.budget.seed if study.seed_pinned else None)
