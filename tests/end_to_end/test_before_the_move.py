@@ -39,9 +39,13 @@ def stored_before_the_move():
 
 
 def test_a_study_stopped_before_the_move_resumes_and_keeps_its_measurements(stored_before_the_move, mnist,
-                                                                          monkeypatch):
+                                                                          monkeypatch, capsys):
     storage = f"sqlite:///{stored_before_the_move / 'tiny' / 'optuna.db'}"
-    stored = optuna.load_study(study_name="tiny:grid:cpu", storage=storage).get_trials()
+    # As a release before issue 47 would have stored it: the equivalence margin at its former default, 2% (now
+    # derived from the design). The resume keeps it and says so (`ablate.config.design.resumed`).
+    before = optuna.load_study(study_name="tiny:grid:cpu", storage=storage)
+    before.set_user_attr("protocol", {**before.user_attrs["protocol"], "equivalence_margin": 0.02})
+    stored = before.get_trials()
     kept = {t.number: t.user_attrs["metrics"]["throughput"] for t in stored if t.user_attrs.get("state") == "complete"}
     assert len(kept) == 6  # as it was stopped: part of screening measured
     # The same machine as the one that stored it (a study measured on another CPU model is another device's):
@@ -54,6 +58,7 @@ def test_a_study_stopped_before_the_move_resumes_and_keeps_its_measurements(stor
     monkeypatch.setattr(studies, "load", lambda *args: _unprofiled(load(*args)))
 
     assert main(["run", str(TINY), "--device", "cpu", "--results", str(stored_before_the_move)]) == 0
+    assert "resuming under the stored study's equivalence_margin=0.02" in capsys.readouterr().out
     trials = optuna.load_study(study_name="tiny:grid:cpu", storage=storage).get_trials()
     assert {t.number: t.user_attrs["metrics"]["throughput"] for t in trials if t.number in kept} == kept
     assert {t.user_attrs["phase"] for t in trials} >= {"screen", "race", "parity"}  # the rest ran after the resume
