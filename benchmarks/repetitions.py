@@ -104,6 +104,17 @@ def relative_cost(t1: float, t2: float, c1: float, c2: float, r: int, against: i
     return work(r) / work(against)
 
 
+def transient(trials: Sequence[Sequence[float]], confidence: float = CONFIDENCE) -> list[tuple[float, float]]:
+    """Each window's offset from its trial's mean, averaged over trials, with its interval's half-width: a
+    start-up transient the warm-up left shows as window 0 (and maybe 1) below zero, the rest above."""
+    out = []
+    for i in range(len(trials[0])):
+        offsets = [t[i] - statistics.fmean(t) for t in trials]
+        half = stats.t.ppf(0.5 + confidence / 2, len(offsets) - 1) * statistics.stdev(offsets) / math.sqrt(len(offsets))
+        out.append((statistics.fmean(offsets), half))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.repetitions", description=__doc__.splitlines()[0])
     parser.add_argument("--study", default="mnist_cnn")
@@ -145,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                               ("trials", found.s2, found.df2, found.t2, c2)):
         low, high = variance_interval(s, df)
         print(f"| {name} | {s:.5f} [{low:.5f}, {high:.5f}] | {df} | {t:.5f} | {c:.2f} |")
+    print("\n| window | mean log throughput less its trial's mean [95% CI] |\n|---:|---|")
+    for i, (mean, half) in enumerate(transient(logs)):
+        print(f"| {i} | {mean:+.4f} [{mean - half:+.4f}, {mean + half:+.4f}] |")
     best = optimal_windows(found.t1, found.t2, c1, c2)
     own = study.budget.windows
     print(f"\noptimal windows per trial (Kalibera and Jones): "

@@ -89,6 +89,28 @@ def _main(conn: Any, preload: Callable[[], None], parent: int) -> None:
         return
     serve, *args = job  # ablate.trial.process.serve, sent by reference: this module stays below the trial it runs
     serve(conn, *args)
+    _leave()
+
+
+def _leave() -> None:
+    """Exit at once once the result is sent. An interpreter that imported torch takes about 0.8 s to finalize
+    (0.94 s against 0.06 s with `os._exit` on the 2-core Xeon), and the study waits for that exit before its
+    next trial: 0.8 s of a 6.4-s eager measurement, 1.3 reference epochs of mnist_cnn's 18.6 (49b8117). Nothing
+    in finalization is the trial's: its result is sent, its compile cache removed (`process.serve`), and what
+    is left to do here is the log's flush and the children's end (DataLoader workers, as multiprocessing's own
+    exit handler would end them)."""
+    import logging
+    import sys
+
+    for child in mp.active_children():
+        child.terminate()
+    for child in mp.active_children():
+        child.join(STOP_GRACE_S)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
 
 
 @dataclass

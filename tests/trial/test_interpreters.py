@@ -143,3 +143,29 @@ def test_prepared_interpreters_exit_when_the_study_process_is_killed(stopped):
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in pids)
+
+
+
+def no_preload() -> None:
+    pass
+
+
+def leaves_a_child_and_an_exit_handler(spec: TrialSpec) -> dict:
+    """A trial that leaves what a training loop may: a child process (a DataLoader worker), and work for the
+    interpreter's finalization (torch's takes about 0.8 s), here an exit handler that leaves a file."""
+    import atexit
+    import multiprocessing
+
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True)
+    child.start()
+    atexit.register(Path(os.environ["ABLATE_TEST_FINALIZED"]).touch)
+    return {"child": child.pid}
+
+
+def test_an_interpreter_exits_without_finalizing_once_its_result_is_sent_and_ends_its_children(tmp_path, monkeypatch):
+    finalized = tmp_path / "finalized"
+    monkeypatch.setenv("ABLATE_TEST_FINALIZED", str(finalized))
+    with Interpreters(preload=no_preload) as pool:
+        metrics = run_in_fresh_process(_spec(), leaves_a_child_and_an_exit_handler, interpreters=pool)
+    assert not finalized.exists()  # the study did not wait for finalization: it was skipped
+    assert not _alive(metrics["child"])
