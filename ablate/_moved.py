@@ -6,6 +6,8 @@ to find `Splits` - and `ablate.train` - the loop docs/contributing.md pointed at
 written against them stopped importing, with no word of why. Each old path is now a module of two lines that
 forwards every attribute to where it lives now and warns once, on import, naming what to import instead and the
 release that removes it (a test fails once pyproject's version reaches that release, so the shim goes on time).
+The same holds for the modules that left the top level when it became entry points only: `ablate.scaffold`
+(into config/) and `ablate.diagnose` (into run/), which a script may have imported.
 
 A FutureWarning, not a DeprecationWarning: the import that warns is in the user's own module, which ablate imports
 (a study's dataset, model or loss), and Python shows a DeprecationWarning only where `__main__` triggers it, so
@@ -28,6 +30,9 @@ class Moved(NamedTuple):
 MOVED: dict[str, Moved] = {
     "ablate.data": Moved("ablate.workload.data", "from ablate import Splits, DataUnavailable, DATASETS", "0.3.0"),
     "ablate.train": Moved("ablate.trial", "from ablate.trial import train, evaluate", "0.3.0"),
+    # When the top level became entry points only (issue 49): `ablate new`'s study writer and `ablate diagnose`.
+    "ablate.scaffold": Moved("ablate.config.scaffold", "from ablate.config import scaffold", "0.3.0"),
+    "ablate.diagnose": Moved("ablate.run.diagnose", "from ablate.run import diagnose", "0.3.0"),
 }
 
 

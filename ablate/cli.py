@@ -1,5 +1,8 @@
 """Command line: `ablate run | worker | report | sync | list | ui | new | diagnose`. Entry points only: parse, call,
-print.
+print. What a command does lives on its floor: the checks before anything is written in `ablate.run.preflight`,
+`--workers N` in `ablate.run.workers`, a stored study read back for `report` and `sync` in
+`ablate.run.stored_study`, `ablate new`'s study file in `ablate.config.scaffold`, `ablate diagnose` in
+`ablate.run.diagnose`.
 
 Imports are made where a command needs them: `ablate list` and `--help` import no torch (a second or more),
 and library messages and warnings go to a log file in every command (`ablate.trial.library_log`).
@@ -11,9 +14,7 @@ import contextlib
 import os
 import re
 import shlex
-import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -25,10 +26,6 @@ from ablate.trial import library_log
 from ablate.workload.registry import unknown
 
 if TYPE_CHECKING:
-    import optuna
-    import torch
-
-    from ablate.config.study import Study
     from ablate.tracking.tracker import Tracker
 
 RESULTS_DIR = Path(os.environ.get("ABLATE_RESULTS_DIR", "results"))
@@ -151,83 +148,29 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _device(text: str) -> torch.device:
-    import torch
-
-    from ablate.config.study import DEVICE_TYPES
-    from ablate.trial.machine import resolve
-
-    try:
-        device = torch.device(text)
-    except RuntimeError:
-        device = None
-    if device is None or device.type not in DEVICE_TYPES:
-        raise StudyError(unknown("device", [text], DEVICE_TYPES, tail="[:N]"))
-    # "cuda" names the current device, so the records, the MLflow tags and every trial say which one measured.
-    # Reading stored results (report, sync) needs no GPU: there "cuda" only names the results' device type.
-    return resolve(device) if device.type == "cuda" and torch.cuda.is_available() else device
-
-
-def _runnable(device: torch.device) -> None:
-    """Refuse a CUDA device this machine does not have, before anything is written."""
-    import torch
-
-    if device.type != "cuda":
-        return
-    if not torch.cuda.is_available():
-        raise StudyError(f"--device {device} asked for, but no CUDA device is available; use --device cpu")
-    if device.index is not None and device.index >= (count := torch.cuda.device_count()):
-        raise StudyError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to "
-                                 f"cuda:{count - 1}")
-
-
 def _run(args: argparse.Namespace) -> int:
-    import torch
+    from ablate.run import preflight
+    from ablate.trial.machine import describe
 
-    from ablate.config import study as studies
-    from ablate.render.terminal import LINE, addressed, message, width, wrapped
+    cleared = preflight.run(args.study, args.device, args.search, args.trials, args.workers,
+                            args.command == "worker" or args.workers > 1, args.storage, args.results)
+    study, storage, log = cleared.study, cleared.storage, cleared.log
 
-    device = _device(args.device)
-    _runnable(device)
-    if args.search == "optuna" and not args.trials:
-        raise StudyError("--search optuna needs --trials N")
-    study = studies.load(args.study, device.type)
-    log = library_log.to_log_file(args.results / study.name / library_log.LOG_NAME, lazy=True)  # made if needed
-    if args.search == "grid" and args.trials:
-        raise StudyError(f"--trials applies to --search optuna; the grid runs all {study.size} combinations "
-                                 f"of {study.name}: drop --trials, or add --search optuna")
-    _writable(args.results, "results folder", "--results")
-
+    from ablate.config.design import single_pass
     from ablate.render.results import COMPACT_WIDTH, render, render_compact
+    from ablate.render.terminal import LINE, addressed, message, width, wrapped
     from ablate.run.interrupts import Interrupted
     from ablate.run.runner import Runner
-    from ablate.store.storage import check, default_storage, shared, sqlite_path
-    from ablate.trial.machine import describe
-    from ablate.workload import data
+    from ablate.run.workers import run_workers
+    from ablate.store.storage import shared
 
-    storage = args.storage or default_storage(study, args.results)
-    check(storage)
-    if not shared(storage) and (args.command == "worker" or args.workers > 1):
-        raise StudyError(f"several workers need a server database for --storage (postgresql://... or "
-                                 f"mysql://...), not {storage.split(':')[0]}: SQLite is one process's")
-    if args.workers > 1 and args.search != "grid":
-        raise StudyError("--workers needs --search grid (workers share the grid's combinations)")
-    if args.workers > 1 and device.type == "cuda" and args.workers > torch.cuda.device_count():
-        raise StudyError(f"--workers {args.workers} with --device cuda needs {args.workers} GPUs (worker i "
-                                 f"on cuda:i), this machine has {torch.cuda.device_count()}")
-    if database := sqlite_path(storage):
-        _writable(database.parent, "storage folder", "--storage")
-    data.load(study.dataset, **study.dataset_kwargs)  # fails early, before anything is written, if the data is missing
     if study.data_note:  # how text reaches a library model: its tokenizer, or bytes as token ids
         print(wrapped(f"{study.name}: {study.data_note}"))
-    machine = describe(str(device))
+    machine = describe(str(cleared.device))
     # The lock keeps a second process off an SQLite storage; a server database is shared by design.
     lock = contextlib.nullcontext() if shared(storage) else study_lock(args.results / study.name, study.name)
     with lock, library_log.trial_log_set():  # the lock refuses at once while another run holds the study
-        from ablate.config.design import single_pass
-
         library_log.to_log_file(log)  # MLflow's loggers too, and the trials' output
-
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
                         design=single_pass(study.protocol) if args.single_pass else None)
         # the protocol as the grid runs here (screening every runnable combination, or a fraction), or TPE's picks
@@ -237,7 +180,8 @@ def _run(args: argparse.Namespace) -> int:
         try:
             if args.workers > 1:
                 runner.parent.open()  # before the workers start, so that they all log under it
-                if status := _workers(args, device, storage):
+                if status := run_workers(args.study, args.workers, cleared.device, storage, args.results,
+                                          args.single_pass):
                     if status == 130:  # the workers have stopped; the parent run they shared is ended here
                         runner.parent.stop()
                     return status
@@ -274,53 +218,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _workers(args: argparse.Namespace, device: torch.device, storage: str) -> int:
-    """Run `ablate worker` N times at once on this machine (worker i on cuda:i) and wait for all; their
-    worst exit status, 0 when all finished. The caller's runner then finds every combination done."""
-    from ablate.run.interrupts import sigterm_as_keyboard_interrupt
-    from ablate.run.objective import SHARED_CPU_ENV
-
-    if device.type == "cpu":
-        print(f"ablate: warning: {args.workers} workers share this machine's CPU cores, so each one's throughput "
-              "is measured while the others compete with it; use several CPU workers to try the set-up, one "
-              "worker per GPU to measure", file=sys.stderr)
-    devices = [f"cuda:{i}" if device.type == "cuda" else "cpu" for i in range(args.workers)]
-    # CPU workers load each other on purpose: the load guard must not measure again for it (ablate.trial.load).
-    env = {**os.environ, SHARED_CPU_ENV: "1"} if device.type == "cpu" else None
-    # Own sessions: a Ctrl-C or SIGTERM reaches the workers once, forwarded from here, never twice.
-    started = [subprocess.Popen([sys.executable, "-m", "ablate", "worker", str(args.study), "--storage", storage,
-                                 "--device", d, "--results", str(args.results), "--no-summary",
-                                 *(["--single-pass"] if args.single_pass else [])],
-                                start_new_session=True, env=env) for d in devices]
-    try:
-        with sigterm_as_keyboard_interrupt():
-            return max((p.wait() for p in started), key=abs)
-    except KeyboardInterrupt:  # each worker stops as on SIGTERM: its trial KILLED and queued again
-        for p in started:
-            if p.poll() is None:
-                p.terminate()
-        for p in started:
-            p.wait()
-        print("ablate: interrupted; the workers marked their running trials KILLED; run the same command again "
-              "to resume", file=sys.stderr)
-        return 130
-
-
-def _writable(folder: Path, what: str, option: str) -> None:
-    """One clear line, before anything is written, when `folder` cannot be created or written to."""
-    existing = folder.absolute()
-    while not existing.exists():  # False too below a regular file: its nearest existing ancestor says why
-        existing = existing.parent
-    if not existing.is_dir():
-        raise StudyError(f"{what} {folder} cannot be created: {existing} is a file, not a folder; "
-                                 f"choose another with {option}")
-    try:  # a real folder made and removed: root passes every permission check, yet not /proc or a read-only mount
-        os.rmdir(tempfile.mkdtemp(prefix=".ablate-probe-", dir=existing))
-    except OSError as error:
-        raise StudyError(f"{what} {folder} cannot be created: {existing} does not allow new folders "
-                                 f"({error.strerror}); choose another with {option}") from None
-
-
 def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
     """The run's last line when MLflow was unreachable: what is missing and the command that pushes it."""
     if not tracker.offline:
@@ -335,53 +232,14 @@ def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
                   f"{' '.join(options)}"), file=sys.stderr)
 
 
-def _stored(args: argparse.Namespace) -> tuple[torch.device, Study, optuna.Study, str]:
-    """Device, study file, its stored Optuna study and storage; one clear line when nothing is stored (creates
-    nothing)."""
-    import optuna
-
-    from ablate.config import study as studies
-    from ablate.store.storage import check, default_storage, optuna_study_name, sqlite_path
-
-    device = _device(args.device)
-    study = studies.load(args.study, device.type)
-    log = library_log.to_log_file(args.results / study.name / library_log.LOG_NAME, lazy=True)  # made if needed
-    storage = args.storage or default_storage(study, args.results)
-    check(storage)
-    name = optuna_study_name(study, args.search, device.type)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    database = sqlite_path(storage)
-    try:
-        if database and not database.exists():  # reading must not create an empty database
-            raise KeyError(name)
-        optuna_study = optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
-        raise StudyError(f"no stored trials for {name} in {storage}; run `ablate run {args.study}"
-                         f"{' --search optuna --trials N' if args.search == 'optuna' else ''}` first") from None
-    library_log.to_log_file(log)  # MLflow's loggers too, from here on
-    return device, study, optuna_study, storage
-
-
 def _report(args: argparse.Namespace) -> int:
-    from ablate.render import results
-    from ablate.stats import comparison
-    from ablate.store import records, study_record
-    from ablate.tracking.parent_run import write_reports
-    from ablate.tracking.tracker import Tracker
-    from ablate.trial.machine import describe
+    from ablate.run.stored_study import open_stored, rebuild
 
-    device, study, optuna_study, storage = _stored(args)
-    stored = records.load(optuna_study)
-    if not any(r.complete for r in stored):
-        raise StudyError(f"{optuna_study.study_name} in {storage} has no complete trial yet "
-                                 f"({len(stored)} finished: skipped or failed); nothing to analyse")
-    tracker = Tracker(study, describe(str(device)), args.results)
-    # The table too: a study stopped before its end (Ctrl-C, a time limit) wrote none.
-    attrs = study_record.from_study(optuna_study)
-    compared = comparison.compare_stored(study, stored, attrs)
-    _, csv_path = results.save(compared, study, args.results, args.search, device.type)
-    print(f"results table: {csv_path}")
-    for built in write_reports(study, compared, args.search, args.results, tracker, attrs):
+    device, study, optuna_study, storage = open_stored(args.study, args.device, args.storage, args.results,
+                                                       args.search)
+    reported, tracker = rebuild(study, optuna_study, storage, device, args.search, args.results)
+    print(f"results table: {reported.csv}")
+    for built in reported.reports:
         print(built.summary())
     if tracker.offline:
         print(f"ablate: warning: the report is not attached to MLflow (unreachable at {tracker.uri})", file=sys.stderr)
@@ -389,24 +247,10 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from ablate.render import results
-    from ablate.stats import comparison
-    from ablate.store import records, study_record
-    from ablate.tracking.parent_run import write_reports
-    from ablate.tracking.sync import push_missing
-    from ablate.tracking.tracker import Tracker
-    from ablate.trial.machine import describe
+    from ablate.run.stored_study import open_stored, sync
 
-    device, study, optuna_study, _ = _stored(args)
-    with study_lock(args.results / study.name, study.name):  # a running study logs its own trials
-        tracker = Tracker(study, describe(str(device)), args.results, warn=False)  # push_missing says it, once
-        csv = results.csv_path(args.results, study.name, args.search, device.type)
-        pushed = push_missing(study, optuna_study, args.search, tracker, [study.path, csv])
-        stored = records.load(optuna_study)
-        if pushed and any(r.complete for r in stored):  # the report, too, goes to the (maybe new) parent run
-            attrs = study_record.from_study(optuna_study)
-            write_reports(study, comparison.compare_stored(study, stored, attrs), args.search, args.results, tracker,
-                          attrs)
+    device, study, optuna_study, _ = open_stored(args.study, args.device, args.storage, args.results, args.search)
+    pushed, tracker = sync(study, optuna_study, device, args.search, args.results)
     print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
           f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0
@@ -436,7 +280,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _new(args: argparse.Namespace) -> int:
-    from ablate import scaffold
+    from ablate.config import scaffold
 
     try:  # refused before a library is imported, so before one can speak: nothing written
         scaffold.target(args.model, args.out)
@@ -451,19 +295,18 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _diagnose(args: argparse.Namespace) -> int:
-    from ablate import diagnose
     from ablate.render.terminal import addressed, message
+    from ablate.run import diagnose, preflight
     from ablate.trial.process import TrialFailed
-    from ablate.workload import data
 
-    device = _device(args.device)
-    _runnable(device)
+    device = preflight.device(args.device)
+    preflight.runnable(device)
     found = diagnose.source(args.target, device.type)
     log = library_log.to_log_file(args.results / found.study.name / library_log.LOG_NAME, lazy=True)
     if args.write_study:
-        diagnose.destination(args.write_study)
-    _writable(args.results, "results folder", "--results")
-    data.load(found.study.dataset, **found.study.dataset_kwargs)  # fails early, before anything is written
+        preflight.destination(args.write_study)
+    preflight.writable(args.results, "results folder", "--results")
+    preflight.data_present(found.study)
     try:
         with library_log.trials_to(log):
             diagnosis = diagnose.diagnose(found, device)

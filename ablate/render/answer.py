@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-
-import numpy as np
+from collections.abc import Sequence
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
@@ -292,7 +291,7 @@ def _steps_text(steps: float | None) -> str:
     return f"{steps:,.0f}" if steps is not None else "never"
 
 
-def break_even_rows(breaks: list[BreakEven]) -> list[str]:
+def break_even_rows(breaks: Sequence[BreakEven]) -> list[str]:
     """The break-even table: each compiled combination's one-off cost, saving per step and break-even, with the
     break-even's 95% interval from the speed-up over its eager counterpart."""
     out = ["", "Break-even's interval comes from the intervals of the speed-up over the eager counterpart and of the "
@@ -327,7 +326,7 @@ def pareto_lines(front: list[Comparison], unit: str) -> list[str]:
     return out + [""]
 
 
-def time_to_target_lines(found: list[TimeToTarget], study: Study) -> list[str]:
+def time_to_target_lines(found: Sequence[TimeToTarget], study: Study) -> list[str]:
     """Time to the study's target, per accuracy group, as a mean over its seeds with a 95% t interval."""
     target = (f"test accuracy {study.budget.target_accuracy:g}%" if study.budget.target_accuracy is not None
               else f"held-out loss {study.budget.target_loss:g}")
@@ -342,11 +341,10 @@ def time_to_target_lines(found: list[TimeToTarget], study: Study) -> list[str]:
             "| accuracy group | seeds reached | to target s [95% CI] | e2e s [95% CI] |", "|---|---:|---:|---:|"]
 
     def cell(t: TimeToTarget, e2e: bool) -> str:
-        xs = [x for x in (t.e2e_seconds if e2e else t.seconds) if x is not None]
-        if not xs:
+        if (mean := t.mean(e2e)) is None:
             return "not reached"
         i = t.interval(e2e)
-        return f"{np.mean(xs):.1f}" + (f" [{i.low:.1f}, {i.high:.1f}]" if i else " (no interval)")
+        return f"{mean:.1f}" + (f" [{i.low:.1f}, {i.high:.1f}]" if i else " (no interval)")
 
     out += [f"| {t.group} | {t.reached} of {len(t.seconds)} | {cell(t, False)} | {cell(t, True)} |" for t in found]
     return out + [""]

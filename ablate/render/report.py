@@ -1,7 +1,9 @@
-"""The study report: Markdown plus a self-contained HTML page with the plots embedded.
+"""The study report: Markdown plus a self-contained HTML page with the plots embedded, summary.json beside them, and
+the terminal's answer and the MLflow parent run's metrics (`Report`).
 
-Built from stored trials only (`ablate report` runs nothing). Trials from
-different devices are never mixed: each device gets its own report.
+Built from stored trials only (`ablate report` runs nothing). Trials from different devices are never mixed: each
+device gets its own report. It renders one device's findings (`ablate.stats.findings`), computed once for every
+surface; it computes none: the answer comes first, its method closes it (`ablate.render.method`).
 """
 from __future__ import annotations
 
@@ -11,25 +13,21 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import markdown
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
-from ablate.render import answer, effects, explained, plots, summaries, terminal
+from ablate.render import answer, effects, explained, method, plots, summaries, terminal
 from ablate.render.results import NOT_COUNTED
-from ablate.stats import analysis, parity, protocol
-from ablate.stats.analysis import BreakEven, EffectFit, Interval, Speedup
-from ablate.stats.comparison import Comparison, DeviceComparisons, followed
-from ablate.stats.explained import Diagnosis, diagnose
+from ablate.stats.analysis import EffectFit, Interval, Speedup
+from ablate.stats.comparison import Comparison
+from ablate.stats.findings import Findings
+from ablate.stats.parity import Parity
 from ablate.store import seeds
 from ablate.store.records import Record, baseline
-from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
-from ablate.trial.mfu import peak
-from ablate.trial.process import BASELINE_FP32
 from ablate.words import count, factor, interval, points
 
 NO_BASELINE = "the baseline did not complete, and every speed-up is a ratio to it"
@@ -73,14 +71,6 @@ class Report:
         return "\n".join(lines)
 
 
-# Written down because it decides whether a compiled combination could get faster only by running later.
-CACHES = ("Each measurement runs in a fresh process. Combinations that compile the same graph (differing only in "
-          "workers, pinning or set_to_none) share one Inductor cache: a measurement is warm where Inductor's "
-          "counters report every lookup a hit, else cold; which sibling compiles first falls to the randomized block "
-          "order, and it changes only the one-off cost (the timed windows follow compilation and warm-up; a hit is "
-          "the same code), which a warm combination takes from a cold sibling (named in the break-even table). "
-          "Autotuning modes compile cold every time (ablate/trial/compile_cache.py). Datasets are decoded once and "
-          "memory-mapped by every trial: start-up only, outside the timed windows.")
 MEMORY = {
     "cuda": "Peak MB: the most device memory PyTorch's caching allocator reserved during the timed windows "
             "(torch.cuda.max_memory_reserved; compilation, warm-up and evaluations left out), CUDA-graph pools "
@@ -97,69 +87,47 @@ NO_COUNTER = " (no measurement could read a RAPL or NVML energy counter)"
 NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the log scale: say so
 
 
-def build(study: Study, compared: list[DeviceComparisons], search: str, folder: Path,
-          race: StudyRecord | None = None) -> list[Report]:
-    """One report per device the study's trials ran on, written under `folder`."""
-    return [_build_one(study, d, search, folder / (f"{search}-{_slug(d.device)}" if len(compared) > 1 else search),
-                       race or StudyRecord()) for d in compared]
+def build(study: Study, found: list[Findings], search: str, folder: Path) -> list[Report]:
+    """One report per device the study's trials ran on, written under `folder`, each rendering that device's
+    findings (`ablate.stats.findings.analyse_all`)."""
+    return [_build_one(study, f, search, folder / (f"{search}-{_slug(f.device)}" if len(found) > 1 else search))
+            for f in found]
 
 
-def _build_one(study: Study, compared: DeviceComparisons, search: str, folder: Path, race: StudyRecord) -> Report:
+def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Report:
     folder.mkdir(parents=True, exist_ok=True)
-    records, device, rec = compared.records, compared.device, compared.recommendation
-    dims = [d for d, _ in study.space]
-    numeric_dims = [d for d, opts in study.space if any(o.changes_numerics for o in opts)]
-    throughput = analysis.fit_effects(analysis.throughput_observations(records), dims, "log throughput")
-    accuracy = analysis.fit_effects(analysis.accuracy_observations(records), numeric_dims, "test accuracy")
+    compared, device, rec = found.compared, found.device, found.recommendation
     picked = rec.pick.number if rec else None
-    compose = analysis.compose_line(rec.pick, study) if rec else None
-    breaks = analysis.break_even(records, study, compared.speedup_of)
     title = f"{study.name} ({search}) on {device}"
-    diagnosed = diagnose(study, compared)
     pick = rec.pick.combination if rec else None
 
     figures = [
         plots.speedup_chart(folder / "speedup.png", compared, picked, title),
-        plots.effects_chart(folder / "effects.png", throughput, accuracy, title),
+        plots.effects_chart(folder / "effects.png", found.throughput, found.accuracy, title),
         plots.pareto_chart(folder / "pareto.png", compared, picked, title, study.throughput_unit),
     ]
     (folder / explained.FIGURE).unlink(missing_ok=True)  # an earlier report's picture must not outlive its data
-    if diagnosed.profiled:
-        figures.append(plots.phases_chart(folder / explained.FIGURE, diagnosed, pick, title))
-    cv = protocol.baseline_cv(analysis.protocol_measurements(records), BASELINE)
-    text = _markdown(study, compared, search, throughput, accuracy, numeric_dims, compose, breaks, cv, race,
-                     diagnosed)
+    if found.diagnosis.profiled:
+        figures.append(plots.phases_chart(folder / explained.FIGURE, found.diagnosis, pick, title))
+    text = "\n".join(_answer(study, found, search) + method.section(study, found))
     md = folder / "report.md"
     md.write_text(text)
     html = folder / "report.html"
     html.write_text(_html(text, figures, title))
     summary = folder / "summary.json"
-    summary.write_text(json.dumps(summaries.summary(study, compared, search, cv, followed(study, race), race,
-                                                    diagnosed), indent=2) + "\n")
-    return Report(device, folder, md, html, summary, figures, rec.pick if rec else None, compose,
-                  {**_metrics(compared, throughput, accuracy, cv), **explained.metrics(diagnosed)},
-                  race.seeds, rec.leader.combination if rec else None,
+    summary.write_text(json.dumps(summaries.summary(study, found, search), indent=2) + "\n")
+    return Report(device, folder, md, html, summary, figures, rec.pick if rec else None,
+                  found.compose.get(rec.pick.combination) if rec else None,
+                  {**_metrics(found), **explained.metrics(found.diagnosis)},
+                  found.study_record.seeds, rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else (),
-                  tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(records),
-                  explained.terminal_line(diagnosed, pick))
+                  tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(found.records),
+                  explained.terminal_line(found.diagnosis, pick))
 
 
 def _why_none(records: list[Record]) -> str:
     """Why there is no recommendation: no complete baseline (it is always a candidate otherwise)."""
     return NO_BASELINE if baseline(records) is None else ALL_BELOW
-
-
-def _fraction(compared: DeviceComparisons) -> str | None:
-    """The fraction of the grid screening measured (None: all of it), and whether the fold-over followed."""
-    part = compared.screened
-    if part is None:
-        return None
-    return part.fraction.describe() + (" (then the fold-over: every other one)" if part.folded else "")
-
-
-def _samples(study: Study) -> str:
-    per = study.task.units_per_sample
-    return f"sequences of {per:,} tokens" if study.throughput_unit == "tokens" else "samples"
 
 
 def _memory(c: Comparison, base: Comparison | None) -> str:
@@ -174,56 +142,16 @@ def _memory(c: Comparison, base: Comparison | None) -> str:
     return f"{mine:,.0f} ({100 * (mine / theirs - 1):+.0f}%){also}"
 
 
-def _bitwise_lines(stored: StudyRecord, device: str) -> list[str]:
-    """Which accuracy groups trained as another because they computed bitwise alike here (`ablate.run.bitwise`)."""
-    answers = stored.bitwise.get(device)
-    if not answers:
-        return []
-    said = [f"**{group}** trained as {trains_as}" if trains_as != group else f"{group} trained apart"
-            for group, (trains_as, _) in sorted(answers.items())]
-    why = [f"{group}: {reason}" for group, (_, reason) in sorted(answers.items())]
-    return [f"- Accuracy groups, checked for bitwise equality with their core before measuring (`ablate.run.bitwise`): "
-            f"{'; '.join(said)}. Found: {'; '.join(why)}."]
-
-
-def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput: EffectFit | str,
-              accuracy: EffectFit | str, numeric_dims: list[str], compose: tuple[str, str] | None,
-              breaks: list[BreakEven], cv: float | None, stored: StudyRecord, diagnosed: Diagnosis) -> str:
-    records, device, rec = compared.records, compared.device, compared.recommendation
+def _answer(study: Study, found: Findings, search: str) -> list[str]:
+    """The report up to its method: the recommendation, where the time goes, every combination's speed-up, what each
+    technique is worth, one-off costs, accuracy parity, the Pareto front, the time to the target, what failed."""
+    compared, records, device, rec = found.compared, found.records, found.device, found.recommendation
     base = baseline(records)
-    states = Counter(r.state for r in records)
-    mfu = peak(device) if any(metric.MFU in r.metrics for r in records) else None  # `device` is the device's name
-    device_type = "cuda" if any(str(r.machine.get("device", "")).startswith("cuda") for r in records) else "cpu"
-    machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
-    method = [  # "How this was measured", the report's closing section: the answer comes first
-        f"- Device: **{device}**; torch {', '.join(machines['torch'])}; commit {', '.join(machines['commit'])}; "
-        f"host {', '.join(machines['host'])}",
-        f"- Study file: `{study.path.name}` (hash {study.file_hash}); model `{study.model}`, "
-        f"dataset `{study.dataset}`; "
-        + ("budget: throughput only (budget.throughput_only), " if study.budget.throughput_only else
-           f"budget {study.budget.train_samples:,} training {_samples(study)} for accuracy, ")
-        + f"{study.budget.describe_windows(device_type)}; "
-        f"throughput in {study.throughput_unit}/s",
-        f"- Trials: {count(len(records), 'combination')}: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
-        + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
-        f"in {count(len({m.block for r in records for m in r.measurements}), 'block')}",
-        f"- Protocol: {followed(study, stored).describe(fraction=_fraction(compared))}. "
-        + (f"Race: {stored.race['why']}." if stored.race else ""),
-        f"- Host noise: the baseline's throughput varied by {100 * cv:.1f}% (coefficient of variation) across "
-        f"blocks" if cv is not None else "- Host noise: the baseline ran in one block only, so its variation across "
-        "blocks is unknown",
-        f"- Compile cache: {CACHES}",
-        *_bitwise_lines(stored, device),
-        f"- Baseline fp32 precision: strict IEEE for matmuls and convolutions (`{BASELINE_FP32}`; on CUDA, TF32 "
-        "only where the TF32 strategy is on).",
-        f"- Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `ablate report` from the stored trials.",
-        "",
-    ]
     out = [
         f"# ablate report: {study.name} ({search}) on {device}",
         "",
         f"{study.model} on {study.dataset}, {device}, {count(len(records), 'combination')}; how this was "
-        "measured closes the report ([How this was measured](#how-this-was-measured)).",
+        f"measured closes the report ([{method.TITLE}](#how-this-was-measured)).",
         "",
         *([f"**Accuracy was not measured**: {notes[0]}. Speed-ups stand; test accuracy, parity and the effects on "
            "accuracy do not apply.", ""] if (notes := sorted({r.accuracy_note for r in records if r.accuracy_note}))
@@ -233,6 +161,7 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     ]
     tol = study.accuracy_tolerance
     speedup_of = compared.speedup_of
+    compose = found.compose.get(rec.pick.combination) if rec else None
     if rec and compose:
         pick = rec.pick
         s = speedup_of.get(pick.combination)
@@ -247,85 +176,23 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
                                           {c.combination: c.parity for c in compared.rows if c.parity})
     else:
         out += [f"None: {_why_none(records)}.", ""]
-    if stored.seeds:
-        method += [f"Seeds of this run: {seeds.describe(stored.seeds)} (parity's extra seeds: the "
-                   "training seed plus 1, 2...).", ""]
 
     out += answer.load_lines(compared.load)
-    if cv is not None and cv > NOISY_CV:
+    if (cv := found.baseline_cv) is not None and cv > NOISY_CV:
         out += [f"**A noisy host.** The baseline's throughput moved by {100 * cv:.0f}% between blocks (coefficient "
                 "of variation): a single measurement cannot resolve effects of that size, and the speed-ups rest "
                 "on pairing within blocks. Trust the intervals, which come from repeated blocks; where a "
                 "combination has none (\"baseline\" noise), measure again on a quieter machine.", ""]
-    out += explained.section(diagnosed, rec.pick.combination if rec else None)
-
-    method += [
-        "Each measurement is one fresh process. A combination's speed-up is the geometric mean, over the blocks "
-        "it ran in, of its throughput divided by the same block's baseline's (paired, so drift and a lucky "
-        "baseline cancel). The leader's estimate (and the simplest member's of its set) comes from confirmation "
-        "blocks, which no selection saw; another raced combination's comes from the race blocks that also "
-        "decided whether it stayed in the race, so one kept may read high and one dropped low. The 95% t "
-        "interval rests on between-process noise: "
-        "a variance model by technique fitted to the spread of the paired differences of the combinations "
-        "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
-        "when too few: \"paired\", or \"baseline\" when the baselines are the only source); for a "
-        "combination measured in several blocks, combined with its own spread across them (\"moderated\"), or "
-        "its own alone where that is clearly wider (\"own\"). A row's throughput is the "
-        "baseline's (the geometric mean of its measurements) times the row's speed-up, so the two columns agree.",
-    ]
-    energy = compared.energy_counted
-    out += ["## Speed-up of every combination", "",
-            "Each combination's throughput over the same block's baseline's, paired, with its 95% interval "
-            "(how: [How this was measured](#how-this-was-measured)).", "",
-            "![speed-up per combination](speedup.png)", "",
-            f"| combination | {study.throughput_unit}/s | speed-up (95% CI) | blocks | noise | test acc % | "
-            f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}"
-            + (" energy/sample vs baseline (95% CI) |" if energy else ""),
-            f"|---|---:|---|---:|---|---:|---:|---:|---|---:|{'---:|' if mfu else ''}{'---|' if energy else ''}"]
-    for c in (c for c in compared.rows if c.speedup):
-        r, s = c.record, c.speedup
-        assert s is not None  # the rows with a speed-up only
-        out.append(f"| {r.combination} | {c.throughput:.0f} | {_factor(s.factor, s)} | {c.blocks or ''} | "
-                   f"{'' if c.is_baseline else c.noise} | {'' if r.accuracy is None else f'{r.accuracy:.2f}'} | "
-                   f"{'' if c.accuracy_change is None else points(c.accuracy_change)} | "
-                   f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
-                   f"{_parity_cell(c.parity)} | {_memory(c, compared.baseline)} |"
-                   + (f" {100 * r.metrics[metric.MFU]:.1f}% |" if mfu and metric.MFU in r.metrics
-                      else " |" if mfu else "") + (f" {_energy(c)} |" if energy else ""))
-    out += ["", MEMORY[device_type], "", f"Energy per sample: {ENERGY_NOTE if energy else NOT_COUNTED + NO_COUNTER}."]
-    if mfu:
-        out += ["", f"MFU: {study.throughput_unit}/s x the model's training FLOPs per token / the device's dense "
-                f"BF16 peak ({mfu.tflops:g} TFLOPS: {mfu.source}), whatever precision the combination ran in."]
-    out += [""]
-    method += ["", "Accuracy was trained once per seed per group of combinations that differ only in techniques that "
-               "leave the numbers unchanged (\"acc from\" names the trial of the run's own seed); Δ acc is the mean "
-               "paired change over the group's seeds (see Accuracy parity).", ""]
+    out += explained.section(found.diagnosis, rec.pick.combination if rec else None)
+    out += _speedups(study, found)
 
     out += ["## What each technique is worth", ""]
+    throughput, accuracy = found.throughput, found.accuracy
     if any(isinstance(f, EffectFit) for f in (throughput, accuracy)):  # else the figure would be text only
         pairs = any(f.pairs() for f in (throughput, accuracy) if isinstance(f, EffectFit))
         out += [f"![{'main effects and interactions' if pairs else 'main effects'}](effects.png)", ""]
-    out += effects.section(throughput, accuracy, numeric_dims)
-
-    out += ["## One-off costs: compilation and its break-even", ""]
-    if breaks:
-        out += ["One-off cost = model preparation plus first step, minus the same for the combination without the "
-                "technique. Break-even = one-off cost / time saved per step. Budget time = training the study's "
-                f"{study.budget.train_samples:,} samples end to end, one-off cost included (measured where both "
-                "trials trained the full budget, else estimated from the first step and the steady throughput).",
-                ""]
-        for technique in sorted({b.technique for b in breaks}):
-            mine = [b for b in breaks if b.technique == technique]
-            pays = sorted(b.steps for b in mine if b.steps is not None)
-            cost = sorted(b.extra_s for b in mine)[len(mine) // 2]
-            out.append(f"- **{technique}**: median one-off cost {cost:.2f} s; faster per step in {len(pays)} of "
-                       f"{count(len(mine), 'combination')}"
-                       + (f", paying for itself after {count(round(pays[len(pays) // 2]), 'step')} "
-                          "(median of those)" if pays else "") + ".")
-        out += answer.break_even_rows(breaks)
-        out.append("")
-    else:
-        out += ["No technique with a one-off cost (compilation) was measured against its eager counterpart.", ""]
+    out += effects.section(throughput, accuracy, list(found.accuracy_dims))
+    out += _one_off_costs(study, found)
 
     out += ["## Accuracy parity", ""]
     if base is None or base.accuracy is None:
@@ -336,23 +203,70 @@ def _markdown(study: Study, compared: DeviceComparisons, search: str, throughput
     if front := compared.front:  # accuracy was measured
         out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
         out += answer.pareto_lines(front, study.throughput_unit)
-    if study.budget.target_accuracy is not None or study.budget.target_loss is not None:
-        out += answer.time_to_target_lines(analysis.time_to_target(records), study)
+    if found.time_to_target is not None:
+        out += answer.time_to_target_lines(found.time_to_target, study)
 
     others = [r for r in records if not r.complete]
     if others:
         out += ["## Skipped and failed", ""]
         reasons = Counter((r.state, r.reason) for r in others)
         out += [f"- {n} {state}: {reason}" for (state, reason), n in reasons.most_common()] + [""]
-    return "\n".join(out + ["## How this was measured", "", *method])
+    return out
 
 
-def _metrics(compared: DeviceComparisons, throughput: EffectFit | str, accuracy: EffectFit | str,
-             cv: float | None) -> dict[str, float]:
+def _speedups(study: Study, found: Findings) -> list[str]:
+    """The table of every combination's speed-up, with what its memory, energy and MFU columns mean."""
+    compared, mfu, energy = found.compared, found.peak, found.compared.energy_counted
+    out = ["## Speed-up of every combination", "",
+           "Each combination's throughput over the same block's baseline's, paired, with its 95% interval "
+           f"(how: [{method.TITLE}](#how-this-was-measured)).", "",
+           "![speed-up per combination](speedup.png)", "",
+           f"| combination | {study.throughput_unit}/s | speed-up (95% CI) | blocks | noise | test acc % | "
+           f"Δ acc (points) | acc from | parity | peak MB (vs baseline) |{' MFU |' if mfu else ''}"
+           + (" energy/sample vs baseline (95% CI) |" if energy else ""),
+           f"|---|---:|---|---:|---|---:|---:|---:|---|---:|{'---:|' if mfu else ''}{'---|' if energy else ''}"]
+    for c in (c for c in compared.rows if c.speedup):
+        r, s = c.record, c.speedup
+        assert s is not None  # the rows with a speed-up only
+        out.append(f"| {r.combination} | {c.throughput:.0f} | {_factor(s.factor, s)} | {c.blocks or ''} | "
+                   f"{'' if c.is_baseline else c.noise} | {'' if r.accuracy is None else f'{r.accuracy:.2f}'} | "
+                   f"{'' if c.accuracy_change is None else points(c.accuracy_change)} | "
+                   f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
+                   f"{_parity_cell(c.parity)} | {_memory(c, compared.baseline)} |"
+                   + (f" {100 * r.metrics[metric.MFU]:.1f}% |" if mfu and metric.MFU in r.metrics
+                      else " |" if mfu else "") + (f" {_energy(c)} |" if energy else ""))
+    out += ["", MEMORY[found.device_type], "",
+            f"Energy per sample: {ENERGY_NOTE if energy else NOT_COUNTED + NO_COUNTER}."]
+    if mfu:
+        out += ["", f"MFU: {study.throughput_unit}/s x the model's training FLOPs per token / the device's dense "
+                f"BF16 peak ({mfu.tflops:g} TFLOPS: {mfu.source}), whatever precision the combination ran in."]
+    return out + [""]
+
+
+def _one_off_costs(study: Study, found: Findings) -> list[str]:
+    """One-off costs (compilation) and when they pay for themselves: per technique, then per combination."""
+    out = ["## One-off costs: compilation and its break-even", ""]
+    if not found.break_even:
+        return out + ["No technique with a one-off cost (compilation) was measured against its eager counterpart.", ""]
+    out += ["One-off cost = model preparation plus first step, minus the same for the combination without the "
+            "technique. Break-even = one-off cost / time saved per step. Budget time = training the study's "
+            f"{study.budget.train_samples:,} samples end to end, one-off cost included (measured where both "
+            "trials trained the full budget, else estimated from the first step and the steady throughput).", ""]
+    for t in found.one_off:
+        out.append(f"- **{t.technique}**: median one-off cost {t.median_s:.2f} s; faster per step in {t.faster} of "
+                   f"{count(t.combinations, 'combination')}"
+                   + (f", paying for itself after {count(round(t.median_steps), 'step')} "
+                      "(median of those)" if t.median_steps is not None else "") + ".")
+    return out + answer.break_even_rows(found.break_even) + [""]
+
+
+def _metrics(found: Findings) -> dict[str, float]:
+    """The MLflow parent run's figures (its diagnosis's apart: `explained.metrics`)."""
+    compared, cv = found.compared, found.baseline_cv
     m: dict[str, float] = {"parity_failures": float(len(compared.flagged))}
     if cv is not None:
         m["baseline_cv_across_blocks"] = cv
-    m.update(effects.metrics(throughput, accuracy))
+    m.update(effects.metrics(found.throughput, found.accuracy))
     m.update({f"load.{k}": v for k, v in compared.load.figures.items()})
     rec = compared.recommendation
     c = compared.get(rec.pick.combination) if rec else None
@@ -383,7 +297,7 @@ def _energy(c: Comparison) -> str:
     return factor(i.estimate, i.low, i.high) if i else "" if c.energy_ratio is None else factor(c.energy_ratio)
 
 
-def _parity_cell(p: parity.Parity | None) -> str:
+def _parity_cell(p: Parity | None) -> str:
     return "" if p is None else f"{p.label} {interval(p.low, p.high, signed=True)}"
 
 

@@ -1,4 +1,5 @@
-"""summary.json: the report's answer for scripts, rendered from the comparisons (`ablate.stats.comparison`).
+"""summary.json: the report's answer for scripts, rendered from the device's findings (`ablate.stats.findings`) and
+the comparisons they hold (`ablate.stats.comparison`).
 
 What a user's CI reads to notice that the best stack has changed: every combination's speed-up with its
 interval and throughput, its parity verdict, its energy per sample over the baseline's (its interval, or "not counted
@@ -14,17 +15,16 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
 from ablate.render import explained
 from ablate.render.results import NOT_COUNTED
-from ablate.stats import analysis, protocol
+from ablate.stats.analysis import CONFIDENCE
 from ablate.stats.comparison import Comparison, DeviceComparisons
 from ablate.stats.contrasts import Contrast
-from ablate.stats.explained import Diagnosis
+from ablate.stats.findings import Findings
+from ablate.stats.protocol import CONFIRM
 from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
-from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
 
 Compose = Callable[[Record], tuple[str, str]]  # a combination's import and compose(...) lines
@@ -102,7 +102,7 @@ def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> 
 
     return {
         **entry(pick, unit, counted), "compose": list(compose(rec.pick)),
-        "confirmed": pick.speedup.estimate.phase == protocol.CONFIRM,
+        "confirmed": pick.speedup.estimate.phase == CONFIRM,
         "leader": rec.leader.combination, "equivalence_margin": rec.margin,
         # What the design's equivalence test could show at the measured noise (`ablate.stats.equivalence`).
         "equivalence_design": {"smallest_shown": design and design.smallest, "blocks": design and design.blocks,
@@ -133,10 +133,10 @@ def _predicted(rec: Recommendation, name: str) -> dict[str, Any]:
             "log_se": e.se, "df": e.df, "noise": "model"}
 
 
-def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | None, design: ProtocolSettings,
-            stored: StudyRecord, diagnosed: Diagnosis) -> dict[str, Any]:
-    """summary.json for one device. `stored`: what the Optuna study stores (its seeds, where the race ended);
-    `diagnosed`: where the time goes (`ablate.stats.explained`)."""
+def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
+    """summary.json for one device: its findings, what the Optuna study stores beside them (its seeds, where the race
+    ended, what the run cost) included."""
+    compared, design, stored = found.compared, found.protocol, found.study_record
     records, unit = compared.records, study.throughput_unit
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     part = compared.screened  # the fraction of the grid screening measured, where it measured one
@@ -151,14 +151,14 @@ def summary(study: Study, compared: DeviceComparisons, search: str, cv: float | 
                                                     "generators": list(part.fraction.generators),
                                                     "resolution": part.fraction.resolution,
                                                     "fold_over": part.folded},
-                     "confidence": analysis.CONFIDENCE, "race": stored.race, "baseline_cv_across_blocks": cv,
+                     "confidence": CONFIDENCE, "race": stored.race, "baseline_cv_across_blocks": found.baseline_cv,
                      "compile_cache": "one per compiled graph, shared by the combinations that compile it: cold where "
                                       "Inductor compiled a graph, warm where every lookup hit"},
         "seeds": stored.seeds,
         "cost": stored.cost_summary,  # expected as it began, and spent (ablate.run.estimate); null: stored before
         # The load guard over the run (ablate.trial.load): measurements taken again, and kept though still disturbed.
         "machine_load": {"foreign_load_limit": compared.load.limit, **compared.load.figures},
-        "recommendation": recommendation(compared, unit, lambda r: analysis.compose_line(r, study)),
-        "diagnosis": explained.summary(diagnosed),
+        "recommendation": recommendation(compared, unit, lambda r: found.compose[r.combination]),
+        "diagnosis": explained.summary(found.diagnosis),
         "speedups": [entry(c, unit, compared.energy_counted) for c in compared.rows if c.speedup],
     }

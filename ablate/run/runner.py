@@ -27,17 +27,18 @@ from tqdm import tqdm
 from ablate.config.choices import accuracy_group, by_dimension, combination_label, levels_of
 from ablate.config.design import ProtocolSettings, resumed
 from ablate.config.study import Study, StudyError
-from ablate.render import breakdown, report, results, terminal
+from ablate.render import breakdown, report, terminal
 from ablate.run import bitwise, estimate
 from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.run.objective import Objective, ProgressLines
 from ablate.run.recovery import Recovery
-from ablate.stats import comparison, diagnosis
+from ablate.run.stored_study import analyse_and_report
+from ablate.stats import diagnosis
 from ablate.stats.planner import Planned, Planner
 from ablate.store import claim, records, seeds, study_record
 from ablate.store.records import State
 from ablate.store.storage import create_study, metric_names, optuna_study_name, shared, sqlite_path
-from ablate.tracking.parent_run import ParentRun, write_reports
+from ablate.tracking.parent_run import ParentRun
 from ablate.tracking.tracker import Tracker
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import Machine
@@ -342,9 +343,8 @@ class Runner:
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna_study)
-        compared = comparison.compare(stored, self.study.accuracy_tolerance, self.design, self.study)  # all render it
-        table, csv = results.save(compared, self.study, self.results_dir, self.search, self.machine.device_type)
-        reports = write_reports(self.study, compared, self.search, self.results_dir, self.tracker,
-                                study_record.from_study(self.optuna_study))
-        self.parent.finish(stored, compared, csv)
-        return Outcome(table, csv, ran, self.tracker.uri, self.parent.id, reports)
+        # As `ablate report` analyses it: under the protocol stored at the start, which is `self.design`.
+        done = analyse_and_report(self.study, self.optuna_study, stored, self.search, self.results_dir, self.tracker,
+                                  self.machine.device_type)
+        self.parent.finish(stored, done.compared, done.csv)
+        return Outcome(done.table, done.csv, ran, self.tracker.uri, self.parent.id, done.reports)

@@ -1,12 +1,10 @@
-"""What each technique is worth: speed-ups with confidence intervals, factorial effects,
-break-even of one-off costs, accuracy parity, the Pareto front and a recommendation.
-
-Speed-ups are the protocol's one estimator (`ablate.stats.protocol.estimates`:
-paired against the baseline of the same block, intervals from
-between-process noise); effects come from a least-squares fit (statsmodels)
-of every measurement's log throughput with the block as a factor. Throughput
-is analysed on the log scale, so speed-ups and effects are factors (x1.30 =
-30% more samples per second) and intervals stay positive.
+"""What each technique is worth: speed-ups with confidence intervals, factorial effects, the break-even of one-off
+costs, the time to a target, and the compose line that reproduces a combination (gathered for every surface, once per
+device, by `ablate.stats.findings`). Speed-ups are the protocol's one estimator (`ablate.stats.protocol.estimates`:
+paired against the baseline of the same block, intervals from between-process noise); effects come from a
+least-squares fit (statsmodels) of every measurement's log throughput with the block as a factor. Throughput is
+analysed on the log scale, so speed-ups and effects are factors (x1.30 = 30% more samples per second) and intervals
+stay positive.
 """
 from __future__ import annotations
 
@@ -89,8 +87,7 @@ def protocol_measurements(records: Sequence[Record]) -> list[protocol.Measuremen
 
 
 def speedups(records: list[Record]) -> list[Speedup]:
-    """Speed-up of every complete combination over the baseline of the same blocks (`protocol.estimates`),
-    fastest first."""
+    """Every complete combination's speed-up over the baseline of its blocks (`protocol.estimates`), fastest first."""
     found = protocol.estimates(protocol_measurements(records), BASELINE)
     out = [Speedup(r, found[r.combination]) for r in records if r.complete and r.combination in found]
     return sorted(out, key=lambda s: -s.estimate.log)
@@ -312,8 +309,7 @@ def _budget_s(r: Record, budget_samples: int, units_per_sample: int) -> tuple[fl
 
 
 def break_even(records: list[Record], study: Study, found: dict[str, Speedup] | None = None) -> list[BreakEven]:
-    """For every technique with a one-off cost (compilation), when it has paid for itself. `found`: the speed-ups,
-    when the caller has them already."""
+    """When each technique with a one-off cost (compilation) has paid for itself; `found`: the speed-ups, if known."""
     index = {tuple(sorted(r.levels.items())): r for r in records if r.complete}
     per_sample = study.task.units_per_sample  # throughput counts tokens for a language model; steps count samples
     found = speedup_of(records) if found is None else found
@@ -362,15 +358,18 @@ class TimeToTarget:
     def reached(self) -> int:
         return sum(s is not None for s in self.seconds)
 
+    def mean(self, e2e: bool = False) -> float | None:
+        """The mean over the seeds that reached the target; None: none did."""
+        reached = [x for x in (self.e2e_seconds if e2e else self.seconds) if x is not None]
+        return float(np.mean(reached)) if reached else None
+
     def interval(self, e2e: bool = False) -> Interval | None:
-        """The mean over seeds with a 95% t interval from their spread; None unless every seed (two or more)
-        reached the target (a seed that never reached it has no time to average)."""
+        """`mean` with a 95% t interval from the seeds' spread; None unless every seed (two or more) reached it."""
         xs = self.e2e_seconds if e2e else self.seconds
         reached = [x for x in xs if x is not None]
-        if len(xs) < 2 or len(reached) < len(xs):
+        mean, half = self.mean(e2e), _half_width(reached)
+        if len(xs) < 2 or len(reached) < len(xs) or mean is None or half is None:
             return None
-        mean, half = float(np.mean(reached)), _half_width(reached)
-        assert half is not None  # two seeds or more
         return Interval(mean, mean - half, mean + half)
 
 

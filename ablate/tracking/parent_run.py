@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 from ablate.config.study import Study
 from ablate.render import report
 from ablate.stats.comparison import DeviceComparisons
+from ablate.stats.findings import analyse_all
 from ablate.store import claim, records, study_record
 from ablate.store.records import Record
 from ablate.store.study_record import StudyRecord
@@ -70,9 +71,11 @@ class ParentRun:
 
 def write_reports(study: Study, compared: list[DeviceComparisons], search: str, results_dir: Path, tracker: Tracker,
                   attrs: StudyRecord) -> list[report.Report]:
-    """Build the study's report(s) from its comparisons and attach them to the MLflow parent run.
-    `attrs`: the Optuna study's record (its protocol, where the race ended, its parent run)."""
-    built = report.build(study, compared, search, results_dir / study.name / "report", attrs)
+    """Build the study's report(s) from its comparisons and attach them to the MLflow parent run: each device's
+    findings (`ablate.stats.findings`) are computed here, once, and the report, summary.json, the terminal's answer
+    and the parent run's metrics all render them. `attrs`: the Optuna study's record (its protocol, where the race
+    ended, its parent run)."""
+    built = report.build(study, analyse_all(study, compared, attrs), search, results_dir / study.name / "report")
     parent_id = attrs.parent_run_id
     for r in built:
         if parent_id:

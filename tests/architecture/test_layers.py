@@ -3,9 +3,14 @@
 The walk reads every import statement (function-level and TYPE_CHECKING ones too) with `ast`, so an
 import put inside a function to keep start-up light still counts: it runs upward all the same.
 
-The shims of old import paths (`ablate._moved.MOVED`: ablate/data.py, ablate/train.py) are the one exemption: they
-forward to a package above the ground floor by name. The exemption is narrow: a shim must be exactly the two
-lines of one (`test_a_shim_is_only_a_shim`), so nothing else can live under it.
+The floors end at the command line: ablate/'s top level holds the entry points (cli.py, __main__.py), the
+ground floor's helpers and nothing that does work of its own; a module that does belongs in a package
+(`test_the_top_level_holds_entry_points_helpers_and_shims_only`).
+
+The shims of old import paths (`ablate._moved.MOVED`: ablate/data.py, ablate/train.py, ablate/scaffold.py,
+ablate/diagnose.py) are the one exemption: they forward to a package above the ground floor by name. The exemption
+is narrow: a shim must be exactly the two lines of one (`test_a_shim_is_only_a_shim`), so nothing else can live
+under it.
 """
 from __future__ import annotations
 
@@ -29,8 +34,7 @@ FLOORS = [
     {"render"},
     {"tracking"},
     {"run"},
-    {"scaffold", "diagnose"},
-    {"cli", "__main__"},
+    {"cli", "__main__"},  # the top floor: the entry points
 ]
 FLOOR = {part: i for i, parts in enumerate(FLOORS) for part in parts}
 
@@ -79,6 +83,15 @@ def upward_imports(paths: list[Path], root: Path = ABLATE.parent) -> list[str]:
 def test_every_part_of_ablate_has_a_floor() -> None:
     parts = {p.relative_to(ABLATE).parts[0].removesuffix(".py") for p in _modules()} - {"studies"}
     assert parts <= set(FLOOR), f"no floor for {sorted(parts - set(FLOOR))}: add it to FLOORS"
+
+
+def test_the_top_level_holds_entry_points_helpers_and_shims_only() -> None:
+    """Every floor between the ground and the command line is a package; a module at the top level is an entry
+    point, a ground-floor helper or a shim."""
+    assert FLOORS[-1] == {"cli", "__main__"}
+    assert all((ABLATE / part / "__init__.py").is_file() for parts in FLOORS[1:-1] for part in parts)
+    top = {p.stem for p in ABLATE.glob("*.py") if p not in SHIMS} - {"__init__"}
+    assert top <= FLOORS[0] | FLOORS[-1], f"{sorted(top - FLOORS[0] - FLOORS[-1])} belong in a package"
 
 
 def test_no_import_runs_upward() -> None:

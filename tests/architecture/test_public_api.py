@@ -9,9 +9,11 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -135,6 +137,23 @@ def test_the_old_loop_path_still_gives_the_loop(monkeypatch) -> None:
     with pytest.warns(FutureWarning, match="ablate.train is deprecated"):
         old = importlib.import_module("ablate.train")
     assert old.train is train and old.evaluate is evaluate
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_path_warns_and_gives_the_names_where_they_live_now(old: str, monkeypatch) -> None:
+    """Every shim forwards every public name of the module it moved to, and what its warning says to write
+    instead imports without a warning."""
+    moved = MOVED[old]
+    monkeypatch.delitem(sys.modules, old, raising=False)  # a shim warns when first imported
+    with pytest.warns(FutureWarning, match=rf"{re.escape(old)} is deprecated and goes away in ablate "
+                                           rf"{re.escape(moved.removed_in)}: write `{re.escape(moved.instead)}`"):
+        shim = importlib.import_module(old)
+    now = importlib.import_module(moved.now)
+    names = [name for name in dir(now) if not name.startswith("_")]
+    assert names and all(getattr(shim, name) is getattr(now, name) for name in names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        exec(moved.instead, {})
 
 
 def test_the_version_is_pyprojects() -> None:

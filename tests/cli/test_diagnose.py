@@ -210,7 +210,7 @@ def test_a_run_says_the_baselines_diagnosis_once_and_which_planned_techniques_ar
 
 def test_every_strategy_has_its_usual_choices_and_each_is_that_strategy():
     from ablate.config.choices import parse
-    from ablate.diagnose import CHOICES
+    from ablate.run.diagnose import CHOICES
 
     assert set(CHOICES) == set(REGISTRY)  # a new strategy needs its choice for a written study
     for name, choices in CHOICES.items():

@@ -69,6 +69,7 @@ def test_summary_json_carries_the_documented_fields(tmp_path: Path) -> None:
     from ablate.render import report
     from ablate.render.summaries import SCHEMA_VERSION
     from ablate.stats.comparison import compare_stored
+    from ablate.stats.findings import analyse_all
     from ablate.store.records import Record, combine
     from ablate.store.study_record import StudyRecord
     from ablate.trial import metrics as metric
@@ -87,7 +88,7 @@ def test_summary_json_carries_the_documented_fields(tmp_path: Path) -> None:
     records = combine([measured(2 * b, BASELINE, b) for b in range(3)]
                       + [measured(2 * b + 1, "amp(dtype=bf16)", b) for b in range(3)])
     (compared,) = compare_stored(loaded, records, StudyRecord())
-    (built,) = report.build(loaded, [compared], "grid", tmp_path / "report", StudyRecord())
+    (built,) = report.build(loaded, analyse_all(loaded, [compared], StudyRecord()), "grid", tmp_path / "report")
     written = json.loads(built.summary_json.read_text())
 
     assert written["schema_version"] == SCHEMA_VERSION == 1

@@ -10,6 +10,7 @@ from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.render import report
 from ablate.stats.comparison import compare_stored
+from ablate.stats.findings import analyse_all
 from ablate.store.records import Record, combine
 from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
@@ -36,7 +37,8 @@ def test_every_surface_gives_the_load_guard_of_the_design_the_run_followed(tmp_p
     records = combine([_measured(2 * b, BASELINE, b, *loads[b]) for b in range(3)]
                       + [_measured(2 * b + 1, "amp(dtype=bf16)", b, 0.04, 0.0) for b in range(3)])
     (compared,) = compare_stored(loaded, records, StudyRecord(protocol=followed))
-    (built,) = report.build(loaded, [compared], "grid", tmp_path / "report", StudyRecord(protocol=followed))
+    found = analyse_all(loaded, [compared], StudyRecord(protocol=followed))
+    (built,) = report.build(loaded, found, "grid", tmp_path / "report")
 
     assert compared.load.limit == 0.1 and compared.load.still_disturbed == 1 and compared.load.taken_again == 3
     summary = json.loads(built.summary_json.read_text())["machine_load"]

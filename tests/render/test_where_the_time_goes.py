@@ -19,6 +19,7 @@ from ablate.stats import diagnosis
 from ablate.stats.comparison import compare
 from ablate.stats.diagnosis import WORDS
 from ablate.stats.explained import Diagnosis
+from ablate.stats.findings import analyse_all
 from ablate.store.study_record import StudyRecord
 from ablate.tracking import view
 from ablate.tracking.parent_run import write_reports
@@ -32,7 +33,7 @@ def study(tmp_path):
 
 
 def _built(study, folder, **kwargs) -> report.Report:
-    (built,) = report.build(study, compare(records(**kwargs), 0.5), "grid", folder / "report")
+    (built,) = report.build(study, analyse_all(study, compare(records(**kwargs), 0.5)), "grid", folder / "report")
     return built
 
 

@@ -47,23 +47,23 @@ def test_the_fakes_read_a_device_s_properties_and_memory_as_torch_does(monkeypat
 
 
 def test_a_bare_cuda_device_becomes_the_current_one_in_the_record_and_its_tags(monkeypatch):
-    from ablate.cli import _device
+    from ablate.run.preflight import device
     from ablate.trial.machine import describe
 
     FakeCUDA(current=1).install(monkeypatch)
-    assert _device("cuda") == torch.device("cuda:1")
+    assert device("cuda") == torch.device("cuda:1")
     machine = describe("cuda")
     assert machine.device == "cuda:1" and machine.tags()["ablate.device"] == "cuda:1"
     assert machine.device_name == FakeCUDA.NAME
 
 
 def test_a_cuda_device_this_machine_lacks_is_refused_in_one_line(monkeypatch):
-    from ablate.cli import _runnable
     from ablate.config.study import StudyError
+    from ablate.run.preflight import runnable
 
     FakeCUDA(count=2).install(monkeypatch)
     with pytest.raises(StudyError, match=r"--device cuda:2: this machine has 2 CUDA device\(s\), cuda:0 to cuda:1"):
-        _runnable(torch.device("cuda:2"))
+        runnable(torch.device("cuda:2"))
 
 
 class _Stop(Exception):

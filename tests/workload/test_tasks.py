@@ -195,6 +195,7 @@ def test_the_report_of_a_language_model_on_a_known_gpu_gives_mfu_with_its_peak_a
     from ablate.config.choices import BASELINE
     from ablate.render import report
     from ablate.stats.comparison import compare
+    from ablate.stats.findings import analyse_all
     from ablate.store.records import Record, combine
 
     path = tmp_path / "s.yaml"
@@ -211,7 +212,8 @@ def test_the_report_of_a_language_model_on_a_known_gpu_gives_mfu_with_its_peak_a
 
     records = combine([measured(2 * b, BASELINE, 1e6 * (1 + b / 100), b, 1000.0) for b in range(3)]
                       + [measured(2 * b + 1, "amp(dtype=bf16)", 2e6 * (1 + b / 50), b, 600.0) for b in range(3)])
-    (built,) = report.build(loaded, compare(records, loaded.accuracy_tolerance), "grid", tmp_path / "report")
+    found = analyse_all(loaded, compare(records, loaded.accuracy_tolerance))
+    (built,) = report.build(loaded, found, "grid", tmp_path / "report")
     text = built.markdown.read_text()
     assert "| tokens/s |" in text and "| MFU |" in text and "989.5 TFLOPS" in text and "H100 SXM" in text
     row = next(line for line in text.splitlines() if line.startswith("| amp(dtype=bf16) |"))

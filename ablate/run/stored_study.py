@@ -1,0 +1,121 @@
+"""A study read back from its storage: `ablate report` rebuilds its table and reports, `ablate sync` logs to MLflow
+the trials it missed, and a run ends with the same analysis.
+
+The analysis and what is made of it - the comparisons under the protocol the measurements followed, the results
+table, the reports attached to the MLflow parent run - is one sequence (`analyse_and_report`) for the run's end
+(`ablate.run.runner`) and for both commands, so a report rebuilt from storage is the report the run wrote.
+
+Opening a stored study creates nothing: an SQLite file that is not there means nothing is stored (one line naming
+the command that stores it), not an empty database to leave behind.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ablate.config.validate import StudyError
+from ablate.trial import library_log
+
+if TYPE_CHECKING:
+    import optuna
+    import torch
+
+    from ablate.config.study import Study
+    from ablate.render.report import Report
+    from ablate.stats.comparison import DeviceComparisons
+    from ablate.store.records import Record
+    from ablate.tracking.tracker import Tracker
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What `analyse_and_report` made."""
+
+    compared: list[DeviceComparisons]
+    table: list[dict[str, Any]]  # the results table's rows; empty where it was not written (`ablate sync`)
+    csv: Path  # where the results table is
+    reports: list[Report]
+
+
+def open_stored(shown: str, device_text: str, storage: str | None, results: Path, search: str
+                ) -> tuple[torch.device, Study, optuna.Study, str]:
+    """`--device` (the device type the trials ran on: no GPU needed), the study `shown` names (as the user wrote
+    it), its stored Optuna study and its storage URL (`storage`, or the default under `results`); `StudyError`
+    when nothing is stored. From here on library messages go to the study's log."""
+    import optuna
+
+    from ablate.config import study as studies
+    from ablate.run.preflight import device
+    from ablate.store.storage import check, default_storage, optuna_study_name, sqlite_path
+
+    stored_on = device(device_text)
+    study = studies.load(shown, stored_on.type)
+    log = library_log.to_log_file(results / study.name / library_log.LOG_NAME, lazy=True)  # made if needed
+    storage = storage or default_storage(study, results)
+    check(storage)
+    name = optuna_study_name(study, search, stored_on.type)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    database = sqlite_path(storage)
+    try:
+        if database and not database.exists():  # reading must not create an empty database
+            raise KeyError(name)
+        optuna_study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        raise StudyError(f"no stored trials for {name} in {storage}; run `ablate run {shown}"
+                         f"{' --search optuna --trials N' if search == 'optuna' else ''}` first") from None
+    library_log.to_log_file(log)  # MLflow's loggers too, from here on
+    return stored_on, study, optuna_study, storage
+
+
+def analyse_and_report(study: Study, optuna_study: optuna.Study, stored: list[Record], search: str, results: Path,
+                       tracker: Tracker, device_type: str, table: bool = True) -> Reported:
+    """Compare `stored` (the study's records) under the protocol they followed, write the results table (unless
+    not `table`) and build the reports, attached to the study's MLflow parent run where it has one."""
+    from ablate.render import results as results_table
+    from ablate.stats.comparison import compare_stored
+    from ablate.store import study_record
+    from ablate.tracking.parent_run import write_reports
+
+    record = study_record.from_study(optuna_study)
+    compared = compare_stored(study, stored, record)  # every surface renders it
+    rows, csv = (results_table.save(compared, study, results, search, device_type) if table
+                 else ([], results_table.csv_path(results, study.name, search, device_type)))
+    return Reported(compared, rows, csv, write_reports(study, compared, search, results, tracker, record))
+
+
+def rebuild(study: Study, optuna_study: optuna.Study, storage: str, device: torch.device, search: str,
+            results: Path) -> tuple[Reported, Tracker]:
+    """`ablate report`: the table and reports again, from what is stored (a study stopped before its end, by
+    Ctrl-C or a time limit, wrote none); `StudyError` where no trial is complete."""
+    from ablate.store import records
+    from ablate.tracking.tracker import Tracker
+    from ablate.trial.machine import describe
+
+    stored = records.load(optuna_study)
+    if not any(r.complete for r in stored):
+        raise StudyError(f"{optuna_study.study_name} in {storage} has no complete trial yet ({len(stored)} finished: "
+                         "skipped or failed); nothing to analyse")
+    tracker = Tracker(study, describe(str(device)), results)
+    return analyse_and_report(study, optuna_study, stored, search, results, tracker, device.type), tracker
+
+
+def sync(study: Study, optuna_study: optuna.Study, device: torch.device, search: str, results: Path
+         ) -> tuple[int, Tracker]:
+    """`ablate sync`: log the stored trials that have no MLflow run, then the reports to the (maybe new) parent
+    run; how many runs were logged. Under the study's lock: a running study logs its own trials."""
+    from ablate.render.results import csv_path
+    from ablate.store import records
+    from ablate.store.lock import study_lock
+    from ablate.tracking.sync import push_missing
+    from ablate.tracking.tracker import Tracker
+    from ablate.trial.machine import describe
+
+    with study_lock(results / study.name, study.name):
+        tracker = Tracker(study, describe(str(device)), results, warn=False)  # push_missing says it, once
+        csv = csv_path(results, study.name, search, device.type)
+        pushed = push_missing(study, optuna_study, search, tracker, [study.path, csv])
+        stored = records.load(optuna_study)
+        if pushed and any(r.complete for r in stored):
+            analyse_and_report(study, optuna_study, stored, search, results, tracker, device.type, table=False)
+    return pushed, tracker

@@ -1,0 +1,115 @@
+"""What a study found on one device, computed once: every figure a surface shows beyond the comparisons.
+
+`ablate.stats.comparison` puts each combination against its device's baseline and draws the race's answer from them;
+`analyse` adds what the report, summary.json, the terminal and the MLflow parent run say about the study as a whole:
+the factorial effects on throughput and on accuracy, the break-even of one-off costs (each combination's, and each
+technique's middle figures), the baseline's spread across blocks, the time to the study's target, where the time goes,
+the protocol the run followed, the compose lines of the race's set and the device's peak for MFU. Each surface renders
+this one `Findings`, so no two of them can disagree and none computes a figure of its own: render/ imports only result
+types and constants from stats/ (tests/architecture/test_render_computes_nothing.py).
+
+It is computed where the comparisons are handed to the surfaces (`ablate.tracking.parent_run.write_reports`), once per
+device, as the comparisons are.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ablate.config.choices import BASELINE
+from ablate.config.design import ProtocolSettings
+from ablate.config.study import Study
+from ablate.stats import analysis, protocol
+from ablate.stats.analysis import BreakEven, EffectFit, TimeToTarget
+from ablate.stats.comparison import DeviceComparisons, followed
+from ablate.stats.explained import Diagnosis, diagnose
+from ablate.stats.verdicts import Recommendation
+from ablate.store.records import Record
+from ablate.store.study_record import StudyRecord
+from ablate.trial import metrics as metric
+from ablate.trial.mfu import Peak, peak
+
+
+@dataclass(frozen=True)
+class OneOffCost:
+    """One technique's one-off cost (compilation) over the combinations measured against their eager counterparts:
+    the report's line above its break-even table. A middle figure of an even count is the upper of the two."""
+
+    technique: str
+    median_s: float  # the middle one-off cost, in seconds
+    combinations: int
+    faster: int  # of those, how many ran faster per step than their eager counterparts
+    median_steps: float | None  # the middle break-even of those faster, in steps; None: none was faster
+
+
+@dataclass(frozen=True)
+class Findings:
+    """One device's findings: its comparisons and what the study found beyond them."""
+
+    compared: DeviceComparisons
+    study_record: StudyRecord  # what the Optuna study stores beside its trials: seeds, the race, bitwise checks
+    protocol: ProtocolSettings  # the protocol the stored measurements followed (`comparison.followed`)
+    throughput: EffectFit | str  # the factorial effects on log throughput; a string: why there is no fit
+    accuracy: EffectFit | str  # on test accuracy, of the dimensions that may change the numbers (`accuracy_dims`)
+    accuracy_dims: tuple[str, ...]  # the dimensions with an option that changes the numbers
+    break_even: tuple[BreakEven, ...]  # every combination with a one-off cost against its eager counterpart
+    one_off: tuple[OneOffCost, ...]  # per technique, by name
+    baseline_cv: float | None  # the baseline's coefficient of variation across blocks; None: it ran in one block
+    time_to_target: tuple[TimeToTarget, ...] | None  # fastest first; None: the study sets no target
+    diagnosis: Diagnosis  # where the time goes (`ablate.stats.explained`)
+    compose: Mapping[str, tuple[str, str]]  # combination -> its import and compose line: the pick and the race's set
+    peak: Peak | None  # the device's peak for MFU; None: no measurement has an MFU, or the device has no known peak
+
+    @property
+    def device(self) -> str:
+        return self.compared.device
+
+    @property
+    def records(self) -> list[Record]:
+        return self.compared.records
+
+    @property
+    def recommendation(self) -> Recommendation | None:
+        return self.compared.recommendation
+
+    @property
+    def device_type(self) -> str:
+        """The device's kind: "cuda" where a measurement ran on a CUDA device, else "cpu" (which memory figure the
+        report explains, and which timed windows the study's budget describes)."""
+        return "cuda" if any(str(r.machine.get("device", "")).startswith("cuda") for r in self.records) else "cpu"
+
+
+def analyse(study: Study, compared: DeviceComparisons, stored: StudyRecord | None = None) -> Findings:
+    """`compared`'s findings. `stored`: the Optuna study's record (its protocol, seeds, where the race ended)."""
+    stored = stored or StudyRecord()
+    records, rec = compared.records, compared.recommendation
+    numeric = tuple(d for d, options in study.space if any(o.changes_numerics for o in options))
+    breaks = tuple(analysis.break_even(records, study, compared.speedup_of))
+    budget = study.budget
+    return Findings(
+        compared, stored, followed(study, stored),
+        analysis.fit_effects(analysis.throughput_observations(records), [d for d, _ in study.space], "log throughput"),
+        analysis.fit_effects(analysis.accuracy_observations(records), list(numeric), "test accuracy"),
+        numeric, breaks, _one_off(breaks),
+        protocol.baseline_cv(analysis.protocol_measurements(records), BASELINE),
+        tuple(analysis.time_to_target(records))
+        if budget.target_accuracy is not None or budget.target_loss is not None else None,
+        diagnose(study, compared),
+        {m.combination: analysis.compose_line(m, study) for m in (rec.pick, *rec.members)} if rec else {},
+        peak(compared.device) if any(metric.MFU in r.metrics for r in records) else None)
+
+
+def analyse_all(study: Study, compared: Sequence[DeviceComparisons], stored: StudyRecord | None = None
+                ) -> list[Findings]:
+    """Every device's findings, in `compared`'s order."""
+    return [analyse(study, d, stored) for d in compared]
+
+
+def _one_off(breaks: Sequence[BreakEven]) -> tuple[OneOffCost, ...]:
+    out = []
+    for technique in sorted({b.technique for b in breaks}):
+        mine = [b for b in breaks if b.technique == technique]
+        pays = sorted(b.steps for b in mine if b.steps is not None)
+        out.append(OneOffCost(technique, sorted(b.extra_s for b in mine)[len(mine) // 2], len(mine), len(pays),
+                              pays[len(pays) // 2] if pays else None))
+    return tuple(out)
