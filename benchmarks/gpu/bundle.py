@@ -6,7 +6,9 @@ so a command stopped from outside still returns everything finished before. Only
 so nothing else is written there. `python -m benchmarks.gpu merge TARBALL` then, here, writes the command's section
 (and the bench's cuda section, when a bench step ran) into benchmarks/RESULTS.md, each step's record (runs.json) into
 the ledger, and a compact export of each step's figures under benchmarks/gpu/runs/KIND/STEP.json: results/ is not
-committed and the tarball leaves out the stores, so without the export no GPU figure would outlive the lease.
+committed and the tarball leaves out the stores, so without the export no GPU figure would outlive the lease. The
+front page's GPU table is then written again from the ledger, and what the merge superseded (an older lease's
+section, a replaced cuda section) moves to benchmarks/history/gpu.md (benchmarks/gpu/front.py).
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ import tarfile
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.gpu import ledger
-from benchmarks.sections import RESULTS, rewrite, section_pattern
+from benchmarks.gpu import front, ledger
+from benchmarks.sections import RESULTS, retire, rewrite, section_pattern
 
 SECTION = "section.md"  # in the tarball: the command's RESULTS.md section
 RUNS_JSON = "runs.json"  # in the tarball: the ledger's record of each step the command ran
@@ -115,11 +117,16 @@ def merge(tarball: Path, into: Path = RESULTS, unpack_to: Path = Path("results/g
         raise ValueError(f"{section} has no section markers")
     rewrite(into, kind.group(1), text.strip())
     written.append(kind.group(1))
-    for bench in sorted(folder.glob(BENCH)):  # in the order the steps ran: the later bench's section stays
-        if found := section_pattern("cuda").search(bench.read_text()):
-            rewrite(into, "cuda", found.group(0))
-            written.append("cuda")
-    return written, _record(folder, ledger_path or ledger.LEDGER, runs or ledger.RUNS, into)
+    benches = [found.group(0) for bench in sorted(folder.glob(BENCH))  # in the order the steps ran
+               if (found := section_pattern("cuda").search(bench.read_text()))]
+    if benches:  # the cuda section merged before goes to the history; within one lease, the later bench's stays
+        retire(into, "cuda", front.history(into), front.HISTORY_HEADING)
+    for found_section in benches:
+        rewrite(into, "cuda", found_section)
+        written.append("cuda")
+    done = _record(folder, ledger_path or ledger.LEDGER, runs or ledger.RUNS, into)
+    front.refresh(into, ledger_path or ledger.LEDGER, keep=kind.group(1))
+    return written, done
 
 
 def _record(folder: Path, ledger_path: Path, runs: Path, results: Path) -> list[str]:

@@ -73,6 +73,6 @@ def lease_plan(steps: list[ledger.LedgerStep], kind: str, hashes: dict[str, str]
               f"{COMMAND_S}, one command:", "", f"    {device_command(','.join(names) if names else None)}", "",
               "A rerun of one short step that failed for a reason fixed here, at once while the machine is warm:", "",
               f"    {device_command('STEP', RERUN_END_S)}", "",
-              "Then here: python -m benchmarks.gpu merge TARBALL (RESULTS.md, the ledger, benchmarks/gpu/runs/), "
-              "and commit them."]
+              "Then here: python -m benchmarks.gpu merge TARBALL (RESULTS.md, benchmarks/history/, the ledger, "
+              "benchmarks/gpu/runs/), and commit them."]
     return "\n".join(lines)

@@ -2,9 +2,10 @@
 
 The strategy and preset tables in docs/strategies.md have one row per name in `strategies.REGISTRY` and
 `strategies.PRESETS`, and its targets table says what each class's `targets` says; the README's intro names every
-registered strategy; every relative link in README.md and docs/*.md points at a file in the repository (and a
-heading that exists, where it names one); the README stays short and free of paths outside the repository. Its
-examples are executed by tests/docs/test_readme.py and tests/docs/test_library_readme.py.
+registered strategy; every relative link in README.md, docs/*.md and the benchmark records (benchmarks/RESULTS.md,
+whose front page links each current figure to its section, and benchmarks/history/) points at a file in the
+repository (and a heading that exists, where it names one); the README stays short and free of paths outside the
+repository. Its examples are executed by tests/docs/test_readme.py and tests/docs/test_library_readme.py.
 """
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")  # [text](target) and ![alt](targe
 
 
 def pages() -> list[Path]:
-    return [README, *sorted(DOCS.glob("*.md"))]
+    return [README, *sorted(DOCS.glob("*.md")), *records()]
+
+
+def records() -> list[Path]:
+    return [ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "benchmarks" / "history").glob("*.md"))]
 
 
 def table_names(text: str, marker: str) -> list[str]:
