@@ -13,6 +13,7 @@ device, as the comparisons are.
 """
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -109,7 +110,7 @@ def _one_off(breaks: Sequence[BreakEven]) -> tuple[OneOffCost, ...]:
     out = []
     for technique in sorted({b.technique for b in breaks}):
         mine = [b for b in breaks if b.technique == technique]
-        pays = sorted(b.steps for b in mine if b.steps is not None)
-        out.append(OneOffCost(technique, sorted(b.extra_s for b in mine)[len(mine) // 2], len(mine), len(pays),
-                              pays[len(pays) // 2] if pays else None))
+        pays = [b.steps for b in mine if b.steps is not None]
+        out.append(OneOffCost(technique, statistics.median_high(b.extra_s for b in mine), len(mine), len(pays),
+                              statistics.median_high(pays) if pays else None))
     return tuple(out)
