@@ -6,10 +6,10 @@ package's `__init__` names its public objects without importing their modules.
 
 A public name wins over a submodule of the same name. Importing `package.name` makes the import system
 bind the submodule as the package's attribute `name`, which hides `__getattr__` from then on: trial's
-exported function `train` lives in trial/train.py, so once anything had imported that module,
-`from ablate.trial import train` gave the module, depending on what ran first. The package's module class
-therefore refuses that one binding (`_Package`); the submodule stays in `sys.modules`, where
-`from ablate.trial.train import evaluate` and `importlib.import_module` find it.
+exported function `train` lived in trial/train.py, so once anything had imported that module,
+`from ablate.trial import train` gave the module, depending on what ran first. The module is trial/loop.py
+now, and tests/architecture/test_layers.py fails on a public name that is also a submodule's; the package's
+module class still refuses that one binding (`_Package`), so the import order can never decide what a name is.
 """
 from __future__ import annotations
 

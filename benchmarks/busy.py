@@ -1,7 +1,8 @@
 """A neighbour's load: a process that keeps one core busy for a while, outside whatever it is started beside.
 
-The load guard (ablate/trial/load.py) must see such work as foreign: the reproducibility benchmark starts a burst
-of them during a run, and tests/trial/test_load.py starts one as a measurement's child and one as a stranger.
+The load guard (ablate/trial/foreign_load.py) must see such work as foreign: the reproducibility benchmark starts a
+burst of them during a run, and tests/trial/test_foreign_load.py starts one as a measurement's child and one as a
+stranger.
 """
 from __future__ import annotations
 

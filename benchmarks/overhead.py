@@ -2,7 +2,7 @@
 
 Method: the two loops train identical copies of mnist_cnn on the same
 pre-made batches (in memory, so the DataLoader is not part of the comparison).
-"ablate" is `ablate.trial.train.train` - the Stack hooks plus the StepClock that
+"ablate" is `ablate.trial.loop.train` - the Stack hooks plus the StepClock that
 measures every trial - and "hand" is the step a tutorial writes, with the
 same techniques hard-coded. Each block is 40 steps timed with
 `torch.utils.benchmark.Timer` (which synchronises CUDA); blocks alternate
@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch.utils.benchmark import Timer
 
 from ablate.config.study import Budget
+from ablate.trial.loop import train
 from ablate.trial.measure import StepClock
-from ablate.trial.train import train
 from ablate.workload.models import MODELS
 from ablate.workload.tasks import Classification
 from strategies import AMP, SetToNone, Strategy, compose

@@ -4,8 +4,8 @@ from ablate._lazy import exports
 __all__ = ["BASELINE", "Budget", "Option", "ProtocolSettings", "Study", "StudyError", "available", "compose_options",
            "load"]
 __getattr__, __dir__ = exports(__name__, {
-    "Study": "study",
-    "Budget": "study",
+    "Study": "schema",
+    "Budget": "schema",
     "load": "study",
     "available": "catalogue",
     "StudyError": "validate",

@@ -52,11 +52,10 @@ def strategies() -> list[Listed]:
     try:
         return _read_strategies(_package())
     except (_Unread, OSError, SyntaxError):
+        from ablate.config.choices import targets_of
         from strategies import REGISTRY
-        from strategies.base import TARGETS
 
-        return [Listed(name, tuple(t for t in TARGETS if t in cls.targets), _first_line(cls.__doc__))
-                for name, cls in REGISTRY.items()]
+        return [Listed(name, targets_of(cls), _first_line(cls.__doc__)) for name, cls in REGISTRY.items()]
 
 
 def presets() -> list[tuple[str, list[str]]]:

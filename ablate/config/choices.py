@@ -1,37 +1,43 @@
 """A search dimension's choices (off, a strategy with its settings, or a preset), and the combinations they make.
 
-What a choice changes (the numbers, a one-off cost, the strategies it
-brings) is answered from the strategy classes, without building one with
-the choice's settings (a preset's classes come from its bundle).
+What a choice changes (the numbers, a one-off cost, what it targets, the
+strategies it brings) is answered from the strategy classes, without
+building one with the choice's settings (a preset's classes come from its bundle).
 
-A combination is one choice per dimension. It takes several forms, and this
-module holds every conversion between them:
+A combination is one choice per dimension: a `Combination`, which a study
+makes from its labels (`ablate.config.schema`). Each form it takes is one of its
+attributes, so a caller holds one object, not one name per form:
 
 - its labels, {dimension: choice label}: a trial's Optuna params and `Record.levels`;
 - its `Levels`, the same as sorted (dimension, label) pairs, hashable: what the
   planner hands the protocol as a slot's combination (`ablate.stats.protocol.Key`);
   `levels_of` makes them, `dict` undoes them;
-- its options, a tuple of `Option`s in the study's dimension order
-  (`Study.combination` names them from labels, with `Study.options`; `by_dimension`
-  is every dimension's lookup at once, what `grid` and `baseline_levels` walk);
-- its label, "amp(dtype=bf16) + compile" or `BASELINE` (`combination_label`): the
-  name it is stored, tabled and logged under; `short_label` for the terminal,
-  `techniques` for how many it combines; and its accuracy group's label (`accuracy_group`);
-- its stack (`compose_options`), the one place its choices become strategies.
+- its options, a tuple of `Option`s in the study's dimension order;
+- its label, "amp(dtype=bf16) + compile" or `BASELINE`: the name it is stored,
+  tabled and logged under (`parts` and `techniques` read a stored one); its short
+  label for the terminal, and its accuracy group's label;
+- what its strategies target, in `strategies.base.TARGETS`' order;
+- its stack, the one place its choices become strategies: built when asked
+  (`compose_options`), never held, since building one runs each strategy's checks;
+- the compose line that reproduces it in a user's own loop.
+
+The functions over a sequence of options (`combination_label`, `accuracy_group`,
+`compose_options`) are what the attributes are computed with; they stay for
+callers that hold options alone (a trial's spec, the planner's grid). `grid` and
+`baseline_levels` walk a study's choices by dimension. This module knows no study:
+a study is built from its choices, so it hands them what they need.
 """
 from __future__ import annotations
 
 import inspect
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ablate.config.validate import StudyError, choice, mapping, reject_unknown
 from ablate.workload.registry import unknown
 from strategies import PRESETS, REGISTRY, Stack, Strategy, compose, preset
-
-if TYPE_CHECKING:
-    from ablate.config.study import Study
+from strategies.base import TARGETS
 
 OFF = "off"
 PRESET = "preset"  # {preset: O2} in a dimension's choices: a named bundle from strategies.PRESETS
@@ -77,6 +83,11 @@ class Option:
         return tuple(type(s) for s in PRESETS[self.name]()) if self.preset else (REGISTRY[self.name],)
 
     @property
+    def targets(self) -> tuple[str, ...]:
+        """What its strategies target, in `TARGETS`' order (a preset: its members' together)."""
+        return targets_of(*self.kinds)
+
+    @property
     def changes_numerics(self) -> bool:
         return any(k.changes_numerics for k in self.kinds)
 
@@ -97,14 +108,64 @@ class Option:
         return preset(self.name) if self.preset else REGISTRY[self.name](**dict(self.kwargs))
 
 
+@dataclass(frozen=True)
+class Combination:
+    """One choice per search dimension, in the study's order of its dimensions."""
+
+    dimensions: tuple[str, ...]
+    options: tuple[Option, ...]  # `dimensions`' choices, one each
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """{dimension: choice label}, in the study's order: a trial's Optuna params."""
+        return {dim: o.label for dim, o in zip(self.dimensions, self.options)}
+
+    @property
+    def levels(self) -> Levels:
+        return levels_of(self.labels)
+
+    @property
+    def label(self) -> str:
+        """The name it is stored, tabled and logged under."""
+        return combination_label(self.options)
+
+    @property
+    def short(self) -> str:
+        """Its label as the terminal shows it (`short_label`)."""
+        return short_label(self.label)
+
+    @property
+    def group(self) -> str:
+        """Its accuracy group's label (`accuracy_group`)."""
+        return accuracy_group(self.options)
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What its strategies target together, in `TARGETS`' order."""
+        return targets_of(*(kind for o in self.options for kind in o.kinds))
+
+    @property
+    def compose_line(self) -> tuple[str, str]:
+        """The import and the `compose(...)` line that reproduce it in a user's loop."""
+        calls = [o.code for o in self.options if o.name]
+        names = sorted({c.split("(")[0] for c in calls} | {"compose"})
+        return f"from strategies import {', '.join(names)}", f"stack = compose({', '.join(calls)})"
+
+    def stack(self) -> Stack:
+        """Its strategies, built afresh; `ConflictError` when they do not compose."""
+        return compose_options(self.options)
+
+
 def compose_options(options: Sequence[Option]) -> Stack:
     """The stack of a combination's choices (off ones bring nothing); `ConflictError` when they do not compose."""
     return compose(*(s for s in (o.build() for o in options) if s is not None))
 
 
-def by_dimension(study: Study) -> dict[str, dict[str, Option]]:
-    """Every dimension's choices by label (`Study.options`), in the study's dimension order."""
-    return {dim: study.options(dim) for dim, _ in study.space}
+def targets_of(*kinds: type[Strategy]) -> tuple[str, ...]:
+    """What strategy classes target together (`Strategy.targets`), in `TARGETS`' order: the order `ablate list`,
+    the diagnosis and the docs name them in."""
+    found = {t for kind in kinds for t in kind.targets}
+    return tuple(t for t in TARGETS if t in found)
 
 
 def levels_of(labels: Mapping[str, str]) -> Levels:
@@ -148,7 +209,7 @@ def short_label(label: str) -> str:
 
 
 def grid(options: Mapping[str, Mapping[str, Option]]) -> list[Levels]:
-    """Every combination of `by_dimension`'s choices."""
+    """Every combination of a study's choices by dimension ({dimension: {label: option}})."""
     combos: list[dict[str, str]] = [{}]
     for dim, opts in options.items():
         combos = [{**c, dim: label} for c in combos for label in opts]

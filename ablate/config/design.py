@@ -10,6 +10,11 @@ from dataclasses import asdict, dataclass, replace
 from ablate.config.validate import StudyError
 from ablate.words import count
 
+# The protocol's phases, as every measurement stores its own: screening, the race (or every combination in `full`
+# blocks), the leader's confirmation, and a training for accuracy parity at one of the run's seeds. One home, read
+# by the store, the statistics and the reports alike.
+SCREEN, RACE, FULL, CONFIRM, PARITY = "screen", "race", "full", "confirm", "parity"
+CONFIDENCE = 0.95  # every interval's two-sided level: speed-ups, accuracy changes, effects, costs
 MAX_MARGIN = 0.5  # an equivalence margin of 50% or more says nothing: most likely a percentage written as 2, not 0.02
 SINGLE_BLOCK = 10**9  # a block size no study reaches: every combination in one block
 MIN_RACE_BLOCKS = 3  # a leader is declared only after this many race blocks (its interval comes from them)
@@ -35,7 +40,7 @@ class ProtocolSettings:
     # margin the design can show at the measured noise, at most 5% (ablate.stats.equivalence).
     equivalence_margin: float | None = None
     # A measurement during whose timed windows other work used more than this many cores on average (Linux:
-    # ablate.trial.load) is measured again, after the machine quietens, at most `remeasure` times; null: never.
+    # ablate.trial.foreign_load) is measured again, after the machine quietens, at most `remeasure` times; null: never.
     foreign_load_limit: float | None = 0.25
     remeasure: int = 2
 

@@ -24,10 +24,11 @@ from ablate.config.study import Study
 from ablate.render import terminal
 from ablate.render.summaries import ratio
 from ablate.stats import finalists, parity, protocol
-from ablate.stats.analysis import BreakEven, Speedup, TimeToTarget
 from ablate.stats.comparison import Comparison, MachineLoad
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
+from ablate.stats.costs import BreakEven, TimeToTarget
 from ablate.stats.equivalence import CAP
+from ablate.stats.speedups import Speedup
 from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
@@ -251,10 +252,9 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
            f"Each group of combinations that change the numbers alike is trained at the baseline's seeds (same "
            f"initialisation and data order); its change is the mean paired difference over those seeds, with a "
            f"95% t interval from the seed-to-seed spread plus the paired binomial error of the shared test set. The "
-           f"spread is pooled over the groups, and widened for a group whose own spread is large against the others' "
-           f"(by its F against theirs over the F distribution's {parity.WIDEN_AT:.0%} quantile, where above one: "
-           f"*spread*). **ok**: "
-           f"the interval is above -{tolerance:g} points; **below**: under it (never raced or recommended); "
+           f"spread is pooled over the groups, or a group's own where that is the larger (its own variance over the F "
+           f"distribution's {parity.WIDEN_AT:.0%} quantile at its and the others' degrees of freedom: *spread*). "
+           f"**ok**: the interval is above -{tolerance:g} points; **below**: under it (never raced or recommended); "
            f"**uncertain**: it straddles it (raced; said so if recommended), but **uncertain, probably below** where "
            f"the change itself is under -{tolerance:g} (never raced or recommended, like below: its best estimate "
            f"loses more than the tolerance). Groups still uncertain after two seeds got more (the parity race), and "

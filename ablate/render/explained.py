@@ -1,5 +1,5 @@
-"""Where the time goes (`ablate.stats.explained`), as the report's section, summary.json's `diagnosis`, the MLflow
-parent run's metrics and the terminal's line under the answer.
+"""Where the time goes (`ablate.stats.explained.Explanation`), as the report's section, summary.json's `diagnosis`,
+the MLflow parent run's metrics and the terminal's line under the answer.
 
 The report puts the section right after the Recommendation, as its own section: issue 38 made the answer come
 first, and the diagnosis is what explains that answer (and what a user can act on where the answer is "could not
@@ -12,7 +12,7 @@ from typing import Any
 
 from ablate.render.effects import metric_key
 from ablate.stats.diagnosis import MOVED_FLOOR, UNLIKELY_BELOW, WORDS, Profile
-from ablate.stats.explained import Check, Diagnosis
+from ablate.stats.explained import Check, Explanation
 from ablate.trial import metrics as metric
 from ablate.words import count, factor
 
@@ -21,7 +21,7 @@ NOT_PROFILED = ("No measurement here was profiled (`budget.profile_steps` 0, or 
                 "where a step's time goes is not known, and no picture is drawn.")
 
 
-def _shares(p: Profile) -> str:
+def _in_words(p: Profile) -> str:
     said = ", ".join(f"{WORDS[phase]} {p.share(phase):.0%}" for phase in metric.STEP_PHASES)
     idle = "" if p.idle is None else (f"; the GPU ran no kernel or copy in {p.idle:.0%} of the window (the share "
                                       "launch overhead is read from)")
@@ -46,7 +46,7 @@ def _row(c: Check) -> str:
             f"{'unlikely to help' if p.unlikely else 'can help'} | {_measured(c)} | {c.verdict} |")
 
 
-def section(d: Diagnosis, recommended: str | None) -> list[str]:
+def section(d: Explanation, recommended: str | None) -> list[str]:
     """The report's "Where the time goes": the baseline's shares, each technique's prediction with its check, the
     sentences, and the picture (`FIGURE`, drawn by `ablate.render.plots.phases_chart` where anything was profiled)."""
     out = ["## Where the time goes", ""]
@@ -62,7 +62,7 @@ def section(d: Diagnosis, recommended: str | None) -> list[str]:
         cost = "" if d.cost is None else (f" The profiled steps took x{d.cost:.2f} the timed windows' time per "
                                           "sample (what profiling costs; x1.00: nothing).")
         out += [f"The baseline's step, profiled in a window after its timed windows ({count(runs, 'measurement')}, "
-                f"{base.step_s * 1e3:.3g} ms a step): {_shares(base)}.{cost}", "",
+                f"{base.step_s * 1e3:.3g} ms a step): {_in_words(base)}.{cost}", "",
                 "Before measuring, each technique's ceiling from these shares (Amdahl's law: the speed-up were the "
                 f"phases it targets free); under x{UNLIKELY_BELOW:.2f} it is unlikely to help. Then what its "
                 "speed-up alone (every other technique off) said, with the 95% interval the speed-up table prints:",
@@ -85,24 +85,24 @@ def section(d: Diagnosis, recommended: str | None) -> list[str]:
     return out
 
 
-def terminal_line(d: Diagnosis, recommended: str | None) -> str | None:
+def terminal_line(d: Explanation, recommended: str | None) -> str | None:
     """The line under the answer: what moved in the recommended stack (the answer's line above names it)."""
     if not d.recommended or recommended is None:
         return None
     return f"where the time went: {d.recommended.removeprefix(f'{recommended}: ')}"
 
 
-def shares(p: Profile | None) -> dict[str, float] | None:
+def phase_shares(p: Profile | None) -> dict[str, float] | None:
     """summary.json's `phase_shares` of one combination (null: not profiled)."""
     return {phase: p.share(phase) for phase in metric.STEP_PHASES} if p else None
 
 
-def summary(d: Diagnosis) -> dict[str, Any]:
+def summary(d: Explanation) -> dict[str, Any]:
     """summary.json's `diagnosis`."""
     base = d.baseline
     return {
         "profiled": bool(d.profiled),
-        "baseline": base and {"phase_shares": shares(base), metric.GPU_IDLE_SHARE: base.idle,
+        "baseline": base and {"phase_shares": phase_shares(base), metric.GPU_IDLE_SHARE: base.idle,
                               metric.PROFILED_STEP_S: base.step_s, metric.PROFILE_COST: d.cost},
         "unlikely_below": UNLIKELY_BELOW,
         "techniques": [{"technique": c.technique, "targets": list(c.prediction.targets), "share": c.prediction.share,
@@ -114,11 +114,11 @@ def summary(d: Diagnosis) -> dict[str, Any]:
     }
 
 
-def metrics(d: Diagnosis) -> dict[str, float]:
+def metrics(d: Explanation) -> dict[str, float]:
     """The parent run's MLflow metrics: the baseline's shares, each technique's ceiling, profiling's cost."""
     m: dict[str, float] = {}
     if d.baseline:
-        m.update({f"diagnosis.baseline.share.{phase}": v for phase, v in (shares(d.baseline) or {}).items()})
+        m.update({f"diagnosis.baseline.share.{phase}": v for phase, v in (phase_shares(d.baseline) or {}).items()})
     m.update({metric_key(f"diagnosis.ceiling.{c.technique}"): c.prediction.ceiling for c in d.checks
               if c.prediction.ceiling is not None and math.isfinite(c.prediction.ceiling)})
     if d.cost is not None:

@@ -13,9 +13,9 @@ matplotlib.use("Agg")  # files only; no display on build machines or servers
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from ablate.stats.analysis import EffectFit  # noqa: E402
 from ablate.stats.comparison import Comparison, DeviceComparisons  # noqa: E402
-from ablate.stats.explained import Diagnosis  # noqa: E402
+from ablate.stats.effects import EffectFit  # noqa: E402
+from ablate.stats.explained import Explanation  # noqa: E402
 from ablate.trial import metrics as metric  # noqa: E402
 
 FACTOR_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7, 10, 20, 50)
@@ -125,12 +125,12 @@ def pareto_chart(path: Path, compared: DeviceComparisons, picked: int | None, ti
     return _save(fig, path)
 
 
-def phases_chart(path: Path, diagnosis: Diagnosis, picked: str | None, title: str) -> Path:
+def phases_chart(path: Path, explanation: Explanation, picked: str | None, title: str) -> Path:
     """Each profiled combination's step per sample as a horizontal bar split into its phases, the baseline's on top
     (`picked`: the recommended combination, its label in green). Per sample, so that a bigger batch's longer step
     compares; in the unit that keeps the longest bar's figure readable."""
     # barh draws from the bottom up: reversed, the baseline (first) is the top bar.
-    bars = [(c.combination, p) for c in diagnosis.profiled[::-1] if (p := c.profile) is not None]
+    bars = [(c.combination, p) for c in explanation.profiled[::-1] if (p := c.profile) is not None]
     longest = max(sum(p.per_sample(phase) for phase in metric.STEP_PHASES) for _, p in bars)
     scale, unit = next((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")) if longest >= s or u == "µs")
     fig, ax = plt.subplots(figsize=(11, 1.6 + 0.27 * len(bars)))
@@ -140,7 +140,7 @@ def phases_chart(path: Path, diagnosis: Diagnosis, picked: str | None, title: st
         ax.barh(range(len(bars)), widths, left=left, height=0.7, color=PHASE_COLOURS[phase],
                 label=PHASE_LEGEND[phase])
         left = [a + b for a, b in zip(left, widths, strict=True)]
-    if diagnosis.baseline is not None:
+    if explanation.baseline is not None:
         ax.axvline(left[-1], color="black", linewidth=0.8, linestyle="--")  # the baseline's whole step per sample
     ax.set_yticks(range(len(bars)), [name for name, _ in bars], fontsize=7)
     for label, (name, _) in zip(ax.get_yticklabels(), bars, strict=True):
@@ -149,7 +149,7 @@ def phases_chart(path: Path, diagnosis: Diagnosis, picked: str | None, title: st
             label.set_fontweight("bold")
     ax.set_ylim(-0.6, len(bars) - 0.4)
     ax.set_xlabel(f"{unit} per sample of the profiled step (after the timed windows)"
-                  + ("; dashed: the baseline's" if diagnosis.baseline is not None else ""))
+                  + ("; dashed: the baseline's" if explanation.baseline is not None else ""))
     ax.set_title(f"{title}\nwhere each combination's step goes, phase by phase; top: the baseline"
                  + (", green: recommended" if picked else ""), fontsize=10)
     ax.grid(axis="x", alpha=0.3)

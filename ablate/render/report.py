@@ -21,10 +21,11 @@ from ablate.config.choices import BASELINE
 from ablate.config.study import Study
 from ablate.render import answer, effects, explained, method, plots, summaries, terminal
 from ablate.render.results import NOT_COUNTED
-from ablate.stats.analysis import EffectFit, Interval, Speedup
 from ablate.stats.comparison import Comparison
+from ablate.stats.effects import EffectFit
 from ablate.stats.findings import Findings
 from ablate.stats.parity import Parity
+from ablate.stats.speedups import Interval, Speedup
 from ablate.store import seeds
 from ablate.store.records import Record, baseline
 from ablate.trial import metrics as metric
@@ -107,8 +108,8 @@ def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Repo
         plots.pareto_chart(folder / "pareto.png", compared, picked, title, study.throughput_unit),
     ]
     (folder / explained.FIGURE).unlink(missing_ok=True)  # an earlier report's picture must not outlive its data
-    if found.diagnosis.profiled:
-        figures.append(plots.phases_chart(folder / explained.FIGURE, found.diagnosis, pick, title))
+    if found.explanation.profiled:
+        figures.append(plots.phases_chart(folder / explained.FIGURE, found.explanation, pick, title))
     text = "\n".join(_answer(study, found, search) + method.section(study, found))
     md = folder / "report.md"
     md.write_text(text)
@@ -118,11 +119,11 @@ def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Repo
     summary.write_text(json.dumps(summaries.summary(study, found, search), indent=2) + "\n")
     return Report(device, folder, md, html, summary, figures, rec.pick if rec else None,
                   found.compose.get(rec.pick.combination) if rec else None,
-                  {**_metrics(found), **explained.metrics(found.diagnosis)},
+                  {**_metrics(found), **explained.metrics(found.explanation)},
                   found.study_record.seeds, rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else (),
                   tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(found.records),
-                  explained.terminal_line(found.diagnosis, pick))
+                  explained.terminal_line(found.explanation, pick))
 
 
 def _why_none(records: list[Record]) -> str:
@@ -183,7 +184,7 @@ def _answer(study: Study, found: Findings, search: str) -> list[str]:
                 "of variation): a single measurement cannot resolve effects of that size, and the speed-ups rest "
                 "on pairing within blocks. Trust the intervals, which come from repeated blocks; where a "
                 "combination has none (\"baseline\" noise), measure again on a quieter machine.", ""]
-    out += explained.section(found.diagnosis, rec.pick.combination if rec else None)
+    out += explained.section(found.explanation, rec.pick.combination if rec else None)
     out += _speedups(study, found)
 
     out += ["## What each technique is worth", ""]

@@ -1,6 +1,6 @@
 """The results table: one row per combination, its speed-up the protocol's one estimate (ablate.stats.protocol).
 
-Energy per sample is a paired ratio against the baseline too (`ablate.stats.analysis.energy_ratios`); where no
+Energy per sample is a paired ratio against the baseline too (`ablate.stats.speedups.energy_ratios`); where no
 measurement of a device counted energy its column says so ("not counted here") rather than stay blank, which
 would read as a combination that failed to count. The default table shows it only where something was counted,
 and keeps to its width then too.

@@ -18,11 +18,10 @@ from typing import Any, Callable
 from ablate.config.study import Study
 from ablate.render import explained
 from ablate.render.results import NOT_COUNTED
-from ablate.stats.analysis import CONFIDENCE
 from ablate.stats.comparison import Comparison, DeviceComparisons
 from ablate.stats.contrasts import Contrast
 from ablate.stats.findings import Findings
-from ablate.stats.protocol import CONFIRM
+from ablate.stats.protocol import CONFIDENCE, CONFIRM
 from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
@@ -54,7 +53,7 @@ def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
                              "probably_below": p.probably_below},
             "accuracy_unmeasured": c.unmeasured,  # "accuracy not measured: not a finalist", else null
             "energy_ratio": c.energy_ratio if counted else NOT_COUNTED, "energy_low": j.low if j else None,
-            "energy_high": j.high if j else None, "phase_shares": explained.shares(c.profile),
+            "energy_high": j.high if j else None, "phase_shares": explained.phase_shares(c.profile),
             "within_of_no_effect": None}
 
 
@@ -156,9 +155,10 @@ def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
                                       "Inductor compiled a graph, warm where every lookup hit"},
         "seeds": stored.seeds,
         "cost": stored.cost_summary,  # expected as it began, and spent (ablate.run.estimate); null: stored before
-        # The load guard over the run (ablate.trial.load): measurements taken again, and kept though still disturbed.
+        # The load guard over the run (ablate.trial.foreign_load): measurements taken again, and kept though still
+        # disturbed.
         "machine_load": {"foreign_load_limit": compared.load.limit, **compared.load.figures},
         "recommendation": recommendation(compared, unit, lambda r: found.compose[r.combination]),
-        "diagnosis": explained.summary(found.diagnosis),
+        "diagnosis": explained.summary(found.explanation),
         "speedups": [entry(c, unit, compared.energy_counted) for c in compared.rows if c.speedup],
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ablate.config.choices import baseline_levels, by_dimension
+from ablate.config.choices import baseline_levels
 from ablate.config.study import Budget, Study
 from ablate.render import terminal
 from ablate.trial.interpreters import Interpreters
@@ -38,7 +38,7 @@ def measure(study: Study, device: str) -> dict[str, Any]:
 
     Raises `ablate.trial.process.TrialFailed` with the trial's one-line reason."""
     study = dataclasses.replace(study, budget=short(study.budget))
-    options = study.combination(dict(baseline_levels(by_dimension(study))))
+    options = study.combination(dict(baseline_levels(study.choices))).options
     spec = TrialSpec(study, options, device, train_for_accuracy=False)
     # One interpreter, started now: none ahead, since no trial follows (they would import beside this one).
     with terminal.progress(1, 0) as bar, Interpreters(keep=0) as interpreters:

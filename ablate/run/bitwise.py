@@ -120,7 +120,7 @@ def _equal(a: dict[str, Any], b: dict[str, Any], a_losses: list[Any], b_losses: 
 
 def _trained(spec: TrialSpec) -> tuple[dict[str, Any], list[Any]]:
     """The weights and buffers after `STEPS` steps of the study's own loop, and each step's loss."""
-    from ablate.trial.train import train
+    from ablate.trial.loop import train
 
     built = set_up(spec)
     prepared = built.stack.prepare_model(built.model)
@@ -133,7 +133,7 @@ def _trained(spec: TrialSpec) -> tuple[dict[str, Any], list[Any]]:
 
 
 class _Steps:
-    """A clock for `ablate.trial.train.train` that stops after `n` steps and keeps every step's loss."""
+    """A clock for `ablate.trial.loop.train` that stops after `n` steps and keeps every step's loss."""
 
     profiling = False  # it times nothing
 

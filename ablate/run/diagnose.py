@@ -2,7 +2,7 @@
 space holds those that act on the phases that matter.
 
 The baseline's measurement is `ablate.run.baseline_profile`'s, each technique's ceiling `ablate.stats.diagnosis`'s,
-the text `ablate.render.breakdown`'s, the study file `ablate.config.scaffold`'s (what `ablate new` writes with),
+the text `ablate.render.diagnosis`'s, the study file `ablate.config.scaffold`'s (what `ablate new` writes with),
 `--write-study`'s path checked by `ablate.run.preflight`. Here:
 
 - **A target** is a study (a name in studies/, or a file) or a model as `ablate new` takes it, whose study is the one
@@ -101,9 +101,8 @@ def source(target: str, device_type: str) -> Source:
 
 def weigh(found: Source, device: torch.device) -> list[Candidate]:
     """Every registered strategy with its choices that run on `device`, in the registry's order."""
-    from ablate.config.choices import parse
+    from ablate.config.choices import parse, targets_of
     from strategies import REGISTRY
-    from strategies.base import TARGETS
 
     own = _own_choices(found, device.type)
     weighed: list[Candidate] = []
@@ -119,7 +118,7 @@ def weigh(found: Source, device: torch.device) -> list[Candidate]:
             usable.append(choice)
             if name not in own:  # the first of the usual choices that runs here
                 break
-        weighed.append(Candidate(name, tuple(t for t in TARGETS if t in cls.targets), tuple(usable),
+        weighed.append(Candidate(name, targets_of(cls), tuple(usable),
                                  None if usable else reasons[0]))
     return weighed
 
@@ -215,15 +214,15 @@ class Diagnosis:
         return sorted((p for p in self.predictions if p.can_help), key=lambda p: -(p.ceiling or 0))
 
     def lines(self) -> list[str]:
-        from ablate.render import breakdown
+        from ablate.render import diagnosis
         from ablate.trial import metrics as metric
 
         m, study = self.metrics, self.found.study
         title = (f"{study.name}, the baseline alone on {self.device_name}: {m[metric.THROUGHPUT]:,.0f} "
                  f"{study.throughput_unit}/s; where its step goes ({m[metric.PROFILED_STEPS]:.0f} profiled steps of "
-                 f"{breakdown.seconds(self.profile.step_s)}; profiling cost x{m[metric.PROFILE_COST]:.2f}):")
-        return breakdown.diagnosis(title, self.profile, self.predictions,
-                                   [c.name for c in self.weighed if not c.choices], self.device_type)
+                 f"{diagnosis.seconds(self.profile.step_s)}; profiling cost x{m[metric.PROFILE_COST]:.2f}):")
+        return diagnosis.diagnose_output(title, self.profile, self.predictions,
+                                         [c.name for c in self.weighed if not c.choices], self.device_type)
 
 
 def diagnose(found: Source, device: torch.device) -> Diagnosis:

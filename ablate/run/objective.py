@@ -22,8 +22,8 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import Trial, TrialState
 
-from ablate.config.choices import BASELINE, combination_label, compose_options, short_label
-from ablate.config.study import Study
+from ablate.config.choices import BASELINE, Combination
+from ablate.config.schema import Study
 from ablate.run.recorder import Recorder
 from ablate.stats import protocol
 from ablate.stats.planner import Planner
@@ -31,7 +31,7 @@ from ablate.store import claim, records, seeds
 from ablate.store.records import Record, State
 from ablate.tracking.parent_run import ParentRun
 from ablate.tracking.tracker import Tracker, trial_params
-from ablate.trial import compile_cache, load
+from ablate.trial import compile_cache, foreign_load
 from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import Machine
@@ -63,37 +63,25 @@ class Objective:
     shared_cpu: bool = field(default_factory=lambda: os.environ.get(SHARED_CPU_ENV) == "1")
 
     def __call__(self, trial: Trial) -> tuple[float, float]:
-        options_by_dim = self.planner.options
-        labels = {dim: trial.suggest_categorical(dim, list(opts)) for dim, opts in options_by_dim.items()}
-        options = self.study.combination(labels)
-        combination = combination_label(options)
+        combination = self.study.combination(
+            {dim: trial.suggest_categorical(dim, list(labels)) for dim, labels in self.study.choices.items()})
         end = Recorder(trial, self.tracker)
-        if not records.from_trial(trial).has_slot:
-            if self.search == "grid":  # nothing queued was left for this worker: another took the last one
-                raise end.duplicate("no queued measurement was left")
-            screened = self.planner.tpe_screened(self.optuna_study.get_trials(deepcopy=False))
-            size = self.planner.tpe_block_size
-            records.place(trial, screened // size, screened % size, protocol.SCREEN)
-        queued = records.from_trial(trial)
+        queued = self._claimed(trial, combination, end)
         block = queued.block
-        if self.search == "grid" and (owner := claim.earlier_owner(
-                self.optuna_study, trial.number, labels, len(options_by_dim), queued.slot, poll=self.poll)):
-            why = f"trial #{owner.number} has this combination in block {block}"
-            raise end.duplicate(why, reason=f"duplicate: {why}")
-        records.start(trial, combination, dataclasses.asdict(self.machine), f"{self.machine.host}:{os.getpid()}")
-        where = f"block {block}: {short_label(combination)}"
+        records.start(trial, combination.label, dataclasses.asdict(self.machine), f"{self.machine.host}:{os.getpid()}")
+        where = f"block {block}: {combination.short}"
         self.show(where)
         try:
-            stack = compose_options(options)
+            stack = combination.stack()
         except ConflictError as error:
             raise end.skip(str(error))
-        end.run_started(self.tracker.start_trial(self.parent.id, trial.number, combination,
-                                                 trial_params(labels, stack.params()), block=block))
+        end.run_started(self.tracker.start_trial(self.parent.id, trial.number, combination.label,
+                                                 trial_params(combination.labels, stack.params()), block=block))
         reason = stack.check(self.machine.device)
         if reason:
             raise end.skip(reason)
 
-        group = self.planner.accuracy_group(options)
+        group = self.planner.accuracy_group(combination.options)
         # Accuracy is trained after the timed windows: at every seed in parity measurements, and (unless the
         # planner defers it to them) once per group in the screening measurement that first meets the group.
         # Race measurements time their windows only.
@@ -104,8 +92,8 @@ class Objective:
                                              and phase in (protocol.SCREEN, protocol.FULL))
         seed = seeds.training(self.seeds, queued.seed_index)
         records.set_training(trial, group, seed)
-        graph = compile_cache.graph_key(options) if compile_cache.reusable(options) else None
-        profiling = profiles(self.optuna_study, trial.number, combination, self.machine.device_name, queued)
+        graph = compile_cache.graph_key(combination.options) if compile_cache.reusable(combination.options) else None
+        profiling = profiles(self.optuna_study, trial.number, combination.label, self.machine.device_name, queued)
         records.set_measuring(trial, graph, profiling)
         budget = dataclasses.replace(self.study.budget, seed=seed)
         if not profiling:  # its combination's first measurement profiles; this one times and trains only
@@ -113,7 +101,7 @@ class Objective:
         study = dataclasses.replace(self.study, budget=budget)
         shared = graph and compile_cache.folder(self.results_dir / self.study.name, self.optuna_study.study_name,
                                                 graph, self.machine.device_name, self.machine.torch)
-        spec = TrialSpec(study, options, self.machine.device, train_for_accuracy=train,
+        spec = TrialSpec(study, combination.options, self.machine.device, train_for_accuracy=train,
                          compile_cache=str(shared) if shared else None,
                          evaluation_seed=seeds.training(self.seeds, 0))  # one test subsample for the whole run
         entries = compile_cache.Entries(shared) if shared else None
@@ -137,6 +125,23 @@ class Objective:
         # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
         return metrics[metric.THROUGHPUT], metrics.get(metric.TEST_ACCURACY, 0.0)
 
+    def _claimed(self, trial: Trial, combination: Combination, end: Recorder) -> Record:
+        """The slot `trial` measures `combination` in: its queued one, or (a TPE pick) one placed in the screening
+        blocks now. A duplicate when no queued measurement was left, or an earlier trial holds the same slot."""
+        if not records.from_trial(trial).has_slot:
+            if self.search == "grid":  # nothing queued was left for this worker: another took the last one
+                raise end.duplicate("no queued measurement was left")
+            screened = self.planner.tpe_screened(self.optuna_study.get_trials(deepcopy=False))
+            size = self.planner.tpe_block_size
+            records.place(trial, screened // size, screened % size, protocol.SCREEN)
+        queued = records.from_trial(trial)
+        if self.search == "grid" and (owner := claim.earlier_owner(
+                self.optuna_study, trial.number, combination.labels, len(combination.dimensions), queued.slot,
+                poll=self.poll)):
+            why = f"trial #{owner.number} has this combination in block {queued.block}"
+            raise end.duplicate(why, reason=f"duplicate: {why}")
+        return queued
+
     def _measure(self, spec: TrialSpec, where: str, entries: compile_cache.Entries | None = None) -> dict[str, Any]:
         """Train and time `spec` in a fresh process, again while the machine was busy (`measured_quietly`). Each
         attempt starts from the compile cache as the first found it (`entries`): an attempt measured again leaves
@@ -155,7 +160,7 @@ class Objective:
 
 def measured_quietly(measure: Callable[[], dict[str, Any]], limit: float | None, most: int,
                      show: Callable[[str], None],
-                     wait: Callable[[float, float], float] = load.wait_until_quiet) -> dict[str, Any]:
+                     wait: Callable[[float, float], float] = foreign_load.wait_until_quiet) -> dict[str, Any]:
     """`measure()`'s metrics; measured again, after the machine quietens, while other work used more than `limit`
     cores during its windows - at most `most` times: a machine that never quietens still gets a measurement, and
     its `metric.FOREIGN_CORES` says so. `metric.REMEASURED` counts the attempts discarded."""

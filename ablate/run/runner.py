@@ -24,10 +24,12 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from ablate.config.choices import accuracy_group, by_dimension, combination_label, levels_of
+from ablate.config.choices import accuracy_group, levels_of, targets_of
 from ablate.config.design import ProtocolSettings, resumed
-from ablate.config.study import Study, StudyError
-from ablate.render import breakdown, report, terminal
+from ablate.config.schema import Study
+from ablate.config.validate import StudyError
+from ablate.render import report, terminal
+from ablate.render.diagnosis import run_start
 from ablate.run import bitwise, estimate
 from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.run.objective import Objective, ProgressLines
@@ -43,7 +45,6 @@ from ablate.tracking.tracker import Tracker
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import Machine
 from ablate.trial.process import TrialFailed
-from strategies.base import TARGETS
 
 SEARCHES = ("grid", "optuna")
 # Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
@@ -71,8 +72,8 @@ class Runner:
         self.study, self.machine, self.search, self.n_trials = study, machine, search, n_trials
         self.design = design or study.protocol
         self.results_dir = results_dir
-        self.options = by_dimension(study)
-        sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.options.items()}, seed=study.budget.seed)
+        self.choices = study.choices
+        sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.choices.items()}, seed=study.budget.seed)
                    if search == "grid" else optuna.samplers.TPESampler(seed=study.budget.seed))
         if database := sqlite_path(storage):
             database.parent.mkdir(parents=True, exist_ok=True)
@@ -110,7 +111,7 @@ class Runner:
         study_record.set_seeds(self.optuna_study, self.seeds)
         if search != "grid":  # TPE's picks follow the run's protocol seed too
             self.optuna_study.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
-        self.recovery = Recovery(self.optuna_study, self.tracker, len(self.options), self.heartbeat, grace_s)
+        self.recovery = Recovery(self.optuna_study, self.tracker, len(self.choices), self.heartbeat, grace_s)
         # A raced grid trains accuracy for the race's final set only, after it (Planner.plan); TPE needs one per pick.
         defer = search == "grid" and self.design.racing and study.task.has_accuracy
         self.planner = Planner(study, self.design, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
@@ -275,7 +276,7 @@ class Runner:
     def _queue(self, planned: list[Planned]) -> str:
         for p in planned:
             records.queue(self.optuna_study, dict(p.slot.combination), p.slot.block, p.slot.position, p.slot.phase,
-                          combination_label(self.planner.options_of(p.slot.combination)), p.seed_index)
+                          self.study.combination(dict(p.slot.combination)).label, p.seed_index)
         return "run"
 
     def _planned(self) -> int:
@@ -293,8 +294,8 @@ class Runner:
             if not claim.owns(t) or (r := records.from_trial(t)).state == State.SKIPPED:
                 continue
             params = claim.params(t)
-            if t.state == TrialState.WAITING and set(params) >= set(self.options) and \
-                    not self.planner.runnable(levels_of({d: params[d] for d in self.options})):
+            if t.state == TrialState.WAITING and set(params) >= set(self.choices) and \
+                    not self.planner.runnable(levels_of({d: params[d] for d in self.choices})):
                 continue  # will be skipped at once
             counted.append((t, r))
         return counted
@@ -335,10 +336,10 @@ class Runner:
         if base is None:
             return
         self.diagnosed = True
-        kinds = {k.name: k for options in self.options.values() for o in options.values()
+        kinds = {k.name: k for options in self.choices.values() for o in options.values()
                  if (built := o.build()) is not None and built.check(self.machine.device) is None for k in o.kinds}
-        planned = [diagnosis.predict(base, name, [t for t in TARGETS if t in k.targets]) for name, k in kinds.items()]
-        for line in breakdown.run_start(base, planned):
+        planned = [diagnosis.predict(base, name, targets_of(k)) for name, k in kinds.items()]
+        for line in run_start(base, planned):
             self.progress.write(line)
 
     def _finish(self, ran: int) -> Outcome:

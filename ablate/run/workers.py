@@ -30,7 +30,7 @@ def run_workers(shown: str, n: int, device: torch.device, storage: str, results:
               "while the others compete with it; use several CPU workers to try the set-up, one worker per GPU to "
               "measure", file=sys.stderr)
     devices = [f"cuda:{i}" if device.type == "cuda" else "cpu" for i in range(n)]
-    # CPU workers load each other on purpose: the load guard must not measure again for it (ablate.trial.load).
+    # CPU workers load each other on purpose: the load guard must not measure again for it (ablate.trial.foreign_load).
     env = {**os.environ, SHARED_CPU_ENV: "1"} if device.type == "cpu" else None
     started = [subprocess.Popen([sys.executable, "-m", "ablate", "worker", shown, "--storage", storage,
                                  "--device", d, "--results", str(results), "--no-summary",

@@ -1,4 +1,4 @@
-"""Pure functions of stored records, each proven by simulation: the protocol, race, parity, analysis, planner."""
+"""Pure functions of stored records, each proven by simulation: the protocol, race, parity, speed-ups, planner."""
 from ablate._lazy import exports
 
 __all__ = ["Comparison", "DeviceComparisons", "Interval", "Planned", "Planner", "Speedup", "compare", "compare_stored"]
@@ -9,6 +9,6 @@ __getattr__, __dir__ = exports(__name__, {
     "compare_stored": "comparison",
     "Planner": "planner",
     "Planned": "planner",
-    "Speedup": "analysis",
-    "Interval": "analysis",
+    "Speedup": "speedups",
+    "Interval": "speedups",
 })

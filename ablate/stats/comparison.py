@@ -13,7 +13,7 @@ baseline's throughput = the speed-up, exactly, in every surface. A combination t
 a baseline (none ran in its blocks) shows its own measurements' geometric mean and no speed-up.
 
 Energy per sample, where the hardware counted it (`ablate.trial.energy`), is the same kind of paired ratio
-against the baseline (`ablate.stats.analysis.energy_ratios`). Where a combination's step was profiled
+against the baseline (`ablate.stats.speedups.energy_ratios`). Where a combination's step was profiled
 (`ablate.trial.phases`), its row carries its profile (`ablate.stats.diagnosis.profile`): the mean over its complete
 measurements, what the report's phase picture draws and `ablate.stats.explained` reads.
 """
@@ -29,7 +29,8 @@ from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
 from ablate.stats import diagnosis, finalists, fractioned, protocol, verdicts
 from ablate.stats import parity as parity_
-from ablate.stats.analysis import CONFIDENCE, Interval, Speedup, energy_ratios, speedups
+from ablate.stats.protocol import CONFIDENCE
+from ablate.stats.speedups import Interval, Speedup, energy_ratios, speedups
 from ablate.store.records import Record, baseline, by_device
 from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
@@ -106,9 +107,9 @@ class Comparison:
 
 @dataclass(frozen=True)
 class MachineLoad:
-    """What the load guard (`ablate.trial.load`) did over a device's measurements: those taken again because other
-    work ran beside their timed windows, and those kept though still disturbed (the repeats ran out), judged by the
-    `foreign_load_limit` of the design the run followed."""
+    """What the load guard (`ablate.trial.foreign_load`) did over a device's measurements: those taken again
+    because other work ran beside their timed windows, and those kept though still disturbed (the repeats ran out),
+    judged by the `foreign_load_limit` of the design the run followed."""
 
     limit: float | None  # foreign cores; None: the guard never measured again
     measurements: int  # those that read the machine's load; 0 where none could (not Linux)

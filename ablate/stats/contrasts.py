@@ -74,6 +74,7 @@ import numpy as np
 from numpy.polynomial.legendre import leggauss
 from scipy import optimize, special, stats
 
+from ablate.config.design import CONFIDENCE
 from ablate.stats import variance
 from ablate.stats.flips import sign_flip_interval, sign_flip_p, smallest_p
 
@@ -115,7 +116,7 @@ class Contrast(Generic[Key]):
         """On GUARDED_BLOCKS shared race blocks or fewer: told apart only beyond HALF_GAP or by the sign flips too."""
         return self.flip_p is not None
 
-    def interval(self, confidence: float = 0.95) -> tuple[float, float] | None:
+    def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
         """The pointwise t interval (not what any decision used)."""
         if self.se is None:
             return None

@@ -1,4 +1,4 @@
-"""Every speed-up explained: a study's diagnosis, computed once from its comparisons for every surface to render.
+"""Every speed-up explained: a device's `Explanation`, computed once from its comparisons for every surface to render.
 
 What it joins: the baseline's profile (where its step goes, `ablate.stats.diagnosis.profile`), each technique of the
 study's space with the phases its strategies target (`Strategy.targets`; a preset's, its members' together), and
@@ -9,7 +9,7 @@ fell, by more than `diagnosis.MOVED_FLOOR` of the baseline's step, says what it 
 **What a prediction is checked against: the technique alone.** A prediction is Amdahl's ceiling on the baseline's
 profile, so it bounds exactly one measured thing: the technique switched on with every other dimension off, against
 the baseline of the same blocks. Its speed-up's 95% interval is the one the report's table prints for that row, and
-that combination's own profile gives the sentence. The technique's main effect (`ablate.stats.analysis.fit_effects`)
+that combination's own profile gives the sentence. The technique's main effect (`ablate.stats.effects.fit_effects`)
 would be the other candidate, and the wrong one here: it averages the technique over stacks whose profiles differ
 (with `num_workers` on, the data phase a second loader technique could remove is gone), so a ceiling from the
 baseline does not bound it, and where the fit fails (too few measurements) it does not exist. A technique that never
@@ -30,14 +30,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ablate.config.choices import OFF, Option
+from ablate.config.choices import OFF
 from ablate.config.study import Study
 from ablate.stats import diagnosis
-from ablate.stats.analysis import Interval
 from ablate.stats.comparison import Comparison, DeviceComparisons
+from ablate.stats.speedups import Interval
 from ablate.trial import metrics as metric
 from ablate.workload.parts import Parts
-from strategies.base import TARGETS
 
 NOT_ALONE = "not measured alone"
 NO_INTERVAL = "no interval to check (one block)"
@@ -70,8 +69,10 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Diagnosis:
-    """One device's diagnosis; `baseline` None: the baseline's step was never profiled, and nothing is predicted."""
+class Explanation:
+    """One device's speed-ups explained: where the baseline's step goes (`baseline`; None: never profiled, and nothing
+    is predicted), every profiled combination, each technique's prediction checked, and what the recommended stack
+    changed."""
 
     baseline: diagnosis.Profile | None
     profiled: tuple[Comparison, ...]  # every combination with a profile: the baseline first, then fastest first
@@ -81,20 +82,14 @@ class Diagnosis:
     cost: float | None  # the baseline's profiled steps' time per sample over its timed windows' (1.0: free)
 
     @property
-    def shares(self) -> dict[str, float]:
+    def baseline_shares(self) -> dict[str, float]:
         """The baseline's share of the step in each loop phase (`metrics.STEP_PHASES`); empty where unprofiled."""
         base = self.baseline
         return {p: base.share(p) for p in metric.STEP_PHASES} if base else {}
 
 
-def targets(option: Option) -> tuple[str, ...]:
-    """What an option's strategies target, in `strategies.base.TARGETS`' order (a preset: its members' together)."""
-    found = {t for kind in option.kinds for t in kind.targets}
-    return tuple(t for t in TARGETS if t in found)
-
-
-def diagnose(study: Study, compared: DeviceComparisons) -> Diagnosis:
-    """The device's diagnosis: the baseline's profile, each technique's prediction checked against its speed-up
+def explain(study: Study, compared: DeviceComparisons) -> Explanation:
+    """The device's explanation: the baseline's profile, each technique's prediction checked against its speed-up
     alone, and the recommended stack's sentence (module docstring)."""
     base_row = compared.baseline
     base = base_row.profile if base_row else None
@@ -107,7 +102,7 @@ def diagnose(study: Study, compared: DeviceComparisons) -> Diagnosis:
             for option in (o for o in options if o.label != OFF):
                 alone = _alone(compared, dims, dim, option.label)
                 lacks = diagnosis.does_not_apply(parts, [k.name for k in option.kinds])
-                checks.append(Check(diagnosis.predict(base, option.label, targets(option), lacks), alone,
+                checks.append(Check(diagnosis.predict(base, option.label, option.targets, lacks), alone,
                                     diagnosis.sentence(option.label, base, alone.profile)
                                     if alone and alone.profile else None))
     rec = compared.recommendation
@@ -116,7 +111,7 @@ def diagnose(study: Study, compared: DeviceComparisons) -> Diagnosis:
             if base and pick and pick.profile and not pick.is_baseline else None)
     costs = [m.metrics[metric.PROFILE_COST] for m in (base_row.record.measurements or (base_row.record,))
              if metric.PROFILE_COST in m.metrics] if base_row else []
-    return Diagnosis(base, profiled, tuple(checks), said, statistics.fmean(costs) if costs else None)
+    return Explanation(base, profiled, tuple(checks), said, statistics.fmean(costs) if costs else None)
 
 
 def _parts(study: Study) -> Parts | None:

@@ -9,12 +9,12 @@ cell: simulated (tests/stats/test_factorial.py), the true best cell opened the r
 the half fraction, against 53% when every cell was screened once.
 
 - **Blocks.** The model is fitted to every screening measurement's log throughput with the block as a
-  factor (a column per block, as in `ablate.stats.analysis.fit_effects`), so drift between blocks cancels as
+  factor (a column per block, as in `ablate.stats.effects.fit_effects`), so drift between blocks cancels as
   in the protocol's paired estimate, and the baselines' two processes per block give pure error. A cell's
   prediction is its fitted difference from the baseline's cell. Subtracting each block's baseline mean from
   its cells instead would give the block's cells one shared error (that mean's), which a regression takes for
   independent errors.
-- **Terms.** A main effect per technique (0/1 columns, `analysis.technique_columns`), always: resolution IV
+- **Terms.** A main effect per technique (0/1 columns, `effects.technique_columns`), always: resolution IV
   keeps each clear of the pairs. A two-factor interaction (the product of two techniques' columns centred on
   the screened cells, as in `fit_effects`) enters only where the data show it: forward selection, the most
   significant first, each at `PAIR_ALPHA` shared over the candidates (Bonferroni). Every pair the design can
@@ -58,8 +58,8 @@ from scipy import stats
 
 from ablate.config.choices import Levels
 from ablate.stats import protocol, variance
-from ablate.stats.analysis import crossed_pairs, technique_columns
 from ablate.stats.contrasts import beyond_range
+from ablate.stats.effects import crossed_pairs, technique_columns
 from ablate.stats.fraction import Fraction
 from ablate.stats.protocol import SCREEN, Key
 
@@ -172,7 +172,7 @@ def fit(measurements: Sequence[protocol.Measurement[Key]], baseline: Key, cells:
 def _candidates(mains: Mapping[tuple[str, str], np.ndarray], seen: np.ndarray,
                 names: Mapping[tuple[str, str], str]) -> list[_Term]:
     """Every pair term the screened cells can estimate: pairs of techniques from different dimensions whose four
-    on/off combinations were screened (`analysis.crossed_pairs`), aliased ones joined in chains."""
+    on/off combinations were screened (`effects.crossed_pairs`), aliased ones joined in chains."""
     on_seen = {t: col[seen] for t, col in mains.items()}
     clear = np.column_stack([np.ones(len(seen)), *on_seen.values()])
     found: list[tuple[list[str], list[np.ndarray]]] = []

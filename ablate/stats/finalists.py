@@ -44,7 +44,7 @@ from typing import Collection, Mapping, Sequence
 
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
-from ablate.stats import analysis, fractioned, parity, protocol, racing
+from ablate.stats import fractioned, parity, protocol, racing, speedups
 from ablate.store.records import PARITY, Record, State, baseline
 from ablate.trial import metrics as metric
 
@@ -57,12 +57,13 @@ def group_of(r: Record) -> str:
     return r.accuracy_group or (BASELINE if r.combination == BASELINE else r.combination)
 
 
-def accuracies(records: Sequence[Record]) -> dict[str, dict[int, float]]:
-    """accuracy group -> seed index -> the test accuracy of the run that trained it at that seed."""
+def accuracies(records: Sequence[Record], before: int | None = None) -> dict[str, dict[int, float]]:
+    """accuracy group -> seed index -> the test accuracy of the run that trained it at that seed (queued before
+    trial number `before`, where given)."""
     out: dict[str, dict[int, float]] = {}
     for r in records:
         for m in r.measurements or (r,):
-            if m.complete and m.accuracy_trained and m.accuracy is not None:
+            if m.complete and m.accuracy_trained and m.accuracy is not None and (before is None or m.number < before):
                 out.setdefault(group_of(m), {}).setdefault(m.seed_index, m.accuracy)
     return out
 
@@ -151,27 +152,31 @@ class Final:
         return self.eligible[0] if self.eligible else None
 
 
-def _rounds(records: Sequence[Record]) -> list[set[int]]:
-    """The race and confirmation blocks of each round, in order: a race block queued after a parity training that
-    was itself queued after the round's own race blocks starts the next round (trial numbers are queue order)."""
+def _rounds(records: Sequence[Record]) -> list[tuple[set[int], int]]:
+    """The race and confirmation blocks of each round, in order, with the trial number its first race block was
+    queued as: a race block queued after a parity training that was itself queued after the round's own race
+    blocks starts the next round (trial numbers are queue order)."""
     ms = sorted((m for r in records for m in (r.measurements or (r,))
                  if m.phase in (protocol.RACE, protocol.CONFIRM, PARITY)), key=lambda m: m.number)
-    out: list[set[int]] = [set()]
+    out: list[tuple[set[int], int]] = [(set(), 0)]
     trained_since = False
     for m in ms:
         if m.phase == PARITY:
-            trained_since = bool(out[-1])
+            trained_since = bool(out[-1][0])
         elif m.phase == protocol.RACE and trained_since:
-            out.append({m.block})
+            out.append(({m.block}, m.number))
             trained_since = False
         else:
-            out[-1].add(m.block)
+            out[-1][0].add(m.block)
     return out
 
 
-def _known_out(records: Sequence[Record], found: Mapping[str, parity.Parity]) -> set[str]:
-    """Accuracy groups that can headline nothing: ineligible by their verdict, or trained without one (failed)."""
-    tried = {group_of(m) for r in records for m in (r.measurements or (r,)) if m.phase == PARITY}
+def _known_out(records: Sequence[Record], tolerance: float, before: int | None = None) -> set[str]:
+    """Accuracy groups that can headline nothing: ineligible by their verdict, or trained without one (failed); from
+    the trainings queued before trial number `before` where given - what was known as a round began."""
+    found = parity.verdicts(accuracies(records, before), BASELINE, tolerance, parity_sample_size(records))
+    tried = {group_of(m) for r in records for m in (r.measurements or (r,))
+             if m.phase == PARITY and (before is None or m.number < before)}
     return {g for g, p in found.items() if p.ineligible} | {g for g in tried if g not in found and g != BASELINE}
 
 
@@ -215,13 +220,13 @@ def final(records: list[Record], tolerance: float, settings: ProtocolSettings,
     group = {**never, **{c: group_of(r) for c, r in complete.items()}}
     teachers = trainers(records)
     on_speed = accuracy_unmeasured(records) is not None
-    everything = analysis.protocol_measurements(records)
+    everything = speedups.protocol_measurements(records)
     screening = [m for m in everything if m.phase in (protocol.SCREEN, protocol.FULL)]
     model = screened.model(screening) if screened else None  # screening is every round's: fitted once
     rounds = _rounds(records)
     excluded = frozenset(_legacy_out(records, found))
     for n in range(len(group) + 1):  # each round after the first puts one group more out: it ends
-        blocks = rounds[n] if n < len(rounds) else set()
+        blocks = rounds[n][0] if n < len(rounds) else set()
         ms = screening + [m for m in everything if m.block in blocks and m.phase in (protocol.RACE, protocol.CONFIRM)]
         candidates = {c for c, g in group.items() if g not in excluded or c == BASELINE}
         standing = racing.race(ms, BASELINE, candidates, settings, screen=model)
@@ -245,7 +250,9 @@ def final(records: list[Record], tolerance: float, settings: ProtocolSettings,
         if eligible and eligible[0] == standing.leader:  # confirmed only now: a leader out would waste its blocks
             return Final(standing, ms, n, excluded, members, eligible, next_block=standing.next_block,
                          phase=standing.phase)
-        out = _known_out(records, found)
+        # What was known out as the next round began, where it is stored: a group a later round's own parity
+        # training put out was still in that round's race, which its blocks replay.
+        out = _known_out(records, tolerance, rounds[n + 1][1] if n + 1 < len(rounds) else None)
         if out <= excluded:  # nothing new to leave out (cannot happen: the members' groups are out)
             return Final(standing, ms, n, excluded, members)
         excluded = excluded | out

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import analysis, protocol
-from ablate.stats.analysis import BreakEven, EffectFit, TimeToTarget
+from ablate.stats import costs, effects, protocol, speedups
 from ablate.stats.comparison import DeviceComparisons, followed
-from ablate.stats.explained import Diagnosis, diagnose
+from ablate.stats.costs import BreakEven, TimeToTarget
+from ablate.stats.effects import EffectFit
+from ablate.stats.explained import Explanation, explain
 from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.store.study_record import StudyRecord
@@ -57,7 +58,7 @@ class Findings:
     one_off: tuple[OneOffCost, ...]  # per technique, by name
     baseline_cv: float | None  # the baseline's coefficient of variation across blocks; None: it ran in one block
     time_to_target: tuple[TimeToTarget, ...] | None  # fastest first; None: the study sets no target
-    diagnosis: Diagnosis  # where the time goes (`ablate.stats.explained`)
+    explanation: Explanation  # where the time goes, and what each technique changed (`ablate.stats.explained`)
     compose: Mapping[str, tuple[str, str]]  # combination -> its import and compose line: the pick and the race's set
     peak: Peak | None  # the device's peak for MFU; None: no measurement has an MFU, or the device has no known peak
 
@@ -85,18 +86,18 @@ def analyse(study: Study, compared: DeviceComparisons, stored: StudyRecord | Non
     stored = stored or StudyRecord()
     records, rec = compared.records, compared.recommendation
     numeric = tuple(d for d, options in study.space if any(o.changes_numerics for o in options))
-    breaks = tuple(analysis.break_even(records, study, compared.speedup_of))
+    breaks = tuple(costs.break_even(records, study, compared.speedup_of))
     budget = study.budget
     return Findings(
         compared, stored, followed(study, stored),
-        analysis.fit_effects(analysis.throughput_observations(records), [d for d, _ in study.space], "log throughput"),
-        analysis.fit_effects(analysis.accuracy_observations(records), list(numeric), "test accuracy"),
+        effects.fit_effects(effects.throughput_observations(records), [d for d, _ in study.space], "log throughput"),
+        effects.fit_effects(effects.accuracy_observations(records), list(numeric), "test accuracy"),
         numeric, breaks, _one_off(breaks),
-        protocol.baseline_cv(analysis.protocol_measurements(records), BASELINE),
-        tuple(analysis.time_to_target(records))
+        protocol.baseline_cv(speedups.protocol_measurements(records), BASELINE),
+        tuple(costs.time_to_target(records))
         if budget.target_accuracy is not None or budget.target_loss is not None else None,
-        diagnose(study, compared),
-        {m.combination: analysis.compose_line(m, study) for m in (rec.pick, *rec.members)} if rec else {},
+        explain(study, compared),
+        {m.combination: study.combination(m.levels).compose_line for m in (rec.pick, *rec.members)} if rec else {},
         peak(compared.device) if any(metric.MFU in r.metrics for r in records) else None)
 
 

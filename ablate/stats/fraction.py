@@ -104,7 +104,7 @@ def _terms(k: int, generators: tuple[str, ...], crossed: list[int]) -> int:
 
 def screening_fraction(options: Mapping[str, Mapping[str, Option]], runnable: Collection[Levels],
                        baseline: Levels) -> Fraction | None:
-    """The fraction of `runnable` screening measures (`options`: `choices.by_dimension`, the study's order), or
+    """The fraction of `runnable` screening measures (`options`: `Study.choices`, the study's order), or
     None: screen every runnable cell (see the module's "when not")."""
     cells = list(dict.fromkeys(runnable))
     if baseline not in cells:

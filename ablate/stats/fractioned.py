@@ -16,10 +16,7 @@ from typing import Mapping, Sequence
 from ablate.config.choices import (
     BASELINE,
     Levels,
-    accuracy_group,
     baseline_levels,
-    by_dimension,
-    combination_label,
     grid,
 )
 from ablate.config.study import Study
@@ -65,9 +62,9 @@ class Fractioned:
 def of(study: Study, records: Sequence[Record]) -> Fractioned | None:
     """The fraction one device's `records` screened (module docstring), or None where screening measured another
     set (every runnable combination, TPE's picks) or has not measured its set yet."""
-    options = by_dimension(study)
+    options = study.choices
     skipped = {r.combination for r in records if r.state == State.SKIPPED}
-    found_cells = {combination_label(study.combination(dict(levels))): levels for levels in grid(options)}
+    found_cells = {study.combination(dict(levels)).label: levels for levels in grid(options)}
     cells = {c: levels for c, levels in found_cells.items() if c not in skipped}
     found = fraction.screening_fraction(options, list(cells.values()), baseline_levels(options))
     if found is None:
@@ -85,7 +82,7 @@ def _groups(study: Study, cells: Mapping[str, Levels], records: Sequence[Record]
     """Each runnable combination's accuracy group: the one stored with its measurements, else its options' group
     (`accuracy_group`) as stored with a measured combination of the same options' group (one that trains bitwise as
     another, `ablate.run.bitwise`, stores the group it trains as), else the options' group itself."""
-    own = {c: accuracy_group(study.combination(dict(levels))) for c, levels in cells.items()}
+    own = {c: study.combination(dict(levels)).group for c, levels in cells.items()}
     stored = {r.combination: r.accuracy_group for r in records if r.accuracy_group and r.combination in cells}
     trains_as = {own[c]: g for c, g in stored.items()}
     return {c: stored.get(c) or trains_as.get(group, group) for c, group in own.items()}

@@ -39,14 +39,13 @@ from ablate.config.choices import (
     Option,
     accuracy_group,
     baseline_levels,
-    by_dimension,
     compose_options,
     grid,
     levels_of,
 )
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import analysis, finalists, fraction, fractioned, protocol, racing
+from ablate.stats import finalists, fraction, fractioned, protocol, racing, speedups
 from ablate.store import claim, records
 from strategies import ConflictError
 
@@ -65,7 +64,7 @@ class Planner:
         self.study, self.design, self.seed, self.n_trials = study, design, protocol_seed, n_trials
         self.defer_accuracy = defer_accuracy
         self.device, self.device_name = device, device_name
-        self.options = by_dimension(study)
+        self.options = study.choices
         self._can_run: dict[Levels, bool] = {}
         self.trains_as: dict[str, str] = {}  # accuracy group -> the one it trains as here (ablate.run.bitwise)
 
@@ -76,7 +75,7 @@ class Planner:
         return self.trains_as.get(group, group)
 
     def options_of(self, levels: Levels) -> tuple[Option, ...]:
-        return self.study.combination(dict(levels))
+        return self.study.combination(dict(levels)).options
 
     def runnable(self, levels: Levels) -> bool:
         """Whether a combination can run here at all (else it is recorded as skipped, taking no time)."""
@@ -157,7 +156,7 @@ class Planner:
         if found.next_block is not None:
             # A combination the race fields may have no record yet (a fraction's, never screened): its grid levels.
             by_label = {**(screened.cells if screened else {}), **{r.combination: levels_of(r.levels) for r in stored}}
-            block = 1 + max((m.block for m in analysis.protocol_measurements(stored)), default=-1)  # every round's
+            block = 1 + max((m.block for m in speedups.protocol_measurements(stored)), default=-1)  # every round's
             slots = protocol.race_plan([by_label[c] for c in found.next_block], by_label[BASELINE], block,
                                        self.seed, found.phase)
             return standing, [Planned(slot) for slot in slots]
@@ -174,7 +173,7 @@ class Planner:
         fraction calls for it and nothing past screening was measured yet; else none."""
         every = [m for r in stored for m in (r.measurements or (r,))]
         if any(m.phase != protocol.SCREEN for m in every) or not screened.fold_over(
-                analysis.protocol_measurements(stored)):
+                speedups.protocol_measurements(stored)):
             return []
         first = 1 + max(m.block for m in every)
         rest = [screened.cells[c] for c in screened.rest]

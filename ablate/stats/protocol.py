@@ -51,17 +51,21 @@ from typing import Callable, Generic, Hashable, Iterable, Sequence, TypeVar
 
 from scipy import stats
 
+# The phases and the intervals' level have one home, beside the settings (ablate.config.design); the statistics read
+# them from here too. CONFIRM: after the race, the leader's estimate from blocks its selection never saw.
+from ablate.config.design import CONFIDENCE as CONFIDENCE
+from ablate.config.design import CONFIRM as CONFIRM
+from ablate.config.design import FULL as FULL
 from ablate.config.design import MIN_RACE_BLOCKS as MIN_RACE_BLOCKS  # the race's, beside the settings it bounds
+from ablate.config.design import PARITY as PARITY
+from ablate.config.design import RACE as RACE
+from ablate.config.design import SCREEN as SCREEN
 from ablate.config.design import ProtocolSettings
 from ablate.stats import variance
 from ablate.stats.contrasts import NOISIER_ALPHA  # one test of "noisier than the model": the race's pairs' too
-from ablate.store.records import PARITY  # a training run for accuracy parity: a phase records reads too
 
-CONFIDENCE = 0.95
 MIN_POOLED_DF = 2  # fewer pooled degrees of freedom: fall back on the baseline's spread
 PRIOR_DF = 5  # the variance model's prediction counts as at most this many degrees of freedom of an own spread
-SCREEN, RACE, FULL = "screen", "race", "full"
-CONFIRM = "confirm"  # after the race: the leader's estimate, from blocks its selection never saw
 
 Key = TypeVar("Key", bound=Hashable)  # a combination, as the caller names it (a label, levels, a test's int)
 

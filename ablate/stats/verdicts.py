@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ablate.config.choices import BASELINE, parts, techniques
 from ablate.config.design import ProtocolSettings
-from ablate.stats import analysis, equivalence, finalists, fractioned, parity, protocol, racing
+from ablate.stats import equivalence, finalists, fractioned, parity, protocol, racing, speedups
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.equivalence import CAP, Resolution
 
@@ -99,7 +99,7 @@ class Recommendation:
     the headline: the leader, or the simplest member shown equivalent to it."""
 
     leader: Record
-    speedup: analysis.Speedup | None  # the leader's
+    speedup: speedups.Speedup | None  # the leader's
     members: tuple[Record, ...]  # the leader and its contenders, simplest first
     contrasts: dict[str, Contrast[str]]  # combination -> leader minus it (log), at the race's last look, judged
     eliminated: tuple[str, ...]  # told apart from the leader
@@ -138,7 +138,7 @@ class Recommendation:
 
 
 def recommendation(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
-                   speedup_of: dict[str, analysis.Speedup] | None = None,
+                   speedup_of: dict[str, speedups.Speedup] | None = None,
                    verdicts: dict[str, parity.Parity] | None = None,
                    screened: fractioned.Fractioned | None = None) -> Recommendation | None:
     """The leader of the race's last round (`ablate.stats.finalists`: a round whose leader accuracy put out is
@@ -164,7 +164,7 @@ def recommendation(records: list[Record], tolerance: float, settings: ProtocolSe
     design = next(iter(tested.values())).resolution if tested else None
     shown = [c for c in members if c in tested and tested[c].shown]
     headline = byc[shown[0]] if shown else byc[leader]
-    speedup_of = analysis.speedup_of(records) if speedup_of is None else speedup_of
+    speedup_of = speedups.speedup_of(records) if speedup_of is None else speedup_of
     return Recommendation(byc[leader], speedup_of.get(leader), tuple(byc[c] for c in members),
                           contrasts, standing.eliminated, standing.pending, standing,
                           verdicts.get(headline.combination), headline, tested,

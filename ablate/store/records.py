@@ -24,12 +24,12 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ablate.config.choices import BASELINE
+
+# A training for accuracy parity at one of the run's seeds (ablate.stats.parity): no speed-up or throughput comes
+# from it (`combine`). The phases' one home is ablate.config.design.
+from ablate.config.design import PARITY as PARITY
 from ablate.store.study_record import from_study
 from ablate.trial import metrics as metric
-
-# The phase of a training for accuracy parity at one of the run's seeds (ablate.stats.parity): no speed-up or
-# throughput comes from it (`combine`). The protocol's other phases are ablate.stats.protocol's.
-PARITY = "parity"
 
 
 class State(str, Enum):

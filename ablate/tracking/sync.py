@@ -67,7 +67,7 @@ def push_missing(study: Study, optuna_study: optuna.Study, search: str, tracker:
 def _composed(study: Study, record: records.Record) -> tuple[tuple[Option, ...], Stack] | None:
     """The trial's options and their stack; None where `ablate run` logs no run (they do not compose)."""
     try:
-        options = study.combination(record.levels)
+        options = study.combination(record.levels).options
         return options, compose_options(options)
     except (KeyError, ConflictError):  # a combination that does not compose is skipped before its run starts
         return None

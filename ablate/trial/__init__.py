@@ -10,6 +10,6 @@ __getattr__, __dir__ = exports(__name__, {
     "StepClock": "measure",
     "Interpreters": "interpreters",
     "Machine": "machine",
-    "train": "train",
-    "evaluate": "train",
+    "train": "loop",
+    "evaluate": "loop",
 })

@@ -30,7 +30,7 @@ Why sharing cannot bias the answer:
   code in the same steady state as a warm one's - as a combination's cold and warm measurements did when each kept
   a cache of its own. What a cold process may keep after compiling, Inductor's compile worker processes, waits
   idle through the windows, and any CPU other work takes during them is read by the load guard
-  (`ablate.trial.load`) in cold and warm measurements alike.
+  (`ablate.trial.foreign_load`) in cold and warm measurements alike.
 - **The one-off cost** of a warm measurement is not its own: a fresh start compiles cold. The analysis borrows it
   from a cold measurement of the same graph (`ablate.store.records.combine`): the combination's own where it has one,
   else the first cold sibling with the same `graph_key`, and the combined record names it (`Record.one_off_from`),

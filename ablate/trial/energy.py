@@ -3,7 +3,7 @@
 A speed-up says nothing of what it costs in energy: a strategy that keeps more of the device busy can be
 faster and draw more, or faster and draw less. Both counters used here are cumulative, kept by the hardware,
 so two readings bracket a stretch exactly, with nothing sampled in between; the trial reads them where it
-reads the foreign load (`ablate.trial.load`): as the first timed window opens and as the last one closes,
+reads the foreign load (`ablate.trial.foreign_load`): as the first timed window opens and as the last one closes,
 and around an evaluation that falls inside the windows, whose energy is taken off as its time is.
 
 - **CUDA: NVML** (``nvmlDeviceGetTotalEnergyConsumption``, millijoules since the driver loaded; Volta and
@@ -36,7 +36,7 @@ from ablate.trial import metrics as metric
 
 POWERCAP = Path("/sys/class/powercap")
 RAPL, NVML = "RAPL", "NVML"  # the counters, as `metric.ENERGY_COUNTERS` codes them
-MIN_SECONDS = 1.0  # as the foreign load's (`ablate.trial.load`): a shorter stretch is not read
+MIN_SECONDS = 1.0  # as the foreign load's (`ablate.trial.foreign_load`): a shorter stretch is not read
 _PACKAGE = re.compile(r"intel-rapl:\d+")  # a top-level domain; intel-rapl:0:0 is a subdomain of intel-rapl:0
 
 

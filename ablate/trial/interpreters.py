@@ -62,7 +62,7 @@ def _preload() -> None:
     import torchvision  # noqa: F401 - its ops import TorchDynamo and Inductor
 
     import strategies  # noqa: F401
-    from ablate.trial import measure, train  # noqa: F401
+    from ablate.trial import loop, measure  # noqa: F401
     from ablate.workload import data, models  # noqa: F401
 
 

@@ -20,18 +20,15 @@ Time to accuracy: a run that trains for accuracy evaluates the test set every
 `eval_every_samples`, and at the end of its `train_samples` - then, if its
 windows are still open (a floor or long windows ran past `train_samples`), the
 windows go on but the training for accuracy is over: no evaluation follows, so
-every combination's accuracy is that of the same samples. The clock is paused while it
-evaluates - evaluation time is excluded from the training time and from any
-timed window - and the training time at which `target_accuracy` was first
-reached (or, for a loss target, the held-out loss first fell to
-`target_loss`) is recorded twice: from the end of the first step (compilation
-excluded) and from the start of the loop (compilation included; the trial
-adds the model preparation time).
+every combination's accuracy is that of the same samples (`ablate.trial.accuracy`
+keeps that schedule and reads the time to target from it). The clock is paused
+while it evaluates: evaluation time is excluded from the training time and from
+any timed window.
 
 Foreign load: the machine's CPU time and this process tree's own are read as
 the first window opens and as the last one closes, outside the clock
-(`ablate.trial.load`); the difference, in cores, is how much other work ran
-beside the windows - a neighbour the windows' own clock cannot see. The energy
+(`ablate.trial.foreign_load`); the difference, in cores, is how much other work
+ran beside the windows - a neighbour the windows' own clock cannot see. The energy
 counter of the device (`ablate.trial.energy`) is read at the same points, and around
 an evaluation inside the windows, whose joules are left out as its time is.
 
@@ -41,14 +38,16 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
 from ablate.config.study import Budget
-from ablate.trial import energy, load, phases
+from ablate.trial import energy, foreign_load, phases
 from ablate.trial import metrics as metric
+from ablate.trial.accuracy import Evaluation, Evaluations
 from ablate.trial.failures import Diverged
 from ablate.trial.memory import empty_cache, highest, peak_memory, reset_peak_memory
 from ablate.workload.tasks import Quality
@@ -71,25 +70,13 @@ class Window:
 
 
 @dataclass
-class Evaluation:
-    samples: int
-    train_s: float  # training time from the start of the loop, evaluations excluded
-    quality: Quality
-
-    def reached(self, budget: Budget) -> bool:
-        if budget.target_accuracy is not None:
-            return self.quality.accuracy is not None and self.quality.accuracy >= budget.target_accuracy
-        return budget.target_loss is not None and self.quality.loss <= budget.target_loss
-
-
-@dataclass
 class StepClock:
     """Counts steps and samples, and times the first step and the windows of a run."""
 
     budget: Budget
     device: torch.device
     train_for_accuracy: bool
-    evaluate: Callable[[], Quality] | None = None  # held-out quality
+    evaluate: InitVar[Callable[[], Quality] | None] = None  # held-out quality (`held_out` calls it)
     test_samples: int = 0  # held-out samples `evaluate` reads (ablate.workload.evaluation): the progress line says it
     units_per_sample: int = 1  # throughput's unit: tokens per sequence for a language model
     on_phase: Callable[[str], None] = lambda text: None  # what the run is doing now, for the progress line
@@ -102,30 +89,29 @@ class StepClock:
     train_time_s: float = 0.0  # loop start to the end of the last step, data loading and compilation included
     peak_memory: dict[str, float] = field(default_factory=dict)  # the windows' peaks, by metric key (`peak_memory`)
     windows: list[Window] = field(default_factory=list)
-    evaluations: list[Evaluation] = field(default_factory=list)
+    held_out: Evaluations = field(init=False)  # the training for accuracy's evaluations (`ablate.trial.accuracy`)
     _start: float = 0.0
     _window_start: float | None = None
     _window_samples: int = 0
     _data_wait: float = 0.0
     _warm_from: int = 0
     _paused: float = 0.0  # seconds spent evaluating, excluded from training time
-    _next_eval: int = 0
     _loss_sum: torch.Tensor | None = None  # the sum of the losses so far, on the device: NaN or inf once one was
     _early_s: float = 0.0  # steps 2 to ONE_OFF_STEPS, timed when they end before the first window opens
     _early_samples: int = 0
     _peak_outside_evals: dict[str, float] = field(default_factory=dict)  # the windows' peaks up to an evaluation
     _untimed: bool = False  # inside the warm-up's untimed stretch (`on_untimed`)
-    _trained: bool = False  # the training for accuracy is over (train_samples reached) while the windows went on
     _floor: float = 0.0  # the windows' least duration on this device (`Budget.window_floor_s`)
-    _load_before: load.Snapshot | None = None  # the machine's and this tree's CPU time as the first window opened
-    foreign: load.Load | None = None  # other work on the machine over the windows (`ablate.trial.load`)
+    _load_before: foreign_load.Snapshot | None = None  # CPU time, the machine's and this tree's, as the windows opened
+    foreign: foreign_load.Load | None = None  # other work on the machine over the windows (`foreign_load`)
     _energy: energy.Tally = field(init=False)  # the device's joules over the windows (`ablate.trial.energy`)
     profiling: bool = False  # in the profiling window (`ablate.trial.phases`): the loop marks its phases (`mark`)
     profiled: phases.Phases | None = None  # what the profiling window found
     _profile: phases.Profile | None = None
     marks: dict[str, Any] = field(default_factory=dict)  # its spans, for the trial's timeline (`metrics.Mark`)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, evaluate: Callable[[], Quality] | None) -> None:
+        self.held_out = Evaluations(self.budget, evaluate)
         self._floor = self.budget.window_floor_s(self.device.type)
         self._energy = energy.Tally(energy.meter(self.device.type, self.device.index))
 
@@ -141,6 +127,10 @@ class StepClock:
         if self._loss_sum is not None and not bool(torch.isfinite(self._loss_sum)):
             raise Diverged(f"the training loss became NaN or infinite by step {self.steps} "
                            f"({self.samples:,} samples); the trial was stopped there")
+
+    @property
+    def evaluations(self) -> list[Evaluation]:
+        return self.held_out.evaluations
 
     @property
     def timing_done(self) -> bool:
@@ -185,12 +175,12 @@ class StepClock:
                 self.on_phase("finishing")
             return
         self._count(n, loss)
-        if (self.train_for_accuracy and not self._trained and self.samples >= self.budget.train_samples
+        if (self.train_for_accuracy and not self.held_out.over and self.samples >= self.budget.train_samples
                 and not self.timing_done):
             # The windows go on past the training for accuracy (a floor, or windows longer than train_samples):
             # its last evaluation is here, at the samples every combination trains, not where a faster one's
             # windows end. (Otherwise the run ends now, and the caller's `evaluate_now` is the last.)
-            self._end_training_for_accuracy()
+            self.held_out.end(self.samples, self._paused_to_evaluate)
         if self._measured and not self.done:
             self._open_profile()
 
@@ -199,15 +189,10 @@ class StepClock:
         if self._profile is not None:
             self._profile.mark(phase)
 
-    def _end_training_for_accuracy(self) -> None:
-        """Its last evaluation, here (unless one ran at these samples already); none follows."""
-        self.evaluate_now()
-        self._trained = True
-
     def _open_profile(self) -> None:
         """After everything else: the profiled steps are in no window, and train no accuracy that is evaluated."""
-        if self.train_for_accuracy and not self._trained:
-            self._end_training_for_accuracy()
+        if self.train_for_accuracy and not self.held_out.over:
+            self.held_out.end(self.samples, self._paused_to_evaluate)
         self._sync()  # CUDA: the window's first step starts from an idle queue, with no earlier kernel in its trace
         self.on_phase("profiling where a step's time goes")
         self._profile, self.profiling = phases.Profile(self.budget, self.device, time.perf_counter), True
@@ -234,7 +219,6 @@ class StepClock:
             self.marks[metric.Mark.FIRST_STEP] = [self._start, time.perf_counter()]
             self.first_step_s = self.marks[metric.Mark.FIRST_STEP][1] - self._start
             self._warm_from = self.samples
-            self._next_eval = self.budget.eval_every_samples or 0
             self.on_phase("warm-up")
             return
         if self.steps == ONE_OFF_STEPS and self._window_start is None:
@@ -245,10 +229,8 @@ class StepClock:
             if self._untimed:
                 self.on_untimed(True)
             empty_cache(self.device)  # compilation's, recording's and autotuning's blocks: not the windows' memory
-        if self.train_for_accuracy and not self._trained and self._next_eval and self.samples >= self._next_eval:
+        if self.train_for_accuracy and self.held_out.due(self.samples):
             self.evaluate_now()
-            while self._next_eval <= self.samples:
-                self._next_eval += self.budget.eval_every_samples or 0
         if self.timing_done:
             return
         if self._window_start is None:
@@ -260,7 +242,7 @@ class StepClock:
                 if self.steps < ONE_OFF_STEPS:  # a warm-up too short to have emptied the cache at its third step
                     empty_cache(self.device)
                 # Outside the clock: reading /proc takes a few milliseconds.
-                self._load_before = load.snapshot(time.perf_counter())
+                self._load_before = foreign_load.snapshot(time.perf_counter())
                 self._energy.open(time.perf_counter())
                 self._open_window()
                 self.marks[metric.Mark.WINDOWS] = [self._window_start]  # closed with the last window
@@ -278,7 +260,7 @@ class StepClock:
                 # Read here: evaluations after the windows must not count, so trials that train accuracy compare
                 # with those that do not.
                 self.peak_memory = highest(self._peak_outside_evals, peak_memory(self.device))
-                self.foreign = load.between(self._load_before, load.snapshot(now))
+                self.foreign = foreign_load.between(self._load_before, foreign_load.snapshot(now))
                 self._energy.close(now)
                 self.marks[metric.Mark.WINDOWS].append(now)
             self._open_window(now)
@@ -286,10 +268,12 @@ class StepClock:
     def evaluate_now(self) -> Evaluation | None:
         """Evaluate on the test set with the clock paused; at most once per point in training, and never after the
         training for accuracy ended (the windows may go on past it)."""
-        if self.evaluate is None:
-            return None
-        if self.evaluations and (self._trained or self.evaluations[-1].samples == self.samples):
-            return self.evaluations[-1]
+        return self.held_out.now(self.samples, self._paused_to_evaluate)
+
+    @contextmanager
+    def _paused_to_evaluate(self) -> Iterator[float]:
+        """The clock stopped around an evaluation, to which it yields the training time so far: its time, and inside
+        the windows its peak memory and its joules, count in nothing measured."""
         self._sync()
         in_windows = self._window_start is not None and not self.timing_done
         if in_windows:  # the windows' peak so far and their joules; the evaluation's own are left out below
@@ -297,21 +281,19 @@ class StepClock:
             self._energy.pause(time.perf_counter())
         self.on_phase(f"evaluating {self.test_samples:,} test samples (trained on {self.samples:,})")
         began = time.perf_counter()
-        quality = self.evaluate()
+        yield began - self._start - self._paused
         if not self.timing_done:  # the test batches' blocks, which the allocator would keep reserved in the windows
             empty_cache(self.device)
         ended = time.perf_counter()  # evaluate() reads results back with .item(), so the device is done
         if in_windows:
             reset_peak_memory(self.device)
             self._energy.resume(ended)
-        self.evaluations.append(Evaluation(self.samples, began - self._start - self._paused, quality))
         self.marks.setdefault(metric.Mark.EVALUATING, []).append([began, ended])
         self._paused += ended - began
         if self._window_start is not None:  # a window open across the evaluation must not count it
             self._window_start += ended - began
         if self.timing_done and self.samples < self.budget.train_samples:  # what it said only while it is so
             self.on_phase(f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)")
-        return self.evaluations[-1]
 
     def _window_full(self) -> bool:
         """The open window holds its samples and has lasted its floor (read on the host's clock, without
@@ -359,32 +341,10 @@ class StepClock:
             **({metric.FOREIGN_CORES: self.foreign.foreign_cores, metric.STEAL_CORES: self.foreign.steal_cores}
                if self.foreign else {}),
             **self._energy.metrics(sum(w.samples for w in self.windows)),
-            **self._accuracy_summary(),
+            **self.held_out.summary(self.first_step_s),
             **(self.profiled.summary(sum(w.seconds for w in self.windows) / sum(w.samples for w in self.windows))
                if self.profiled else {}),
         }
-
-    def _accuracy_summary(self) -> dict[str, float]:
-        if not self.evaluations:
-            return {}
-        last = self.evaluations[-1].quality
-        out = {metric.TEST_LOSS: last.loss, metric.EVALUATIONS: float(len(self.evaluations)),
-               **{f"{metric.HELD_OUT}{name}": value for name, value in last.extra}}
-        if last.accuracy is not None:
-            out[metric.TEST_ACCURACY] = last.accuracy
-        budget = self.budget
-        if budget.target_accuracy is not None or budget.target_loss is not None:
-            reached = next((e for e in self.evaluations if e.reached(budget)), None)
-            if budget.target_accuracy is not None:
-                out[metric.TARGET_ACCURACY] = budget.target_accuracy
-            elif budget.target_loss is not None:
-                out[metric.TARGET_LOSS] = budget.target_loss
-            out[metric.TARGET_REACHED] = float(reached is not None)
-            if reached:
-                out.update({metric.SAMPLES_TO_TARGET: float(reached.samples),
-                            metric.TIME_TO_TARGET_S: reached.train_s - self.first_step_s,
-                            metric.TIME_TO_TARGET_E2E_S: reached.train_s})
-        return out
 
 
 def _timed(iterator: Iterator[Any], clock: StepClock) -> Iterator[Any]:

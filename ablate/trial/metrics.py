@@ -59,7 +59,7 @@ STARTUP_S = "startup_s"  # the job sent to the first batch
 COMPILE_CACHE_WARM = "compile_cache_warm"
 COMPILE_CACHE_HITS = "compile_cache_hits"  # Inductor's FX graph and AOTAutograd cache hits in the trial
 COMPILE_CACHE_MISSES = "compile_cache_misses"  # their misses and bypasses: graphs it compiled itself
-# Other work on the machine during the timed windows, in cores on average (ablate.trial.load); Linux only.
+# Other work on the machine during the timed windows, in cores on average (ablate.trial.foreign_load); Linux only.
 FOREIGN_CORES = "foreign_cores"  # other processes and the hypervisor's steal
 STEAL_CORES = "steal_cores"
 REMEASURED = "remeasured"  # how many earlier attempts were discarded because the machine was busy

@@ -4,7 +4,7 @@ What it times: `Budget.profile_steps` steps (lasting at least `profile_seconds`,
 first step past `window_seconds`), once the timed windows are over and any training for accuracy has had its last
 evaluation, so no timed window and no accuracy sees a profiled step. Which trials open it is the study's call: a
 combination's first measurement only (`ablate.run.objective.profiles`; the others run with `profile_steps` 0). Each
-step is split at the loop's boundaries (`ablate.trial.train.train`) into its phases, `metrics.STEP_PHASES`: data
+step is split at the loop's boundaries (`ablate.trial.loop.train`) into its phases, `metrics.STEP_PHASES`: data
 (waiting in the loader's next()), copy (`Stack.to_device`), forward (autocast and `task.loss`), backward
 (`Stack.backward`), optimizer (`Stack.step`, zero_grad included) and other (the rest of the step: the clock's own
 bookkeeping between one step's end and the next step's request for a batch). The profiled step is the first step's

@@ -142,9 +142,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from torch.utils.data import DataLoader
 
     from ablate.trial.failures import CompileFailed
+    from ablate.trial.loop import evaluate, train
     from ablate.trial.measure import StepClock
     from ablate.trial.mfu import utilisation
-    from ablate.trial.train import evaluate, train
     from ablate.workload import evaluation
 
     study, budget = spec.study, spec.study.budget

@@ -11,14 +11,22 @@ The shims of old import paths (`ablate._moved.MOVED`: ablate/data.py, ablate/tra
 ablate/diagnose.py) are the one exemption: they forward to a package above the ground floor by name. The exemption
 is narrow: a shim must be exactly the two lines of one (`test_a_shim_is_only_a_shim`), so nothing else can live
 under it.
+
+Each package's `__init__` lists its public names; a public function or class is what its module defines, callable
+however many of the package's modules were imported before (a submodule of the same name once shadowed trial's
+`train`), and no public name may be a submodule's.
 """
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
+import types
 from pathlib import Path
 
 import pytest
 
+from ablate import _lazy
 from ablate._moved import MOVED
 
 ABLATE = Path(__file__).resolve().parents[2] / "ablate"
@@ -117,11 +125,34 @@ def test_a_shim_is_only_a_shim() -> None:
         assert ast.dump(tree) == shape, f"{path.relative_to(ABLATE.parent)} holds more than a shim's two lines"
 
 
-@pytest.mark.parametrize("package", sorted(p.name for p in ABLATE.iterdir() if (p / "__init__.py").exists()))
-def test_a_package_lists_its_public_names(package: str) -> None:
-    import importlib
+PACKAGES = sorted(p.name for p in ABLATE.iterdir() if (p / "__init__.py").exists())
 
+
+def _defined_callables(path: Path) -> set[str]:
+    """The names `path` defines with `def` or `class` at its top level: read from the source, not from what an
+    import left on the package."""
+    return {node.name for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_package_lists_its_public_names(package: str) -> None:
     imported = importlib.import_module(f"ablate.{package}")
     assert imported.__doc__ and imported.__all__
+    # Importing a submodule binds it on its package under its own name: a public name that is also a submodule's
+    # (trial's `train` beside trial/train.py, before it became loop.py) then gives the module.
+    submodules = {module.name for module in pkgutil.iter_modules(imported.__path__)}
+    assert not submodules & set(imported.__all__), f"ablate.{package}: a public name is also a submodule's"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_packages_exported_functions_are_callable_after_every_submodule_is_imported(package: str) -> None:
+    imported = importlib.import_module(f"ablate.{package}")
+    for module in pkgutil.walk_packages(imported.__path__, f"ablate.{package}."):  # no shim lives in a package
+        importlib.import_module(module.name)
+    where = _lazy.public()[f"ablate.{package}"]
     for name in imported.__all__:
-        assert getattr(imported, name) is not None
+        exported = getattr(imported, name)
+        assert not isinstance(exported, types.ModuleType), f"ablate.{package}.{name} is a module"
+        if name in _defined_callables(ABLATE / package / f"{where[name]}.py"):
+            assert callable(exported), f"ablate.{package}.{name} is {exported!r}, not what its module defines"

@@ -59,7 +59,7 @@ def test_import_strategies_pulls_in_torch_alone() -> None:
 
 def test_every_public_name_is_its_modules_object_after_every_submodule_is_imported() -> None:
     """Importing a submodule binds it on its package, which used to hide a public name of the same name (trial's
-    `train`, a function in trial/train.py): every package's names are checked once every module is imported."""
+    `train`, a function then in trial/train.py): every package's names are checked once every module is imported."""
     found = json.loads(_fresh("""
         import importlib, json, pkgutil, sys, warnings
         import ablate
@@ -85,14 +85,14 @@ def test_every_public_name_is_its_modules_object_after_every_submodule_is_import
 def test_the_exported_train_is_the_function_though_its_module_was_imported_first() -> None:
     kinds = json.loads(_fresh("""
         import json, types
-        import ablate.trial.train as loop_module  # what the trial process does before any `from ablate.trial ...`
+        import ablate.trial.loop as loop_module  # what the trial process does before any `from ablate.trial ...`
         from ablate.trial import train
-        from ablate.trial.train import evaluate
+        from ablate.trial.loop import evaluate
         import ablate.trial
         print(json.dumps([callable(train), isinstance(train, types.ModuleType), ablate.trial.train is train,
-                          evaluate.__module__]))"""))
-    assert kinds[:3] == [True, False, True]
-    assert kinds[3].startswith("ablate.trial.")  # the submodule is still importable by its path
+                          train is loop_module.train, evaluate.__module__]))"""))
+    assert kinds[:4] == [True, False, True, True]
+    assert kinds[4] == "ablate.trial.loop"  # the module is importable by its own path
 
 
 def test_type_checkers_see_every_public_name_of_ablate() -> None:

@@ -114,16 +114,16 @@ def test_render_has_modules_to_check() -> None:
 
 
 @pytest.mark.parametrize("source", [
-    "from ablate.stats.analysis import fit_effects",  # a function that computes
+    "from ablate.stats.effects import fit_effects",  # a function that computes
     "from ablate.stats.findings import analyse_all",
-    "from ablate.stats.explained import diagnose",
+    "from ablate.stats.explained import explain",
     "from ablate.stats import protocol\nprotocol.baseline_cv([], 'baseline')",  # read off a module
-    "from ablate.stats import analysis as a\nx = a.compose_line",
+    "from ablate.stats import costs as c\nx = c.break_even",
     "import ablate.stats.protocol as p\np.estimates([], 'baseline')",
     "import ablate.stats.comparison",
     "from ablate import stats\nstats.compare([], 0.5)",
-    "from ablate.stats.analysis import Interval\nInterval(1.0, 0.5, 2.0)",  # building a result, not reading one
-    "from ablate.stats.analysis import Speedup\nSpeedup.over",  # a class's own function, read off it...
+    "from ablate.stats.speedups import Interval\nInterval(1.0, 0.5, 2.0)",  # building a result, not reading one
+    "from ablate.stats.speedups import Speedup\nSpeedup.over",  # a class's own function, read off it...
     "from ablate.stats.comparison import DeviceComparisons\nDeviceComparisons.get(None, 'x')",  # ...or called
     "def f():\n    from ablate.stats.comparison import compare_stored\n    return compare_stored",  # in a function
     "import numpy as np\nnp.mean([1.0])",
@@ -136,7 +136,9 @@ def test_the_rule_fails_a_module_that_computes(source: str) -> None:
 
 def test_the_rule_passes_result_types_constants_and_their_use() -> None:
     source = ("from ablate.stats import parity\n"
-              "from ablate.stats.analysis import CONFIDENCE, EffectFit, Interval\n"
+              "from ablate.stats.effects import EffectFit\n"
+              "from ablate.stats.protocol import CONFIDENCE\n"
+              "from ablate.stats.speedups import Interval\n"
               "from ablate.stats.diagnosis import WORDS\n"
               "def f(fit: EffectFit | str, i: Interval, p: parity.Parity) -> str:\n"
               "    return f'{CONFIDENCE} {WORDS} {parity.WIDEN_AT} {isinstance(fit, EffectFit)} {i.low} {p.label}'\n")

@@ -17,7 +17,6 @@ from messages import one_message
 
 from ablate.cli import main
 from ablate.config import study as studies
-from ablate.config.choices import by_dimension
 from ablate.run import baseline_profile
 from ablate.run.runner import Runner
 from ablate.store.records import Record
@@ -190,7 +189,7 @@ class _Bar:
 
 def test_a_run_says_the_baselines_diagnosis_once_and_which_planned_techniques_are_unlikely_to_help():
     study = studies.load(str(TINY), "cpu")
-    runner = SimpleNamespace(diagnosed=False, progress=_Bar(), options=by_dimension(study),
+    runner = SimpleNamespace(diagnosed=False, progress=_Bar(), choices=study.choices,
                              machine=SimpleNamespace(device=torch.device("cpu")))
 
     def measured(combination: str, shares: dict[str, float]) -> Record:

@@ -8,12 +8,12 @@ import pytest
 
 import strategies
 from ablate.config import catalogue, study
+from ablate.config.choices import targets_of
 from strategies import PRESETS, REGISTRY, preset
-from strategies.base import TARGETS
 
 
 def _imported() -> list[catalogue.Listed]:
-    return [catalogue.Listed(name, tuple(t for t in TARGETS if t in cls.targets), cls.__doc__.strip().splitlines()[0])
+    return [catalogue.Listed(name, targets_of(cls), cls.__doc__.strip().splitlines()[0])
             for name, cls in REGISTRY.items()]
 
 

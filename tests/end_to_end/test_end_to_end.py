@@ -307,7 +307,7 @@ def _names(shape: Any, prefix: str = "") -> set[str]:
 PHASES = ("data", "copy", "forward", "backward", "optimizer", "other")  # a step's phases, as ablate/trial/metrics.py
 # What changed on purpose since 46e5984, name by name: a script reading the old names finds all but REMOVED.
 ADDED = {
-    # Measurements: the load guard (ablate.trial.load) over the timed windows; how many attempts were discarded.
+    # Measurements: the load guard (ablate.trial.foreign_load) over the timed windows; how many attempts were discarded.
     *(f"{where}:{m}" for where in ("mlflow.db:measurement:metrics", "tiny/optuna.db:trial_metrics")
       for m in ("foreign_cores", "steal_cores", "remeasured")),
     *(f"mlflow.db:parent:metrics:load.{m}" for m in ("measurements", "most_foreign_cores", "taken_again",

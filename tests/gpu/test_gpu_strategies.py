@@ -229,8 +229,8 @@ def _windows_peaks(stack, batch: int = 256) -> dict[str, float]:
     """The windows' peak memory of a model whose activations (two 64-channel 32x32 maps, 64 MiB each at batch 256)
     dwarf its weights, trained by `stack` through ablate's loop and clock, on batches already on the device."""
     from ablate.config.study import Budget
+    from ablate.trial.loop import train
     from ablate.trial.measure import StepClock
-    from ablate.trial.train import train
     from ablate.workload.tasks import Classification
 
     torch.manual_seed(0)

@@ -18,7 +18,7 @@ from ablate.render.terminal import LINE
 from ablate.stats import diagnosis
 from ablate.stats.comparison import compare
 from ablate.stats.diagnosis import WORDS
-from ablate.stats.explained import Diagnosis
+from ablate.stats.explained import Explanation
 from ablate.stats.findings import analyse_all
 from ablate.store.study_record import StudyRecord
 from ablate.tracking import view
@@ -68,7 +68,7 @@ def test_the_terminal_says_where_the_recommended_stacks_time_went_in_one_short_l
 
 @pytest.mark.parametrize("said", [diagnosis.NOTHING_MOVED, *(f"{w} 100% -> 100% of the step" for w in WORDS.values())])
 def test_every_line_the_terminal_can_get_fits_its_width(said):
-    found = Diagnosis(None, (), (), f"{BOTH}: {said}", None)
+    found = Explanation(None, (), (), f"{BOTH}: {said}", None)
     assert len(f"  {explained.terminal_line(found, BOTH)}") <= LINE
 
 
@@ -137,8 +137,8 @@ def test_the_picture_stays_readable_with_48_combinations(tmp_path):
     base = compared[BASELINE]
     many = (base, *(replace(compared[WORKERS if n % 2 else PINNED], record=replace(
         base.record, number=n, combination=f"combination {n}")) for n in range(1, 48)))
-    few = plots.phases_chart(tmp_path / "few.png", Diagnosis(base.profile, many[:16], (), None, None), None, "t")
-    all_ = plots.phases_chart(tmp_path / "all.png", Diagnosis(base.profile, many, (), None, None), None, "t")
+    few = plots.phases_chart(tmp_path / "few.png", Explanation(base.profile, many[:16], (), None, None), None, "t")
+    all_ = plots.phases_chart(tmp_path / "all.png", Explanation(base.profile, many, (), None, None), None, "t")
     # Each bar keeps its height (0.27 inch at 110 dpi): the picture grows with the combinations rather than squeeze
     # their labels together.
     assert (imread(all_).shape[0] - imread(few).shape[0]) / 32 == pytest.approx(0.27 * 110, rel=0.1)

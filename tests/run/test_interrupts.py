@@ -1,4 +1,4 @@
-"""A failing trial does not stop the study; Ctrl-C and SIGTERM stop it cleanly, and it resumes.
+"""A failing trial does not stop the study; Ctrl-C and SIGTERM stop it cleanly, SIGKILL outright, and it resumes.
 
 Real processes: `ablate run` in a subprocess, real signals.
 """
@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import optuna
 import pytest
@@ -58,15 +59,27 @@ def _start(study: Path, results: Path) -> subprocess.Popen:
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for_a_running_trial(results: Path, complete_before: set[int]) -> optuna.trial.FrozenTrial:
-    """A measurement of a group not yet trained, after one has completed in this run (so the trial processes are up,
-    as mid-study); `complete_before`: the trials a run before this one completed."""
+Wanted = Callable[[optuna.trial.FrozenTrial, list[optuna.trial.FrozenTrial]], bool]
+
+
+def _untrained(t: optuna.trial.FrozenTrial, trials: list[optuna.trial.FrozenTrial]) -> bool:
+    """A measurement of a group not yet trained."""
+    trained = {u.user_attrs.get("accuracy_group") for u in trials if u.user_attrs.get("accuracy_trained")}
+    return "accuracy_group" in t.user_attrs and t.user_attrs["accuracy_group"] not in trained
+
+
+def _training_with_a_run(t: optuna.trial.FrozenTrial, trials: list[optuna.trial.FrozenTrial]) -> bool:
+    """A trial that trains (pinning is skipped at once on a CPU) and has stored its MLflow run's id."""
+    return "mlflow_run_id" in t.user_attrs and t.params.get("pin_memory") == "off"
+
+
+def _wait_for_a_running_trial(results: Path, complete_before: set[int], wanted: Wanted) -> optuna.trial.FrozenTrial:
+    """A running trial `wanted` picks, after one has completed in this run (so the trial processes are up, as
+    mid-study); `complete_before`: the trials a run before this one completed."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         trials = _trials(results, "tiny")
-        trained = {t.user_attrs.get("accuracy_group") for t in trials if t.user_attrs.get("accuracy_trained")}
-        running = [t for t in trials if t.state == TrialState.RUNNING and "accuracy_group" in t.user_attrs
-                   and t.user_attrs["accuracy_group"] not in trained]
+        running = [t for t in trials if t.state == TrialState.RUNNING and wanted(t, trials)]
         if running and any(t.state == TrialState.COMPLETE and t.number not in complete_before for t in trials):
             time.sleep(0.3)  # inside the trial process by now
             return running[0]
@@ -85,16 +98,21 @@ class _Stop:
     mlflow_status: str  # of its MLflow run
     left_running: list[optuna.trial.FrozenTrial]  # trials still RUNNING in the storage
     left_processes: str  # what of the study's process group was still alive 30 s after it stopped
+    complete: set[int]  # the trials complete when it stopped
 
 
 def _stop(study: Path, results: Path, how: str) -> _Stop:
     complete_before = {t.number for t in _trials(results, "tiny") if t.state == TrialState.COMPLETE}
     process = _start(study, results)
-    running = _wait_for_a_running_trial(results, complete_before)
+    # SIGKILL: a trial whose MLflow run the resume must find and mark KILLED (no chance to do it itself).
+    running = _wait_for_a_running_trial(results, complete_before,
+                                        _training_with_a_run if how == "sigkill" else _untrained)
     if how == "ctrl-c":  # the terminal sends SIGINT to the whole foreground process group
         os.killpg(process.pid, signal.SIGINT)
-    else:  # a scheduler or `kill` signals the main process only
+    elif how == "sigterm":  # a scheduler or `kill` signals the main process only
         process.send_signal(signal.SIGTERM)
+    else:  # the study and its trial process killed outright, no chance to clean up
+        os.killpg(process.pid, signal.SIGKILL)
     _, err = process.communicate(timeout=60)
     trials = _trials(results, "tiny")
     stopped = next((t for t in trials if t.number == running.number), None)
@@ -110,26 +128,44 @@ def _stop(study: Path, results: Path, how: str) -> _Stop:
             os.killpg(process.pid, signal.SIGKILL)
     return _Stop(process.returncode, err, running, stopped,
                  _mlflow_run(results, run_id).info.status if run_id else "no MLflow run id stored",
-                 [t for t in trials if t.state == TrialState.RUNNING], left)
+                 [t for t in trials if t.state == TrialState.RUNNING], left,
+                 {t.number for t in trials if t.state == TrialState.COMPLETE})
+
+
+@dataclass
+class _Stopped:
+    stops: dict[str, _Stop]  # by how it was stopped
+    code: int  # the last resume's exit status
+    trials: list[optuna.trial.FrozenTrial]  # what it left
+    results: Path
 
 
 @pytest.fixture(scope="module")
-def stopped_twice(tmp_path_factory, mnist) -> tuple[dict[str, _Stop], int, list[optuna.trial.FrozenTrial]]:
+def stopped(tmp_path_factory, mnist) -> _Stopped:
     """The tiny study (on a small CNN: tests/support/tiny_mnist.py) stopped by Ctrl-C, its resume stopped by SIGTERM,
-    then resumed to its end: each stop as found right after it, the last resume's exit status and the trials it left.
+    that one's resume killed by SIGKILL, then resumed to its end: each stop as found right after it, the last
+    resume's exit status and the trials it left.
 
-    One study for both ways of stopping (each had its own): every stop is followed by a resume, and a resume to the
-    end of tiny.yaml is minutes on 2 cores. The second stop is the stop of a resumed study, mid-study all the same.
+    One study for the three ways of stopping (each had its own): every stop is followed by a resume, and a resume to
+    the end of tiny.yaml is minutes on 2 cores. The later stops are stops of a resumed study, mid-study all the same.
     """
     study, results = tiny_study(tmp_path_factory.mktemp("study")), tmp_path_factory.mktemp("stopped")
-    stops = {how: _stop(study, results, how) for how in ("ctrl-c", "sigterm")}
+    stops = {how: _stop(study, results, how) for how in ("ctrl-c", "sigterm", "sigkill")}
     code = main(["run", str(study), "--device", "cpu", "--results", str(results)])
-    return stops, code, _trials(results, "tiny")
+    return _Stopped(stops, code, _trials(results, "tiny"), results)
+
+
+def _slot(t: optuna.trial.FrozenTrial) -> tuple[str, int, int]:
+    return t.user_attrs["combination"], t.user_attrs["block"], t.user_attrs["position"]
+
+
+def _finished(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in trials if t.user_attrs.get("state") in ("complete", "skipped")]
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(stopped_twice, how):
-    stops, code, trials = stopped_twice
+def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(stopped, how):
+    stops, code, trials = stopped.stops, stopped.code, stopped.trials
     stop = stops[how]
     running, err = stop.running, stop.err
     assert stop.returncode == 130
@@ -142,8 +178,29 @@ def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(stopped_
     assert not stop.left_processes, f"still running after the study stopped: {stop.left_processes}"
 
     assert code == 0  # the resume
-    finished = [t for t in trials if t.user_attrs.get("state") in ("complete", "skipped")]
-    slots = [(t.user_attrs["combination"], t.user_attrs["block"], t.user_attrs["position"]) for t in finished]
+    finished = _finished(trials)
+    slots = [_slot(t) for t in finished]
     assert len(slots) == len(set(slots)) and len({tuple(sorted(t.params.items())) for t in finished}) == 8
-    # The stopped one ran again.
-    assert (running.user_attrs["combination"], running.user_attrs["block"], running.user_attrs["position"]) in slots
+    assert _slot(running) in slots  # the stopped one ran again
+
+
+def test_a_study_killed_outright_resumes_with_its_finished_trials_kept_and_the_lost_one_run_again(stopped):
+    """SIGKILL mid-trial: the study and its trial process gone at once, the trial left RUNNING in the storage and its
+    MLflow run RUNNING. The resume marks it interrupted and its run KILLED, runs it again, and runs no finished trial
+    again."""
+    killed, trials = stopped.stops["sigkill"], stopped.trials
+    assert killed.returncode == -signal.SIGKILL and killed.stopped is not None
+    assert killed.stopped.state == TrialState.RUNNING and killed.mlflow_status == "RUNNING"  # nobody cleaned up
+
+    assert stopped.code == 0  # the resume
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    interrupted = {t.number for t in trials if t.user_attrs.get("state") == "interrupted"}
+    assert interrupted == {stop.running.number for stop in stopped.stops.values()}  # the three stopped, no other
+    finished = _finished(trials)
+    slots = [_slot(t) for t in finished]
+    assert len(slots) == len(set(slots))  # no measurement twice
+    assert len({combination for combination, _, _ in slots}) == 8  # every combination measured
+    assert _slot(killed.running) in slots  # the lost one run again
+    assert killed.complete <= {t.number for t in finished}  # finished trials were not run again
+    run = _mlflow_run(stopped.results, killed.running.user_attrs["mlflow_run_id"])
+    assert run.info.status == "KILLED" and run.data.tags["ablate.state"] == "killed"

@@ -99,7 +99,7 @@ def test_the_phases_surfaces_read_the_first_profiles(tmp_path):
         stored = combine([measurement(4 * b + i, c, b, profiled=not first_only or b == 0 or c == BASELINE)
                           for b in range(4) for i, c in enumerate(ORDER)])
         (compared,) = compare(stored, 0.5)
-        found = explained.diagnose(study, compared)
+        found = explained.explain(study, compared)
         base = diagnosis.profile(m.metrics for r in stored if r.combination == BASELINE for m in r.measurements)
         assert base is not None
         return ([(c.technique, c.sentence, c.verdict) for c in found.checks], found.recommended,

@@ -1,4 +1,5 @@
-"""The analysis on synthetic trial records with known effects and noise."""
+"""Speed-ups, factorial effects and costs (`ablate.stats.speedups`, `effects`, `costs`) on synthetic trial records
+with known effects and noise (the compose line: tests/config/test_combination.py)."""
 from __future__ import annotations
 
 import itertools
@@ -11,7 +12,10 @@ import pytest
 
 from ablate.config import study as studies
 from ablate.config.choices import BASELINE
-from ablate.stats import analysis, verdicts
+from ablate.stats import verdicts
+from ablate.stats.costs import break_even, time_to_target
+from ablate.stats.effects import EffectFit, fit_effects, throughput_observations
+from ablate.stats.speedups import speedups
 from ablate.store.records import Record, combine
 
 # Known truth on the log-throughput scale: main effects, one planted interaction, one null technique.
@@ -42,9 +46,9 @@ def factorial(rng: np.random.Generator, windows: int = 3) -> list[Record]:
     return records
 
 
-def _fit(records: list[Record]) -> analysis.EffectFit:
-    fit = analysis.fit_effects(analysis.throughput_observations(records), list(DIMS), "log throughput")
-    assert isinstance(fit, analysis.EffectFit), fit
+def _fit(records: list[Record]) -> EffectFit:
+    fit = fit_effects(throughput_observations(records), list(DIMS), "log throughput")
+    assert isinstance(fit, EffectFit), fit
     return fit
 
 
@@ -100,17 +104,17 @@ def test_the_block_factor_keeps_drift_between_blocks_out_of_the_effects():
 def test_a_partial_search_is_estimated_from_what_ran_and_says_so():
     rng = np.random.default_rng(1)
     records = list(rng.choice(factorial(rng), size=16, replace=False))  # what a guided search might have run
-    fit = analysis.fit_effects(analysis.throughput_observations(records), list(DIMS), "log throughput")
-    assert isinstance(fit, analysis.EffectFit)
+    fit = fit_effects(throughput_observations(records), list(DIMS), "log throughput")
+    assert isinstance(fit, EffectFit)
     assert not fit.full_factorial and "Not a full factorial" in fit.note
 
 
 def test_too_few_or_confounded_trials_give_a_reason_instead_of_numbers():
     records = factorial(np.random.default_rng(1))
-    few = analysis.fit_effects(analysis.throughput_observations(records[:3]), list(DIMS), "x")
+    few = fit_effects(throughput_observations(records[:3]), list(DIMS), "x")
     assert isinstance(few, str) and "too few" in few
     confounded = [r for r in records if (r.levels["workers"] == "off") == (r.levels["amp"] == "off")]
-    together = analysis.fit_effects(analysis.throughput_observations(confounded), list(DIMS), "x")
+    together = fit_effects(throughput_observations(confounded), list(DIMS), "x")
     assert isinstance(together, str) and "always switched together" in together
 
 
@@ -127,7 +131,7 @@ def test_speedup_is_paired_within_blocks_and_its_interval_comes_from_between_blo
     rates = {0: (1000, 1500 * 1.02), 1: (900, 1350 * 0.98), 2: (800, 1200 * 1.01), 3: (700, 1050 * 0.99)}
     ms = [m for b, (base, fast) in rates.items() for m in (_measured(2 * b, BASELINE, base, b, "race"),
                                                             _measured(2 * b + 1, "bf16", fast, b, "race"))]
-    found = {s.record.combination: s for s in analysis.speedups(combine(ms))}
+    found = {s.record.combination: s for s in speedups(combine(ms))}
     fast = found["bf16"]
     assert fast.factor.low < 1.5 < fast.factor.high
     assert fast.point == pytest.approx(1.5, rel=0.01)
@@ -138,7 +142,7 @@ def test_speedup_is_paired_within_blocks_and_its_interval_comes_from_between_blo
 
 def test_one_block_alone_gives_an_estimate_without_an_interval():
 
-    found = {s.record.combination: s for s in analysis.speedups(combine(
+    found = {s.record.combination: s for s in speedups(combine(
         [_measured(0, BASELINE, 1000, 0), _measured(1, "bf16", 1500, 0)]))}
     assert found["bf16"].point == pytest.approx(1.5) and found["bf16"].factor is None
 
@@ -176,13 +180,13 @@ def test_break_even_steps_and_budget_time_of_compilation(tmp_path: Path):
                    metrics={**common, "throughput": 1000.0, "first_step_s": 0.1})
     compiled = Record(1, "compile", {"amp": "off", "graph": "compile"}, "complete",
                       metrics={**common, "throughput": 2000.0, "first_step_s": 10.1})
-    (b,) = analysis.break_even([eager, compiled], study)
+    (b,) = break_even([eager, compiled], study)
     assert b.extra_s == pytest.approx(10.0)
     assert b.saving_per_step_s == pytest.approx(64 / 1000 - 64 / 2000)
     assert b.steps == pytest.approx(10.0 / 0.032)
     assert b.budget_s == pytest.approx(10.1 + (6400 - 64) / 2000) and not b.measured
     slower = Record(1, "compile", compiled.levels, "complete", metrics={**compiled.metrics, "throughput": 900.0})
-    assert analysis.break_even([eager, slower], study)[0].steps is None  # never pays off
+    assert break_even([eager, slower], study)[0].steps is None  # never pays off
 
 
 def test_a_compiled_combination_trained_from_its_warm_cache_keeps_its_cold_one_off_cost(tmp_path: Path):
@@ -210,12 +214,12 @@ def test_a_compiled_combination_trained_from_its_warm_cache_keeps_its_cold_one_o
     compiled = next(r for r in combined if r.combination == "compile")
     assert compiled.number == 2 and compiled.accuracy == 97.0  # the training carries the accuracy
     assert compiled.metrics["one_off_s"] == 10.1 and compiled.metrics["first_step_s"] == 10.1  # the cold one-off
-    (b,) = analysis.break_even(combined, study)
+    (b,) = break_even(combined, study)
     assert b.extra_s == pytest.approx(10.0)
     assert not b.measured and b.budget_s == pytest.approx(10.1 + (6400 - 64) / 2000)  # not the warm 4.2 s
     # Time to the target end to end, as a fresh start pays it: each seed's warm one-off cost swapped for the cold.
     assert compiled.metrics["time_to_target_e2e_s"] == pytest.approx(3.5 + 9.0)
-    (found,) = analysis.time_to_target(combined)
+    (found,) = time_to_target(combined)
     assert found.seconds == (2.0, 2.0) and found.e2e_seconds == pytest.approx((3.5 + 9.0, 4.0 + 8.6))
     # Trained cold (the compiled group's first measurement was its training), the training's own figures stand.
     (only,) = combine([replace(warm, metrics={**warm.metrics, "compile_cache_warm": 0.0})])
@@ -232,34 +236,9 @@ def test_break_even_of_a_language_model_counts_steps_in_sequences_while_throughp
                    metrics={**common, "throughput": 100_000.0, "first_step_s": 0.1})
     compiled = Record(1, "compile", {"amp": "off", "graph": "compile"}, "complete",
                       metrics={**common, "throughput": 200_000.0, "first_step_s": 10.1})
-    (b,) = analysis.break_even([eager, compiled], study)
+    (b,) = break_even([eager, compiled], study)
     assert b.saving_per_step_s == pytest.approx(64 / 1000 - 64 / 2000)  # the same steps as the image case
     assert b.budget_s == pytest.approx(10.1 + (6400 - 64) / 2000)
-
-
-def test_compose_line_names_the_strategies_to_paste(tmp_path: Path):
-    path = tmp_path / "graph.yaml"
-    path.write_text(GRAPH_STUDY)
-    study = studies.load(str(path), "cpu")
-    record = Record(3, "amp(dtype=bf16) + compile", {"amp": "amp(dtype=bf16)", "graph": "compile"}, "complete")
-    imports, line = analysis.compose_line(record, study)
-    assert imports == "from strategies import AMP, Compile, compose"
-    assert line == "stack = compose(AMP(dtype='bf16'), Compile())"
-    namespace: dict = {}
-    exec(f"{imports}\n{line}", namespace)  # the line really builds the stack
-    assert [type(s).__name__ for s in namespace["stack"].members] == ["AMP", "Compile"]
-
-
-def test_compose_line_of_a_preset_uses_preset_and_its_flags_come_from_the_instance(tmp_path: Path):
-    path = tmp_path / "presets.yaml"
-    path.write_text("model: mnist_cnn\ndataset: mnist\nspace:\n  precision: [off, {preset: O1}]\n")
-    study = studies.load(str(path), "cpu")
-    record = Record(1, "O1", {"precision": "O1"}, "complete")
-    imports, line = analysis.compose_line(record, study)
-    assert imports == "from strategies import compose, preset" and line == "stack = compose(preset('O1'))"
-    from ablate.config.choices import accuracy_group
-
-    assert accuracy_group(tuple(study.options("precision").values())) == "O1"  # autocast changes the numbers
 
 
 def _blocked(combination: str, levels: dict[str, str], rate: float, block: int, number: int,
@@ -287,7 +266,7 @@ def test_break_even_interval_covers_the_true_break_even_in_95_percent_of_studies
                                     block, number, {"first_step_s": first, "prepare_model_s": 0.0,
                                                            "train_samples": 640.0, "train_steps": 10.0}))
                 number += 1
-        (b,) = analysis.break_even(combine(out), study)
+        (b,) = break_even(combine(out), study)
         low, high = b.steps_interval
         assert low is not None and low <= b.steps and (high is None or b.steps <= high)
         hits += low <= truth_steps and (high is None or truth_steps <= high)
@@ -305,14 +284,14 @@ def test_time_to_target_is_averaged_over_seeds_with_an_interval_that_covers():
                           metrics={"target_reached": 1.0, "time_to_target_s": float(rng.normal(40, 4)),
                                    "time_to_target_e2e_s": 50.0})
                    for i in range(3)]
-        (t,) = analysis.time_to_target(records)
+        (t,) = time_to_target(records)
         i = t.interval()
         hits += i.low <= 40 <= i.high
     assert 0.92 <= hits / runs <= 0.98, hits / runs
     missed = [Record(0, "amp", {}, "complete", accuracy_trained=True, metrics={"target_reached": 0.0}),
               Record(1, "amp", {}, "complete", accuracy_trained=True, seed_index=1,
                      metrics={"target_reached": 1.0, "time_to_target_s": 30.0, "time_to_target_e2e_s": 31.0})]
-    (t,) = analysis.time_to_target(missed)
+    (t,) = time_to_target(missed)
     assert (t.reached, t.interval()) == (1, None)  # a seed that never reached it has no time to average
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from spread import spread
 from test_decisions import BASE, SIGMA_RACE, Host, as_records, run_study
 from test_headline import cp_lower, cp_upper
 
@@ -51,17 +52,20 @@ class Study:
     race_blocks: int
 
 
+def _tie(seed: int) -> Study:
+    """One two-way tie of "a" (two levels) and "b" (normal), two seats, six race blocks planned (and up to six more:
+    a tie is rarely decided)."""
+    _, standing = run_study(TIE, dict.fromkeys(TIE, SIGMA_RACE), TWO_SEATS, seed, TwoLevels)
+    kept = {standing.leader, *standing.contenders}
+    return Study(not {"a", "b"} <= kept, frozenset({*kept, *standing.eliminated} - {BASE}),
+                 frozenset(standing.two_level), standing.race_blocks)
+
+
 @pytest.fixture(scope="module")
 def ties() -> list[Study]:
-    """STUDIES two-way ties of "a" (two levels) and "b" (normal), two seats, six race blocks planned (and up to six
-    more: a tie is rarely decided)."""
-    out = []
-    for seed in range(STUDIES):
-        _, standing = run_study(TIE, dict.fromkeys(TIE, SIGMA_RACE), TWO_SEATS, seed, TwoLevels)
-        kept = {standing.leader, *standing.contenders}
-        out.append(Study(not {"a", "b"} <= kept, frozenset({*kept, *standing.eliminated} - {BASE}),
-                         frozenset(standing.two_level), standing.race_blocks))
-    return out
+    """STUDIES ties (`_tie`), seeds 0 to STUDIES - 1, spread over the cores (tests/support/spread.py): the same
+    studies as in one process, in half the time on 2 cores."""
+    return spread(_tie, range(STUDIES))
 
 
 def test_a_tie_with_a_two_level_member_is_declared_broken_at_most_5_percent_of_the_time(ties):

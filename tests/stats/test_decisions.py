@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.stats import analysis, parity, protocol, racing, verdicts
+from ablate.stats import parity, protocol, racing, speedups, verdicts
 from ablate.stats.protocol import RACE, SCREEN, Measurement, ProtocolSettings
 from ablate.store.records import Record, combine
 
@@ -116,7 +116,7 @@ def _lower(found: list[parity.Parity], verdict: str) -> float:
 
 def test_parity_at_the_tolerance_errs_either_way_at_most_as_the_interval_allows():
     """A group exactly at the tolerance, noise alike everywhere: `ok` and `below` at most 3.5% each (nominal 2.5%;
-    measured 0.9% and 0.2%; the spread pooled alone: 2.1% and 0.4%). Its intervals cover the change."""
+    measured 0.8% and 0.1%; the spread pooled alone: 2.1% and 0.4%). Its intervals cover the change."""
     found = _studies(10, 4000, -0.50)
     assert _upper(found, parity.OK) <= AT_MOST
     assert _upper(found, parity.BELOW) <= AT_MOST
@@ -126,7 +126,8 @@ def test_parity_at_the_tolerance_errs_either_way_at_most_as_the_interval_allows(
 def test_a_group_three_times_noisier_is_judged_on_its_own_spread():
     """The group at the tolerance has three times the others' seed SD: the spread pooled alone passed it `ok` in
     10.4% of these studies (and flagged it `below` at -0.40 in 3.7%, passed it at -0.60 in 5.5%). Now `ok` at most
-    3.5% (measured 3.0%), and within the tolerance `below`, beyond it `ok`, too (2.0%, 1.3%)."""
+    3.5% (measured 2.6%; the pooled variance times its F, the rule before: 3.0%), and within the tolerance
+    `below`, beyond it `ok`, too (1.9%, 1.3%)."""
     at = _studies(11, 20_000, -0.50, sd=NOISY)
     assert _upper(at, parity.OK) <= AT_MOST
     assert sum(p.widened > 1 for p in at) / len(at) >= 0.5  # its own spread, read against the others', widened it
@@ -136,7 +137,7 @@ def test_a_group_three_times_noisier_is_judged_on_its_own_spread():
 
 def test_two_noisy_groups_do_not_hide_each_other():
     """The group at the tolerance and one other three times noisier, the third quiet: the others' spread it is read
-    against is noisier too (measured 2.4%; the spread pooled alone: 6.9%)."""
+    against is noisier too (measured 1.9%; the rule before: 2.4%; the spread pooled alone: 6.9%)."""
     assert _upper(_studies(14, 10_000, -0.50, sd=NOISY, noisy=("h",)), parity.OK) <= AT_MOST
 
 
@@ -144,17 +145,19 @@ def test_a_quiet_group_among_noisy_ones_is_not_judged_on_its_own_narrow_spread()
     """The others three times noisier than the group judged: the pooled variance is too big for it and its own
     spread, narrower, widens nothing, so at the tolerance it errs less either way, not more (about 0.1%; read on
     its own spread at the pooled degrees of freedom it would pass in about 2.8%). It pays in power: `ok` at no
-    change in 39% of studies (the spread pooled alone: 46%)."""
+    change in 36% of studies (the rule before: 39%; the spread pooled alone: 46%): the noisy others' own variances
+    take their seeds, and so the spread's degrees of freedom, differently."""
     at = _studies(15, 4000, -0.50, others_sd=NOISY)
     assert _upper(at, parity.OK) <= AT_MOST and _upper(at, parity.BELOW) <= AT_MOST
-    assert _lower(_studies(17, 2000, 0.0, others_sd=NOISY), parity.OK) >= 0.35
+    assert _lower(_studies(17, 2000, 0.0, others_sd=NOISY), parity.OK) >= 0.34
 
 
 def test_parity_passes_groups_with_no_change_and_flags_those_clearly_below():
-    """Power, noise alike everywhere: `ok` at no change in 70% of studies (the spread pooled alone: 91%, which a
-    three times noisier group paid for; no rule at three seeds both holds that group to 3% and passes more than
-    about 71%: ablate.stats.parity), `below` at -1.0 in 64% (pooled alone: 81%), at -1.5 in 96% (100%)."""
-    assert _lower(_studies(18, 10_000, 0.0), parity.OK) >= 0.69
+    """Power, noise alike everywhere: `ok` at no change in 69% of studies (the rule before: 70%; the spread pooled
+    alone: 91%, which a three times noisier group paid for; no rule at three seeds both holds that group to 3% and
+    passes more than about 71%: ablate.stats.parity), `below` at -1.0 in 62% (64%; pooled alone: 81%), at -1.5 in
+    99% (96%; 100%)."""
+    assert _lower(_studies(18, 10_000, 0.0), parity.OK) >= 0.67
     assert _lower(_studies(19, 4000, -1.0), parity.BELOW) >= 0.60
     assert _lower(_studies(20, 2000, -1.5), parity.BELOW) >= 0.94
 
@@ -205,7 +208,7 @@ def test_the_recommendation_is_the_race_leader_unbiased_and_covered():
         records = as_records(ms)
         found = verdicts.recommendation(records, 1.0)
         assert found is not None and found.leader.combination == found.pick.combination == standing.leader
-        s = analysis.speedup_of(records)[standing.leader]
+        s = speedups.speedup_of(records)[standing.leader]
         low, high_ = s.estimate.interval()
         hits += low <= TIE4[standing.leader] <= high_
         high += s.estimate.log > TIE4[standing.leader]

@@ -1,4 +1,4 @@
-"""A study's diagnosis (`ablate.stats.explained`): each comparison's profile, each technique's prediction checked
+"""A device's explanation (`ablate.stats.explained`): each comparison's profile, each technique's prediction checked
 against its speed-up alone, the sentences, and what "as predicted" claims, simulated."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from scipy.stats import beta
 
 from ablate.config.choices import BASELINE
 from ablate.stats import diagnosis, explained, protocol
-from ablate.stats.analysis import CONFIDENCE
 from ablate.stats.comparison import compare
+from ablate.stats.protocol import CONFIDENCE
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +29,8 @@ def test_each_comparison_carries_its_profile_and_none_where_nothing_was_profiled
 
 def test_num_workers_alone_says_its_data_share_fell_and_stays_within_its_ceiling(study):
     (compared,) = compare(records(), 0.5)
-    found = explained.diagnose(study, compared)
-    assert found.shares["data"] == pytest.approx(0.52) and found.cost == pytest.approx(1.02)
+    found = explained.explain(study, compared)
+    assert found.baseline_shares["data"] == pytest.approx(0.52) and found.cost == pytest.approx(1.02)
     check = next(c for c in found.checks if c.technique == WORKERS)
     assert check.prediction.targets == ("data",) and check.prediction.ceiling == pytest.approx(1 / 0.48)
     assert check.alone is compared[WORKERS]
@@ -40,7 +40,7 @@ def test_num_workers_alone_says_its_data_share_fell_and_stays_within_its_ceiling
 
 def test_a_technique_predicted_unlikely_and_measured_flat_is_as_predicted(study):
     (compared,) = compare(records(), 0.5)
-    check = next(c for c in explained.diagnose(study, compared).checks if c.technique == PINNED)
+    check = next(c for c in explained.explain(study, compared).checks if c.technique == PINNED)
     assert check.prediction.unlikely and check.prediction.targets == ("copy",)
     assert check.measured is not None and check.measured.high < diagnosis.UNLIKELY_BELOW
     assert check.verdict == "as predicted, within its ceiling"
@@ -48,7 +48,7 @@ def test_a_technique_predicted_unlikely_and_measured_flat_is_as_predicted(study)
 
 def test_the_recommended_stack_gets_its_sentence_and_the_baseline_comes_first(study):
     (compared,) = compare(records(), 0.5)
-    found = explained.diagnose(study, compared)
+    found = explained.explain(study, compared)
     pick = compared.recommendation.pick.combination
     assert pick in (WORKERS, BOTH)
     assert found.recommended == f"{pick}: waiting for data 52% -> 4% of the step"
@@ -57,16 +57,16 @@ def test_the_recommended_stack_gets_its_sentence_and_the_baseline_comes_first(st
 
 def test_a_technique_never_measured_alone_is_left_unchecked(study):
     (compared,) = compare([r for r in records() if r.combination != PINNED], 0.5)
-    check = next(c for c in explained.diagnose(study, compared).checks if c.technique == PINNED)
+    check = next(c for c in explained.explain(study, compared).checks if c.technique == PINNED)
     assert check.alone is None and check.verdict == explained.NOT_ALONE and check.sentence is None
     assert check.prediction.unlikely  # predicted all the same: the baseline's profile is enough
 
 
 def test_without_a_profile_nothing_is_predicted_or_said(study):
     (compared,) = compare(records(profiled=False), 0.5)
-    found = explained.diagnose(study, compared)
+    found = explained.explain(study, compared)
     assert found.baseline is None and found.profiled == () and found.checks == ()
-    assert found.recommended is None and found.shares == {} and found.cost is None
+    assert found.recommended is None and found.baseline_shares == {} and found.cost is None
 
 
 UNLIKELY = diagnosis.Prediction(PINNED, ("copy",), 0.01, 1 / 0.99)  # a ceiling of x1.01
@@ -125,7 +125,7 @@ def test_a_technique_the_model_gives_nothing_to_act_on_is_predicted_to_do_nothin
     # convolution, which byte_gpt, the study's model, lacks; num_workers needs nothing and keeps its ceiling.
     monkeypatch.setitem(diagnosis.NEEDS, "pin_memory", ("convolutions", "no 2-d convolution"))
     (compared,) = compare(records(), 0.5)
-    checks = {c.technique: c for c in explained.diagnose(study, compared).checks}
+    checks = {c.technique: c for c in explained.explain(study, compared).checks}
     assert checks[PINNED].prediction.inapplicable == "no 2-d convolution"
     assert "| does not apply: no 2-d convolution |" in _row(checks[PINNED]) and "can help" not in _row(checks[PINNED])
     assert checks[WORKERS].prediction.inapplicable is None and "| can help |" in _row(checks[WORKERS])

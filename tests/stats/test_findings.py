@@ -1,7 +1,7 @@
 """The study-wide findings every surface renders (`ablate.stats.findings`)."""
 from __future__ import annotations
 
-from ablate.stats.analysis import BreakEven
+from ablate.stats.costs import BreakEven
 from ablate.stats.findings import OneOffCost, _one_off
 
 

@@ -25,8 +25,8 @@ def _ineligible(found: list[parity.Parity]) -> int:
 
 
 def test_a_group_twice_the_tolerance_below_is_never_eligible():
-    """At -1.0 (twice the tolerance) the verdict is `below` in 64.6% of these 4,000 studies, the rest `uncertain`,
-    which was eligible: now ineligible in all 4,000 (three times noisier: 97.0%, where `below` alone was 26.3%).
+    """At -1.0 (twice the tolerance) the verdict is `below` in 61.0% of these 4,000 studies, the rest `uncertain`,
+    which was eligible: now ineligible in all 4,000 (three times noisier: 97.0%, where `below` alone was 26.5%).
     The verdicts stay as they were, and every probably-below group got its every seed: the parity race trains it as
     any `uncertain` one."""
     found = _studies(30, 4000, -1.0)
@@ -39,9 +39,9 @@ def test_a_group_twice_the_tolerance_below_is_never_eligible():
 
 
 def test_a_group_with_no_change_is_rarely_made_ineligible():
-    """No true change: noise alike, never (0 of 4,000); three times noisier than the others, in 3.45% of 10,000
+    """No true change: noise alike, never (0 of 4,000); three times noisier than the others, in 3.2% of 10,000
     studies (its mean paired change over three seeds has an SD of about 0.27 points, so it falls past -0.5 that
-    often), where `below` alone kept it out in 0.05%."""
+    often), where `below` alone kept it out in 0.01%."""
     quiet = _studies(32, 4000, 0.0)
     assert cp_upper(_ineligible(quiet), len(quiet)) <= 0.001
     noisy = _studies(33, 10_000, 0.0, sd=NOISY)
@@ -49,8 +49,8 @@ def test_a_group_with_no_change_is_rarely_made_ineligible():
 
 
 def test_a_group_exactly_at_the_tolerance_is_eligible_about_half_the_time():
-    """At the tolerance eligibility is a coin toss (50.0% of 4,000 and, three times noisier, 50.9%), where reading
-    the verdict alone let it through in 99.7% (96.4%): `uncertain` holds every group whose interval straddles the
+    """At the tolerance eligibility is a coin toss (52.0% of 4,000 and, three times noisier, 50.3%), where reading
+    the verdict alone let it through in 99.9% (96.8%): `uncertain` holds every group whose interval straddles the
     cut, so eligibility read from the verdict alone kept out only what the interval put wholly past it."""
     for found in (_studies(34, 4000, -TOLERANCE), _studies(35, 4000, -TOLERANCE, sd=NOISY)):
         eligible = len(found) - _ineligible(found)

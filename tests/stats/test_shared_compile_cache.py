@@ -9,7 +9,7 @@ import pytest
 from ablate.config import study as studies
 from ablate.config.choices import BASELINE
 from ablate.render.answer import break_even_rows
-from ablate.stats import analysis
+from ablate.stats import costs, speedups
 from ablate.store.records import Record, combine
 from ablate.trial import metrics as metric
 
@@ -68,7 +68,7 @@ def test_the_sibling_that_started_warm_borrows_the_cold_ones_one_off_cost_and_sa
     cold_number = next(m.number for m in by[cold_first].measurements if not m.metrics[metric.COMPILE_CACHE_WARM])
     assert by[warm].one_off_from == cold_number and by[cold_first].one_off_from is None
     assert by[warm].metrics[metric.ONE_OFF_S] == by[cold_first].metrics[metric.ONE_OFF_S] == COLD_S
-    breaks = {b.record.combination: b for b in analysis.break_even(list(by.values()), study)}
+    breaks = {b.record.combination: b for b in costs.break_even(list(by.values()), study)}
     assert breaks[warm].extra_s == pytest.approx(breaks[cold_first].extra_s) == pytest.approx(COLD_S - 0.1)
     rows = "\n".join(break_even_rows(list(breaks.values())))
     assert f"| {warm} | compile | {COLD_S - 0.1:.2f} (cold in #{cold_number}) |" in rows
@@ -77,7 +77,7 @@ def test_the_sibling_that_started_warm_borrows_the_cold_ones_one_off_cost_and_sa
 
 def test_who_compiled_cold_changes_no_speed_up(study):
     # The windows are the same whichever sibling the block order made compile: so is every estimate the stats read.
-    one, other = (analysis.speedup_of(_records(first)) for first in (COMPILED, SIBLING))
+    one, other = (speedups.speedup_of(_records(first)) for first in (COMPILED, SIBLING))
     assert one.keys() == other.keys() == set(RATE)
     for combination, s in one.items():
         e, f = s.estimate, other[combination].estimate

@@ -17,5 +17,5 @@ def installed(monkeypatch) -> FakeTime:
 
     fake = FakeTime()
     monkeypatch.setattr(measure, "time", fake)
-    monkeypatch.setattr(measure.load, "snapshot", lambda wall: None)
+    monkeypatch.setattr(measure.foreign_load, "snapshot", lambda wall: None)
     return fake

@@ -94,8 +94,8 @@ def test_a_bad_evaluation_setting_is_one_line_and_exit_status_2(tmp_path, capsys
 def evaluated(monkeypatch):
     """The test samples each evaluation of the trials run in this process read, and the subsample's indices."""
     seen: dict[str, list] = {"counts": [], "indices": []}
-    train = importlib.import_module("ablate.trial.train")  # the package's own `train` is the function
-    real_evaluate, real_subsample = train.evaluate, evaluation.subsample
+    loop = importlib.import_module("ablate.trial.loop")  # where the trial process finds `evaluate`
+    real_evaluate, real_subsample = loop.evaluate, evaluation.subsample
 
     def counting(task, model, loader, device, *args):
         seen["counts"].append(sum(task.samples(batch) for batch in loader))
@@ -106,7 +106,7 @@ def evaluated(monkeypatch):
         seen["indices"].append(list(getattr(chosen, "indices", range(len(chosen)))))
         return chosen
 
-    monkeypatch.setattr(train, "evaluate", counting)
+    monkeypatch.setattr(loop, "evaluate", counting)
     monkeypatch.setattr(evaluation, "subsample", recording)
     return seen
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ablate.config import study as studies
-from ablate.config.choices import compose_options, grid
+from ablate.config.choices import grid
 from ablate.config.study import StudyError
 from strategies import Compile, Float8
 
@@ -44,7 +44,7 @@ def test_float8_is_measured_with_compile_as_well_as_alone():
     rows = [levels for levels in grid(by_dim) if dict(levels)["technique"] == "float8_compile"]
     assert len(rows) == 2  # fp32 and bf16 autocast
     for levels in rows:
-        stack = compose_options(study.combination(dict(levels)))
+        stack = study.combination(dict(levels)).stack()
         assert [type(m) for m in stack if type(m) in (Float8, Compile)] == [Float8, Compile]  # converted, then compiled
 
 

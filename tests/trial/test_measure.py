@@ -15,7 +15,8 @@ from fake_time import FakeTime
 
 from ablate.config.study import Budget
 from ablate.trial import measure, memory
-from ablate.trial.measure import Evaluation, StepClock
+from ablate.trial.accuracy import Evaluation
+from ablate.trial.measure import StepClock
 from ablate.workload.tasks import Quality
 
 from fake_cuda import FakeAllocator, FakeCUDA, FakeEvents, FakeTrace
@@ -360,10 +361,10 @@ def test_the_foreign_load_is_read_over_the_timed_windows_only(fake_time, monkeyp
     is not in the reading. A machine 1.5 cores busy while the tree used 1 reads 0.5 foreign cores."""
     taken: list[float] = []
 
-    def snapshot(wall: float) -> measure.load.Snapshot:
+    def snapshot(wall: float) -> measure.foreign_load.Snapshot:
         taken.append(wall)
-        return measure.load.Snapshot(wall, busy_s=1.5 * wall, steal_s=0.1 * wall, own_s=1.0 * wall)
-    monkeypatch.setattr(measure.load, "snapshot", snapshot)
+        return measure.foreign_load.Snapshot(wall, busy_s=1.5 * wall, steal_s=0.1 * wall, own_s=1.0 * wall)
+    monkeypatch.setattr(measure.foreign_load, "snapshot", snapshot)
     clock = _clock(fake_time, [90.0])
     _train(clock, fake_time)
     clock.evaluate_now()
@@ -375,7 +376,7 @@ def test_the_foreign_load_is_read_over_the_timed_windows_only(fake_time, monkeyp
 
 
 def test_no_foreign_load_is_claimed_where_the_machine_cannot_be_read(fake_time, monkeypatch):
-    monkeypatch.setattr(measure.load, "snapshot", lambda wall: None)
+    monkeypatch.setattr(measure.foreign_load, "snapshot", lambda wall: None)
     clock = _clock(fake_time, [90.0])
     _train(clock, fake_time)
     assert measure.metric.FOREIGN_CORES not in clock.summary()

@@ -16,8 +16,8 @@ from fake_time import FakeTime, installed
 from ablate.config.study import Budget
 from ablate.trial import metrics as metric
 from ablate.trial import phases
+from ablate.trial.loop import train
 from ablate.trial.measure import StepClock
-from ablate.trial.train import train
 from ablate.workload.tasks import Quality
 
 from fake_cuda import FakeAllocator, FakeCUDA, FakeEvents, FakeTrace

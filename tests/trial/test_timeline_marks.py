@@ -13,10 +13,10 @@ from fake_time import FakeTime, installed
 from ablate.config import study as studies
 from ablate.config.study import Budget
 from ablate.trial.interpreters import Interpreters
+from ablate.trial.loop import train
 from ablate.trial.measure import StepClock
 from ablate.trial.metrics import TIMELINE, Mark
 from ablate.trial.process import TrialFailed, TrialSpec, run_in_fresh_process
-from ablate.trial.train import train
 from ablate.workload.tasks import Quality
 
 BATCH, STEP_S, EVAL_S = 8, 0.5, 4.0  # binary fractions: the fake clock's sums are exact

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from ablate.trial.train import evaluate
+from ablate.trial import evaluate  # the documented path (docs/api.md)
 from ablate.workload import tasks
 
 VOCAB, SEQ, BUDGET = 8_000, 32, 4 * 2**20  # a row's logits: 32 x 8,000 fp32 = 1 MB; 4 rows a forward
@@ -20,7 +20,7 @@ ROW_BYTES = SEQ * VOCAB * 4
 PEAKS = f"""
 import resource, torch
 from torch.utils.data import DataLoader, TensorDataset
-from ablate.trial.train import evaluate
+from ablate.trial import evaluate  # the documented path (docs/api.md)
 from ablate.workload import tasks
 
 torch.manual_seed(0)

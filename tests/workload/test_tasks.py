@@ -14,8 +14,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from ablate.config import study
 from ablate.config.study import Budget, StudyError
 from ablate.trial import mfu
+from ablate.trial.loop import evaluate, train
 from ablate.trial.measure import StepClock
-from ablate.trial.train import evaluate, train
 from ablate.workload import data, tasks
 from ablate.workload.models import ByteGPT
 from strategies import compose

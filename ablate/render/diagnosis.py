@@ -1,8 +1,8 @@
-"""A baseline's profile and the strategies' ceilings in text: `ablate diagnose`'s breakdown, and the lines a run prints
-once its baseline's first measurement is in. Renders `ablate.stats.diagnosis`'s figures; computes none.
+"""A baseline's profile and the strategies' ceilings in text (`ablate.stats.diagnosis`'s figures; it computes none):
+`ablate diagnose`'s output, and the lines a run prints once its baseline's first measurement is in.
 
 Every line fits `terminal.LINE` columns whatever the terminal (the names of a long list wrap, indented), so the
-breakdown reads the same in a 100-column terminal, a pipe and a log.
+output reads the same in a 100-column terminal, a pipe and a log.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def seconds(step_s: float) -> str:
     return f"{step_s * 1000:.3g} ms" if step_s < 1 else f"{step_s:.3g} s"
 
 
-def shares(profile: Profile) -> list[str]:
+def bars(profile: Profile) -> list[str]:
     """Each phase of the step as a bar and its share, the GPU's idle share where it was measured."""
     rows = [(phase, profile.share(phase), WORDS[phase]) for phase in metric.STEP_PHASES]
     if profile.idle is not None:
@@ -69,11 +69,11 @@ def run_start(profile: Profile, planned: Iterable[Prediction]) -> list[str]:
     return lines
 
 
-def diagnosis(title: str, profile: Profile, found: Iterable[Prediction], unavailable: Iterable[str],
-              device_type: str) -> list[str]:
+def diagnose_output(title: str, profile: Profile, found: Iterable[Prediction], unavailable: Iterable[str],
+                    device_type: str) -> list[str]:
     """`ablate diagnose`'s output: `title`, the shares, every available technique's prediction, those not available
     on `device_type`, and what a ceiling is."""
-    lines = [fill(title), *shares(profile), "", *predictions(found)]
+    lines = [fill(title), *bars(profile), "", *predictions(found)]
     if names := sorted(unavailable):
         lines.append(fill(f"not available on {device_type}: {', '.join(names)}"))
     return [*lines, "", fill("A ceiling is the step's speed-up were those phases free (Amdahl's law): a prediction "

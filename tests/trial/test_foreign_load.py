@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.trial import load
+from ablate.trial import foreign_load
 from benchmarks import busy
 
 linux_only = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads /proc (Linux)")
@@ -32,22 +32,22 @@ def _fake_proc(root: Path, machine: tuple[int, ...], processes: dict[int, tuple[
 def test_foreign_cores_are_the_machines_busy_time_less_the_tree_and_steal_counts_as_foreign(tmp_path: Path) -> None:
     tick = os.sysconf("SC_CLK_TCK")
     # Tree: 10 (root) -> 11 (worker) -> 12 (its helper); 20 is a stranger; 11 already reaped a child (cutime).
-    before = load.snapshot(0.0, _fake_proc(tmp_path / "a", (100, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+    before = foreign_load.snapshot(0.0, _fake_proc(tmp_path / "a", (100, 0, 0, 0, 0, 0, 0, 0, 0, 0),
                                           {10: (1, 10, 0, 0), 11: (10, 10, 0, 0), 12: (11, 0, 0, 0),
                                            20: (1, 0, 0, 0)}), pid=10)
     # Over 2 s: the tree ran 2 cores' worth, the stranger 1 core's, the hypervisor stole 0.5 core's.
-    after = load.snapshot(2.0, _fake_proc(tmp_path / "b", (100 + 6 * tick, 0, 0, 0, 0, 0, 0, tick, 0, 0),
+    after = foreign_load.snapshot(2.0, _fake_proc(tmp_path / "b", (100 + 6 * tick, 0, 0, 0, 0, 0, 0, tick, 0, 0),
                                          {10: (1, 10 + 2 * tick, 0, 0), 11: (10, 10, tick, 0),
                                           12: (11, tick, 0, 0), 20: (1, 2 * tick, 0, 0)}), pid=10)
-    got = load.between(before, after)
+    got = foreign_load.between(before, after)
     assert got is not None
     assert got.steal_cores == pytest.approx(0.5)
     assert got.foreign_cores == pytest.approx(1.0 + 0.5)  # (6 - 4) ticks-seconds / 2 s, plus steal
 
 
 def test_no_reading_where_proc_cannot_say(tmp_path: Path) -> None:
-    assert load.snapshot(0.0, tmp_path / "missing") is None
-    assert load.between(None, load.Snapshot(1.0, 0.0, 0.0, 0.0)) is None
+    assert foreign_load.snapshot(0.0, tmp_path / "missing") is None
+    assert foreign_load.between(None, foreign_load.Snapshot(1.0, 0.0, 0.0, 0.0)) is None
 
 
 @linux_only
@@ -56,9 +56,9 @@ def test_a_busy_stranger_is_foreign_and_a_busy_child_is_not() -> None:
     # The child is part of the measurement's tree; the orphan (its parent shell exits at once) is not.
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     child = subprocess.Popen(busy.command(seconds))
-    start = load.snapshot(time.perf_counter())
+    start = foreign_load.snapshot(time.perf_counter())
     child.wait()
-    end = load.snapshot(time.perf_counter())
+    end = foreign_load.snapshot(time.perf_counter())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert start is not None and end is not None
     # The child's CPU time counts as the tree's own, whatever share of a core a busy machine gave it (a few clock
@@ -67,9 +67,9 @@ def test_a_busy_stranger_is_foreign_and_a_busy_child_is_not() -> None:
     assert used > 0.1 and end.own_s - start.own_s >= used - 0.05, (used, end.own_s - start.own_s)
 
     subprocess.run(["sh", "-c", f"{shlex.join(busy.command(seconds))} >/dev/null 2>&1 &"], check=True)
-    start = load.snapshot(time.perf_counter())
+    start = foreign_load.snapshot(time.perf_counter())
     time.sleep(seconds * 0.8)
-    got = load.between(start, load.snapshot(time.perf_counter()))
+    got = foreign_load.between(start, foreign_load.snapshot(time.perf_counter()))
     assert got is not None and got.foreign_cores >= 0.5
 
 
@@ -80,7 +80,9 @@ def test_waiting_for_a_quiet_machine_stops_at_the_first_quiet_probe_or_at_its_li
     def sleep(s: float) -> None:
         now[0] += s
     clock = lambda: now[0]  # noqa: E731 - a fake clock the fake sleep advances
-    assert load.wait_until_quiet(limit=1e9, most_s=60.0, sleep=sleep, clock=clock) == 1.0  # quiet: one probe
-    assert load.wait_until_quiet(limit=-1.0, most_s=5.0, sleep=sleep, clock=clock) == 5.0  # never quiet: the limit
-    assert not load.disturbed(None, 0.25) and not load.disturbed(load.Load(3.0, 0.0), None)
-    assert load.disturbed(load.Load(0.3, 0.0), 0.25) and not load.disturbed(load.Load(0.2, 0.0), 0.25)
+    assert foreign_load.wait_until_quiet(limit=1e9, most_s=60.0, sleep=sleep, clock=clock) == 1.0  # quiet: one probe
+    never_quiet = foreign_load.wait_until_quiet(limit=-1.0, most_s=5.0, sleep=sleep, clock=clock)
+    assert never_quiet == 5.0  # never quiet: the limit
+    disturbed, Load = foreign_load.disturbed, foreign_load.Load
+    assert not disturbed(None, 0.25) and not disturbed(Load(3.0, 0.0), None)
+    assert disturbed(Load(0.3, 0.0), 0.25) and not disturbed(Load(0.2, 0.0), 0.25)

@@ -1,4 +1,9 @@
-"""The training loop and the evaluation, driven only through the public `strategies` API."""
+"""The training loop and the evaluation, driven only through the public `strategies` API.
+
+Named `loop`, not `train`: the package exports the function `train`, and importing a submodule binds it on its
+package under its own name, so a trial/train.py replaced the exported function with the module once anything had
+imported it (docs/api.md, changelog). `from ablate.trial import train, evaluate` is the path to use.
+"""
 from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Protocol
