@@ -39,7 +39,7 @@ from ablate.workload import evaluation
 def _speedup_factor(s: Speedup | None) -> str:
     if s is None:
         return "n/a"
-    f = s.factor
+    f = s.interval
     return factor(s.point, f.low if f else None, f.high if f else None, no_interval=" (no interval)")
 
 
@@ -52,7 +52,7 @@ def _unraced(c: str, rec: Recommendation, speedup_of: dict[str, Speedup], of: st
         return _speedup_factor(speedup_of.get(c)) + (f"{of} (screening)" if of else "")
     bounds = e.interval()
     low, high = (math.exp(bounds[0]), math.exp(bounds[1])) if bounds else (None, None)
-    return f"predicted {factor(e.factor, low, high)}{of} (model, not measured)"
+    return f"predicted {factor(e.point, low, high)}{of} (model, not measured)"
 
 
 def _of_leader(c: Contrast[str], bounds: tuple[float, float]) -> str:

@@ -29,10 +29,10 @@ def _in_words(p: Profile) -> str:
 
 
 def _measured(c: Check) -> str:
-    if c.alone is None or c.alone.factor is None:
+    if c.alone is None or c.alone.point is None:
         return ""
     i = c.measured
-    return factor(i.estimate, i.low, i.high) if i else factor(c.alone.factor, no_interval=" (one block)")
+    return factor(i.estimate, i.low, i.high) if i else factor(c.alone.point, no_interval=" (one block)")
 
 
 def _row(c: Check) -> str:

@@ -46,7 +46,7 @@ ACCURACY = ("Accuracy was trained once per seed per group of combinations that d
 
 def section(study: Study, found: Findings) -> list[str]:
     """The section's lines, its heading first."""
-    records, device, stored = found.records, found.device, found.study_record
+    records, device, study_record = found.records, found.device, found.study_record
     states = Counter(r.state for r in records)
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     cv = found.baseline_cv
@@ -64,18 +64,18 @@ def section(study: Study, found: Findings) -> list[str]:
         + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
         f"in {count(len({m.block for r in records for m in r.measurements}), 'block')}",
         f"- Protocol: {found.protocol.describe(fraction=_fraction(found))}. "
-        + (f"Race: {stored.race['why']}." if stored.race else ""),
+        + (f"Race: {study_record.race['why']}." if study_record.race else ""),
         f"- Host noise: the baseline's throughput varied by {100 * cv:.1f}% (coefficient of variation) across "
         f"blocks" if cv is not None else "- Host noise: the baseline ran in one block only, so its variation across "
         "blocks is unknown",
         f"- Compile cache: {CACHES}",
-        *_bitwise_lines(stored, device),
+        *_bitwise_lines(study_record, device),
         f"- Baseline fp32 precision: strict IEEE for matmuls and convolutions (`{BASELINE_FP32}`; on CUDA, TF32 "
         "only where the TF32 strategy is on).",
         f"- Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `ablate report` from the stored trials.",
         "",
-        *([f"Seeds of this run: {seeds.describe(stored.seeds)} (parity's extra seeds: the training seed plus 1, "
-           "2...).", ""] if stored.seeds else []),
+        *([f"Seeds of this run: {seeds.describe(study_record.seeds)} (parity's extra seeds: the training seed plus 1, "
+           "2...).", ""] if study_record.seeds else []),
         SPEEDUPS, "", ACCURACY, "",
     ]
 
@@ -93,9 +93,9 @@ def _samples(study: Study) -> str:
     return f"sequences of {per:,} tokens" if study.throughput_unit == "tokens" else "samples"
 
 
-def _bitwise_lines(stored: StudyRecord, device: str) -> list[str]:
+def _bitwise_lines(study_record: StudyRecord, device: str) -> list[str]:
     """Which accuracy groups trained as another because they computed bitwise alike here (`ablate.run.bitwise`)."""
-    answers = stored.bitwise.get(device)
+    answers = study_record.bitwise.get(device)
     if not answers:
         return []
     said = [f"**{group}** trained as {trains_as}" if trains_as != group else f"{group} trained apart"

@@ -167,7 +167,7 @@ def _answer(study: Study, found: Findings, search: str) -> list[str]:
         pick = rec.pick
         s = speedup_of.get(pick.combination)
         out += [f"Recommended{' (the race leader)' if pick is rec.leader and len(rec.members) > 1 else ''}"
-                f": **{pick.combination}**, {_factor(s.factor, s) if s else 'n/a'} the baseline's throughput "
+                f": **{pick.combination}**, {_factor(s.interval, s) if s else 'n/a'} the baseline's throughput "
                 f"({_estimated_from(s) if s else ''}), "
                 + (f"test accuracy {pick.accuracy:.2f}% "
                    f"({points(pick.accuracy - base.accuracy) if base and base.accuracy is not None else ''})."
@@ -229,7 +229,7 @@ def _speedups(study: Study, found: Findings) -> list[str]:
     for c in (c for c in compared.rows if c.speedup):
         r, s = c.record, c.speedup
         assert s is not None  # the rows with a speed-up only
-        out.append(f"| {r.combination} | {c.throughput:.0f} | {_factor(s.factor, s)} | {c.blocks or ''} | "
+        out.append(f"| {r.combination} | {c.throughput:.0f} | {_factor(s.interval, s)} | {c.blocks or ''} | "
                    f"{'' if c.is_baseline else c.noise} | {'' if r.accuracy is None else f'{r.accuracy:.2f}'} | "
                    f"{'' if c.accuracy_change is None else points(c.accuracy_change)} | "
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
@@ -271,8 +271,8 @@ def _metrics(found: Findings) -> dict[str, float]:
     m.update({f"load.{k}": v for k, v in compared.load.figures.items()})
     rec = compared.recommendation
     c = compared.get(rec.pick.combination) if rec else None
-    if c and c.factor is not None and not c.interval:
-        m["recommended.speedup"] = c.factor
+    if c and c.point is not None and not c.interval:
+        m["recommended.speedup"] = c.point
     elif c and c.interval and c.speedup:  # an interval is its speed-up's
         m.update({"recommended.speedup": c.interval.estimate, "recommended.speedup.low": c.interval.low,
                   "recommended.speedup.high": c.interval.high, "recommended.blocks": float(c.speedup.estimate.blocks),

@@ -53,7 +53,7 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "combination": r.combination,
                 "state": r.state,
                 "samples/s": c.throughput,  # the baseline's times the speed-up (`ablate.stats.comparison`)
-                "speed-up": c.factor,
+                "speed-up": c.point,
                 "ci low": s.low if s else None,
                 "ci high": s.high if s else None,
                 "blocks": c.blocks,

@@ -42,7 +42,7 @@ def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
     s = c.speedup
     assert s is not None, c.combination
     e, r, p, j = s.estimate, c.record, c.parity, c.energy_interval
-    return {"combination": r.combination, "speedup": e.factor,
+    return {"combination": r.combination, "speedup": e.point,
             "low": c.interval.low if c.interval else None, "high": c.interval.high if c.interval else None,
             "blocks": e.blocks, "log_se": e.se, "df": e.df, "phase": e.phase, "noise": e.noise,
             # Named as a trial's metrics are.
@@ -127,7 +127,7 @@ def _predicted(rec: Recommendation, name: str) -> dict[str, Any]:
     if e is None:
         return {"combination": name}
     bounds = e.interval()
-    return {"combination": name, "measured": False, "predicted_speedup": e.factor,
+    return {"combination": name, "measured": False, "predicted_speedup": e.point,
             "low": math.exp(bounds[0]) if bounds else None, "high": math.exp(bounds[1]) if bounds else None,
             "log_se": e.se, "df": e.df, "noise": "model"}
 

@@ -62,13 +62,13 @@ class Comparison:
         return self.record.combination == BASELINE
 
     @property
-    def factor(self) -> float | None:
+    def point(self) -> float | None:
         return self.speedup.point if self.speedup else None
 
     @property
     def interval(self) -> Interval | None:
         """The speed-up's 95% interval (None: no noise estimate to build one from)."""
-        return self.speedup.factor if self.speedup else None
+        return self.speedup.interval if self.speedup else None
 
     @property
     def blocks(self) -> int | None:
@@ -86,7 +86,7 @@ class Comparison:
     @property
     def energy_ratio(self) -> float | None:
         """Its energy per sample over the baseline's (x0.80: a fifth less); None where they were not both counted."""
-        return self.energy.factor if self.energy else None
+        return self.energy.point if self.energy else None
 
     @property
     def energy_interval(self) -> Interval | None:
@@ -191,14 +191,14 @@ class DeviceComparisons:
         return [c.record for c in self.rows if c.parity_failed]
 
 
-def followed(study: Study, stored: StudyRecord) -> ProtocolSettings:
+def followed(study: Study, study_record: StudyRecord) -> ProtocolSettings:
     """The protocol the stored measurements followed (a run may override the study file's)."""
-    return ProtocolSettings(**stored.protocol) if stored.protocol else study.protocol
+    return ProtocolSettings(**study_record.protocol) if study_record.protocol else study.protocol
 
 
-def compare_stored(study: Study, stored: list[Record], attrs: StudyRecord) -> list[DeviceComparisons]:
+def compare_stored(study: Study, records: list[Record], study_record: StudyRecord) -> list[DeviceComparisons]:
     """A stored study's comparisons, under the protocol its measurements followed."""
-    return compare(stored, study.accuracy_tolerance, followed(study, attrs), study)
+    return compare(records, study.accuracy_tolerance, followed(study, study_record), study)
 
 
 def compare(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
@@ -230,7 +230,7 @@ def _one_device(device: str, records: list[Record], tolerance: float, settings: 
         rows.append(Comparison(r, s, rate, p, change, energy_of.get(r.combination),
                                diagnosis.profile(m.metrics for m in (r.measurements or (r,)) if m.complete),
                                unmeasured.get(r.combination)))
-    rows.sort(key=lambda c: (c.factor is None, -(c.factor or 0), -(c.throughput or 0)))
+    rows.sort(key=lambda c: (c.point is None, -(c.point or 0), -(c.throughput or 0)))
     rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict, screened)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups,
                              machine_load(records, settings.foreign_load_limit), screened)

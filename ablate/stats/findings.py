@@ -81,15 +81,15 @@ class Findings:
         return "cuda" if any(str(r.machine.get("device", "")).startswith("cuda") for r in self.records) else "cpu"
 
 
-def analyse(study: Study, compared: DeviceComparisons, stored: StudyRecord | None = None) -> Findings:
-    """`compared`'s findings. `stored`: the Optuna study's record (its protocol, seeds, where the race ended)."""
-    stored = stored or StudyRecord()
+def analyse(study: Study, compared: DeviceComparisons, study_record: StudyRecord | None = None) -> Findings:
+    """`compared`'s findings. `study_record`: the Optuna study's record (its protocol, seeds, where the race ended)."""
+    study_record = study_record or StudyRecord()
     records, rec = compared.records, compared.recommendation
     numeric = tuple(d for d, options in study.space if any(o.changes_numerics for o in options))
     breaks = tuple(costs.break_even(records, study, compared.speedup_of))
     budget = study.budget
     return Findings(
-        compared, stored, followed(study, stored),
+        compared, study_record, followed(study, study_record),
         effects.fit_effects(effects.throughput_observations(records), [d for d, _ in study.space], "log throughput"),
         effects.fit_effects(effects.accuracy_observations(records), list(numeric), "test accuracy"),
         numeric, breaks, _one_off(breaks),
@@ -101,10 +101,10 @@ def analyse(study: Study, compared: DeviceComparisons, stored: StudyRecord | Non
         peak(compared.device) if any(metric.MFU in r.metrics for r in records) else None)
 
 
-def analyse_all(study: Study, compared: Sequence[DeviceComparisons], stored: StudyRecord | None = None
+def analyse_all(study: Study, compared: Sequence[DeviceComparisons], study_record: StudyRecord | None = None
                 ) -> list[Findings]:
     """Every device's findings, in `compared`'s order."""
-    return [analyse(study, d, stored) for d in compared]
+    return [analyse(study, d, study_record) for d in compared]
 
 
 def _one_off(breaks: Sequence[BreakEven]) -> tuple[OneOffCost, ...]:

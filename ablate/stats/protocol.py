@@ -62,7 +62,11 @@ from ablate.config.design import RACE as RACE
 from ablate.config.design import SCREEN as SCREEN
 from ablate.config.design import ProtocolSettings
 from ablate.stats import variance
-from ablate.stats.contrasts import NOISIER_ALPHA  # one test of "noisier than the model": the race's pairs' too
+from ablate.stats.contrasts import (
+    NOISIER_ALPHA,  # one test of "noisier than the model": the race's pairs' too
+    SCREEN_ALPHA,
+    beyond_range,
+)
 
 MIN_POOLED_DF = 2  # fewer pooled degrees of freedom: fall back on the baseline's spread
 PRIOR_DF = 5  # the variance model's prediction counts as at most this many degrees of freedom of an own spread
@@ -135,11 +139,23 @@ class Estimate:
         return self.log - half, self.log + half
 
     @property
-    def factor(self) -> float:
+    def point(self) -> float:
         return math.exp(self.log)
 
 
 BASELINE_ESTIMATE = Estimate(0.0, 0.0, 0, 0, SCREEN, "paired")  # x1.00 by definition
+
+
+def screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
+    """Screening told `other` apart from the screening leader `first`: the race's first look, at SCREEN_ALPHA over
+    all `k` screened combinations (the leader is the luckiest of them, so the studentized range, as in the race).
+    Their estimates may come from different blocks: the difference's variance is the sum of theirs (conservative
+    where they share a block's baseline)."""
+    if first.se is None or other.se is None:
+        return False
+    se, diff = math.hypot(first.se, other.se), first.log - other.log
+    df = max(1, min(e.df for e in (first, other)))
+    return beyond_range(diff, se, df, SCREEN_ALPHA, max(2, k))
 
 
 def _by_block(measurements: Iterable[Measurement[Key]]) -> dict[Key, dict[int, tuple[str, list[float]]]]:

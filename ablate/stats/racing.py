@@ -65,7 +65,6 @@ from ablate.stats.contrasts import (
     EQUIVALENCE_ALPHA,
     SCREEN_ALPHA,
     Contrast,
-    beyond_range,
     judged,
     look_alpha,
     paired,
@@ -84,6 +83,7 @@ from ablate.stats.protocol import (
     default_techniques,
     estimates,
     noise_sources,
+    screened_apart,
 )
 from ablate.words import count
 
@@ -149,7 +149,8 @@ def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], 
     rel = {c: _relative(values, c, baseline, blocks) for c in field}
     ranked = {c: -math.inf if r is None else r for c, r in rel.items()}
     leader = max(sorted(field, key=str), key=lambda c: ranked[c])
-    found = judged([paired(shown[leader], shown[c], c, _summed(model(leader), model(c)) if model else None,
+    found = judged([paired(shown[leader], shown[c], c,
+                           variance.of_difference(model(leader), model(c)) if model else None,
                            _differences(screened or {}, leader, c), guarded)
                     for c in sorted(field, key=str) if c != leader], alpha, len(field))
     return leader, found, {c.other for c in found if c.apart}
@@ -312,15 +313,16 @@ def _not_raced(measurements: Sequence[Measurement[Key]], baseline: Key, eligible
 def _opening(screened: Mapping[Key, Estimate], eligible: AbstractSet[Key], baseline: Key, contenders: int,
              screen: factorial.Fit[Key] | None) -> list[Key]:
     """The race's opening field, best first. Screened in full: the screening leader (the baseline, maybe) and every
-    eligible combination not screened apart from it (`_screened_apart`). Screened on a fraction: the model's field
-    (`factorial.race_field`, at most `contenders`, never the baseline) over the eligible combinations, measured or
-    not: its predictions pool every screened cell, where one cell's own estimate rests on one process."""
+    eligible combination not screened apart from it (`protocol.screened_apart`). Screened on a fraction: the model's
+    field (`factorial.race_field`, at most `contenders`, never the baseline) over the eligible combinations,
+    measured or not: its predictions pool every screened cell, where one cell's own estimate rests on one
+    process."""
     if screen is not None:
         allowed = {c: p for c, p in screen.predictions.items() if c in eligible}
         fit = screen if len(allowed) == len(screen.predictions) else dataclasses.replace(screen, predictions=allowed)
         return [c for c in factorial.race_field(fit, max(1, contenders), SCREEN_ALPHA) if c != baseline]
     rank = sorted(screened, key=lambda c: (-screened[c].log, str(c)))
-    return [c for c in rank if c == rank[0] or not _screened_apart(screened[rank[0]], screened[c], len(rank))]
+    return [c for c in rank if c == rank[0] or not screened_apart(screened[rank[0]], screened[c], len(rank))]
 
 
 def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key], why: str, pending: list[Key],
@@ -361,26 +363,10 @@ def confirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: K
         return {}
     fitted = variance.fit(noise_sources(measurements, baseline, techniques))
     model = (lambda c: (fitted.variance(techniques(c)), fitted.df_for(techniques(c)))) if fitted else None
-    found = {c: paired(values[leader], values.get(c, {}), c, _summed(model(leader), model(c)) if model else None)
+    found = {c: paired(values[leader], values.get(c, {}), c,
+                       variance.of_difference(model(leader), model(c)) if model else None)
              for c in others if c != leader}
     return {c: k for c, k in found.items() if k.se is not None}
-
-
-def _summed(a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
-    """The variance of a difference of two independent processes, with its Welch-Satterthwaite df."""
-    return a[0] + b[0], variance.satterthwaite([a, b])
-
-
-def _screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
-    """Screening told `other` apart from the screening leader: the first look of the race, at SCREEN_ALPHA over
-    all `k` screened combinations (the leader is the luckiest of them, so the studentized range, as in the race).
-    Their estimates may come from different blocks: the difference's variance is the sum of theirs (conservative
-    where they share a block's baseline)."""
-    if first.se is None or other.se is None:
-        return False
-    se, diff = math.hypot(first.se, other.se), first.log - other.log
-    df = max(1, min(e.df for e in (first, other)))
-    return beyond_range(diff, se, df, SCREEN_ALPHA, max(2, k))
 
 
 def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],

@@ -7,7 +7,9 @@ measurements, keeps each estimate beside its record (`Speedup`), and puts two sp
 
 Throughput is analysed on the log scale, so a speed-up is a factor (x1.30 = 30% more samples per second) and its
 interval stays positive. `Interval` is that interval's type, on either scale; the factorial effects
-(`ablate.stats.effects`) and the costs (`ablate.stats.costs`) give theirs in it too.
+(`ablate.stats.effects`) and the costs (`ablate.stats.costs`) give theirs in it too. One pair of names on every
+type that carries a speed-up (`protocol.Estimate`, `Speedup`, `comparison.Comparison`): `point`, the factor as a
+float, and `interval`, the factor's interval (on `Estimate`, its log-scale bounds).
 """
 from __future__ import annotations
 
@@ -50,12 +52,12 @@ class Speedup:
         return Interval(self.estimate.log, *bounds) if bounds else None
 
     @property
-    def factor(self) -> Interval | None:
+    def interval(self) -> Interval | None:
         return self.log.exp() if self.log else None
 
     @property
     def point(self) -> float:
-        return self.estimate.factor
+        return self.estimate.point
 
     def over(self, other: Speedup, confidence: float = CONFIDENCE) -> Interval | None:
         """This combination's throughput over `other`'s, as a factor with its interval.

@@ -109,6 +109,12 @@ def satterthwaite(parts: Sequence[tuple[float, int]]) -> int:
     return max(1, int(total * total / spread)) if spread > 0 else max(1, min(d for _, d in parts))
 
 
+def of_difference(a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+    """The variance of a difference of two independent processes, each (variance, its df), with its
+    Welch-Satterthwaite df."""
+    return a[0] + b[0], satterthwaite([a, b])
+
+
 def pooled(sources: Sequence[Source]) -> Model | None:
     df = sum(s.df for s in sources)
     if not df:

@@ -70,13 +70,13 @@ class ParentRun:
 
 
 def write_reports(study: Study, compared: list[DeviceComparisons], search: str, results_dir: Path, tracker: Tracker,
-                  attrs: StudyRecord) -> list[report.Report]:
+                  study_record: StudyRecord) -> list[report.Report]:
     """Build the study's report(s) from its comparisons and attach them to the MLflow parent run: each device's
     findings (`ablate.stats.findings`) are computed here, once, and the report, summary.json, the terminal's answer
-    and the parent run's metrics all render them. `attrs`: the Optuna study's record (its protocol, where the race
-    ended, its parent run)."""
-    built = report.build(study, analyse_all(study, compared, attrs), search, results_dir / study.name / "report")
-    parent_id = attrs.parent_run_id
+    and the parent run's metrics all render them. `study_record`: the Optuna study's record (its protocol, where the
+    race ended, its parent run)."""
+    built = report.build(study, analyse_all(study, compared, study_record), search, results_dir / study.name / "report")
+    parent_id = study_record.parent_run_id
     for r in built:
         if parent_id:
             tracker.log_report(parent_id, r.folder, r.metrics)

@@ -93,7 +93,7 @@ def url(tracking_uri: str, experiment_id: str, charts: bool = False, port: int =
 def metrics(c: Comparison) -> dict[str, float]:
     """A combination's comparisons with the baseline, as MLflow metrics (those that could be computed)."""
     i, p, e = c.interval, c.parity, c.energy_interval
-    found = {"speedup": c.factor, "speedup_low": i.low if i else None, "speedup_high": i.high if i else None,
+    found = {"speedup": c.point, "speedup_low": i.low if i else None, "speedup_high": i.high if i else None,
              "speedup_blocks": c.blocks, "accuracy_change": c.accuracy_change,
              "accuracy_change_low": p.low if p else None, "accuracy_change_high": p.high if p else None,
              "energy_ratio": c.energy_ratio, "energy_ratio_low": e.low if e else None,
@@ -105,9 +105,9 @@ def display_tags(c: Comparison, counted: bool) -> dict[str, str]:
     """A combination's comparisons as the view's strings (two decimals: the interval is wider than that); `counted`:
     some measurement on its device counted energy (else its energy tag says it was not counted)."""
     tags = {}
-    if c.factor is not None:
+    if c.point is not None:
         i = c.interval
-        tags[SPEEDUP] = factor(c.factor, i.low if i else None, i.high if i else None)
+        tags[SPEEDUP] = factor(c.point, i.low if i else None, i.high if i else None)
     if c.accuracy_change is not None:
         p = c.parity
         tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"

@@ -133,7 +133,7 @@ def test_speedup_is_paired_within_blocks_and_its_interval_comes_from_between_blo
                                                             _measured(2 * b + 1, "bf16", fast, b, "race"))]
     found = {s.record.combination: s for s in speedups(combine(ms))}
     fast = found["bf16"]
-    assert fast.factor.low < 1.5 < fast.factor.high
+    assert fast.interval.low < 1.5 < fast.interval.high
     assert fast.point == pytest.approx(1.5, rel=0.01)
     # Its own spread is the only source of noise: its own alone (a prior of its own spread would count it twice).
     assert fast.estimate.blocks == 4 and fast.estimate.noise == "own" and fast.estimate.df == 3
@@ -144,7 +144,7 @@ def test_one_block_alone_gives_an_estimate_without_an_interval():
 
     found = {s.record.combination: s for s in speedups(combine(
         [_measured(0, BASELINE, 1000, 0), _measured(1, "bf16", 1500, 0)]))}
-    assert found["bf16"].point == pytest.approx(1.5) and found["bf16"].factor is None
+    assert found["bf16"].point == pytest.approx(1.5) and found["bf16"].interval is None
 
 
 def _record(number: int, combination: str, rate: float, accuracy: float) -> Record:

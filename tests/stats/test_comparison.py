@@ -31,7 +31,7 @@ def _stored() -> list[Record]:
 def test_a_rows_throughput_is_the_baselines_times_its_speedup_on_every_surface():
     (device,) = compare(_stored(), tolerance=0.5)
     base, amp = device[BASELINE], device["amp"]
-    assert amp.throughput / base.throughput == pytest.approx(amp.factor, rel=1e-12)
+    assert amp.throughput / base.throughput == pytest.approx(amp.point, rel=1e-12)
     assert amp.throughput != pytest.approx(amp.record.throughput)  # its own mean would not agree with its speed-up
     table = {r["combination"]: r for r in results.rows([device])}
     assert table["amp"]["samples/s"] / table[BASELINE]["samples/s"] == pytest.approx(table["amp"]["speed-up"])
@@ -42,7 +42,7 @@ def test_a_rows_throughput_is_the_baselines_times_its_speedup_on_every_surface()
 def test_a_combination_no_baseline_shared_a_block_with_keeps_its_own_throughput_and_gets_no_speedup():
     (device,) = compare(_stored(), tolerance=0.5)
     solo = device["solo"]
-    assert solo.speedup is None and solo.factor is None and solo.throughput == pytest.approx(solo.record.throughput)
+    assert solo.speedup is None and solo.point is None and solo.throughput == pytest.approx(solo.record.throughput)
     assert device.rows[-1] is solo  # rows without a speed-up sort last
     assert "speedup" not in view.rows([device])[(solo.device, "solo")].metrics
 
@@ -66,12 +66,12 @@ def test_energy_per_sample_is_a_paired_ratio_against_the_baseline_of_the_same_bl
     low, high = device["amp"].energy_interval.low, device["amp"].energy_interval.high
     assert low < math.sqrt(0.5 * 0.55) < high
     assert device[BASELINE].energy_ratio == 1.0
-    assert device["solo"].energy_ratio is None and device["solo"].factor is not None  # it counted no energy
+    assert device["solo"].energy_ratio is None and device["solo"].point is not None  # it counted no energy
 
 
 def test_no_energy_ratio_where_the_baseline_counted_none():
     stored = combine([_measured(0, BASELINE, 0, [1000]), _counted(_measured(1, "amp", 0, [1500]), 1.0)])
     (device,) = compare(stored, tolerance=0.5)
-    assert device.energy_counted and device["amp"].energy_ratio is None and device["amp"].factor is not None
+    assert device.energy_counted and device["amp"].energy_ratio is None and device["amp"].point is not None
     (uncounted,) = compare(combine([_measured(0, BASELINE, 0, [1000]), _measured(1, "amp", 0, [1500])]), 0.5)
     assert not uncounted.energy_counted and uncounted["amp"].energy is None

@@ -108,13 +108,13 @@ def test_summary_json_pairs_each_speedup_with_its_own_compose_line(grid, sigma):
         assert rec is not None
         assert found["compose"][1] == f"stack = compose({found['combination']})"
         assert found["combination"] == rec.pick.combination
-        assert found["speedup"] == pytest.approx(compared[found["combination"]].factor)
+        assert found["speedup"] == pytest.approx(compared[found["combination"]].point)
         shown = [m for m in found["members"] if m["equivalence"] and m["equivalence"]["shown"]]
         assert found["combination"] == (found["leader"] if not shown else shown[0]["combination"])
         assert [m["combination"] for m in found["members"]] == found["set"]
         for m in found["members"]:
             assert m["compose"][1] == f"stack = compose({m['combination']})"
-            assert m["speedup"] == pytest.approx(compared[m["combination"]].factor)
+            assert m["speedup"] == pytest.approx(compared[m["combination"]].point)
             assert m["recommended"] == (m["combination"] == found["combination"])
 
 

@@ -348,7 +348,7 @@ def test_one_block_gives_no_interval_and_the_baseline_is_exact():
     est = protocol.estimates([m(BASELINE, 0, 1.0), m("a", 0, 1.3)], BASELINE)
     assert est["a"].log == pytest.approx(0.3)
     assert est["a"].se is None and est["a"].interval() is None and est["a"].noise == "none"
-    assert est[BASELINE].log == 0.0 and est[BASELINE].interval() == (0.0, 0.0) and est[BASELINE].factor == 1.0
+    assert est[BASELINE].log == 0.0 and est[BASELINE].interval() == (0.0, 0.0) and est[BASELINE].point == 1.0
     assert protocol.estimates([m("a", 0, 1.3)], BASELINE) == {}
 
 
