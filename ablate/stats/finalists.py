@@ -171,10 +171,10 @@ def _rounds(records: Sequence[Record]) -> list[tuple[set[int], int]]:
     return out
 
 
-def _known_out(records: Sequence[Record], tolerance: float, before: int | None = None) -> set[str]:
-    """Accuracy groups that can headline nothing: ineligible by their verdict, or trained without one (failed); from
-    the trainings queued before trial number `before` where given - what was known as a round began."""
-    found = parity.verdicts(accuracies(records, before), BASELINE, tolerance, parity_sample_size(records))
+def _known_out(records: Sequence[Record], found: Mapping[str, parity.Parity], before: int | None = None) -> set[str]:
+    """Accuracy groups that can headline nothing: ineligible by their verdict (`found`), or trained without one
+    (failed); from the trainings queued before trial number `before` where given - what was known as a round began
+    (`found` then the verdicts of those trainings alone)."""
     tried = {group_of(m) for r in records for m in (r.measurements or (r,))
              if m.phase == PARITY and (before is None or m.number < before)}
     return {g for g, p in found.items() if p.ineligible} | {g for g in tried if g not in found and g != BASELINE}
@@ -252,7 +252,10 @@ def final(records: list[Record], tolerance: float, settings: ProtocolSettings,
                          phase=standing.phase)
         # What was known out as the next round began, where it is stored: a group a later round's own parity
         # training put out was still in that round's race, which its blocks replay.
-        out = _known_out(records, tolerance, rounds[n + 1][1] if n + 1 < len(rounds) else None)
+        began = rounds[n + 1][1] if n + 1 < len(rounds) else None
+        known = found if began is None else parity.verdicts(accuracies(records, began), BASELINE, tolerance,
+                                                            parity_sample_size(records))
+        out = _known_out(records, known, began)
         if out <= excluded:  # nothing new to leave out (cannot happen: the members' groups are out)
             return Final(standing, ms, n, excluded, members)
         excluded = excluded | out
