@@ -172,9 +172,9 @@ def _run(args: argparse.Namespace) -> int:
     with lock, library_log.trial_log_set():  # the lock refuses at once while another run holds the study
         library_log.to_log_file(log)  # MLflow's loggers too, and the trials' output
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
-                        design=single_pass(study.protocol) if args.single_pass else None)
+                        protocol=single_pass(study.protocol) if args.single_pass else None)
         # the protocol as the grid runs here (screening every runnable combination, or a fraction), or TPE's picks
-        said = runner.planner.describe() if args.search == "grid" else runner.design.describe(args.trials)
+        said = runner.planner.describe() if args.search == "grid" else runner.protocol.describe(args.trials)
         print(wrapped(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, "
                       f"torch {machine.torch}; protocol: {said}"))
         try:

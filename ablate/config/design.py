@@ -104,9 +104,9 @@ class ProtocolSettings:
 SINGLE_PASS = ProtocolSettings(block_size=SINGLE_BLOCK, race_blocks=0, screen_baselines=1, confirm_blocks=0, seeds=1)
 
 
-def single_pass(study: ProtocolSettings) -> ProtocolSettings:
+def single_pass(protocol: ProtocolSettings) -> ProtocolSettings:
     """`--single-pass`: the design before blocks, with the study's own load guard (it changes the blocks only)."""
-    return replace(SINGLE_PASS, foreign_load_limit=study.foreign_load_limit, remeasure=study.remeasure)
+    return replace(SINGLE_PASS, foreign_load_limit=protocol.foreign_load_limit, remeasure=protocol.remeasure)
 
 
 # Defaults a release has changed: setting -> the values it took by default before. A study stored under one of them
@@ -115,13 +115,13 @@ def single_pass(study: ProtocolSettings) -> ProtocolSettings:
 FORMER_DEFAULTS: dict[str, tuple[object, ...]] = {"equivalence_margin": (0.02,)}
 
 
-def resumed(stored: dict[str, object], current: ProtocolSettings) -> tuple[ProtocolSettings | None, list[str]]:
-    """The settings a stored study resumes under, and the settings it keeps from its store: `current` with every
-    setting the store holds at a former default (`FORMER_DEFAULTS`) where `current` has this release's default, so
+def resumed(stored: dict[str, object], protocol: ProtocolSettings) -> tuple[ProtocolSettings | None, list[str]]:
+    """The protocol a stored study resumes under, and the settings it keeps from its store: `protocol` with every
+    setting the store holds at a former default (`FORMER_DEFAULTS`) where `protocol` has this release's default, so
     that an upgrade does not strand a half-measured study. None where another setting differs (a changed study)."""
-    defaults, now = asdict(ProtocolSettings()), asdict(current)
+    defaults, now = asdict(ProtocolSettings()), asdict(protocol)
     planned = {**defaults, **stored}  # a study stored before a setting existed followed its default
     kept = [k for k, v in planned.items() if v != now.get(k) and now.get(k) == defaults.get(k)
             and v in FORMER_DEFAULTS.get(k, ())]
-    settings = replace(current, **{k: planned[k] for k in kept})
-    return (settings, kept) if asdict(settings) == planned else (None, [])
+    protocol = replace(protocol, **{k: planned[k] for k in kept})
+    return (protocol, kept) if asdict(protocol) == planned else (None, [])

@@ -23,11 +23,12 @@ from ablate.config.choices import BASELINE
 from ablate.config.study import Study
 from ablate.render import terminal
 from ablate.render.summaries import ratio
-from ablate.stats import finalists, parity, protocol
+from ablate.stats import finalists, parity
 from ablate.stats.comparison import Comparison, MachineLoad
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.costs import BreakEven, TimeToTarget
 from ablate.stats.equivalence import CAP
+from ablate.stats.protocol import CONFIRM, PARITY
 from ablate.stats.speedups import Speedup
 from ablate.stats.verdicts import Equivalence, Recommendation
 from ablate.store.records import Record
@@ -79,7 +80,7 @@ def decided(c: Contrast[str] | None) -> str:
 def _equivalence(e: Equivalence) -> str:
     """A simpler member's equivalence test: shown within the margin, or not shown, with what the data allow (never
     "as fast" for a member the test could not show within it)."""
-    data = "its confirmation blocks" if e.data == protocol.CONFIRM else "the race's blocks"
+    data = "its confirmation blocks" if e.data == CONFIRM else "the race's blocks"
     said = (f"shown within {100 * e.margin:g}% (the leader at most +{100 * e.allowed:.1f}% faster)" if e.shown else
             f"not shown equivalent (the data allow up to +{100 * e.allowed:.1f}%)")
     return f"on {data}, one-sided {100 * (1 - e.alpha):.1f}%: {said}"
@@ -274,7 +275,7 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
     measured = {r.accuracy_group for r in records if r.complete and not r.accuracy_note}
     untrained = sorted(g for g in measured - set(groups) if g and g != BASELINE)
     failed = {m.accuracy_group for r in records for m in r.measurements
-              if m.phase == protocol.PARITY and not m.complete}
+              if m.phase == PARITY and not m.complete}
     out += [f"| {g} | {'not trained: its training failed' if g in failed else finalists.NOT_A_FINALIST}"
             f" | 0 | | | {len(members[g])} |" for g in untrained]
     return out + [""]

@@ -56,7 +56,7 @@ def metrics(throughput: EffectFit | str, accuracy: EffectFit | str) -> dict[str,
             for e in fit.effects:
                 i = e.interval.exp() if exp else e.interval
                 key = metric_key(f"effect.{kind}.{e.term}")
-                m.update({key: i.estimate, f"{key}.low": i.low, f"{key}.high": i.high})
+                m.update({key: i.point, f"{key}.low": i.low, f"{key}.high": i.high})
     return m
 
 
@@ -66,11 +66,11 @@ def metric_key(text: str) -> str:
 
 
 def _factor(i: Interval) -> str:
-    return factor(i.estimate, i.low, i.high)
+    return factor(i.point, i.low, i.high)
 
 
 def _points_ci(i: Interval) -> str:
-    return points(i.estimate, i.low, i.high)
+    return points(i.point, i.low, i.high)
 
 
 def _distinguishable(e: Effect | None) -> str:

@@ -32,7 +32,7 @@ def _measured(c: Check) -> str:
     if c.alone is None or c.alone.point is None:
         return ""
     i = c.measured
-    return factor(i.estimate, i.low, i.high) if i else factor(c.alone.point, no_interval=" (one block)")
+    return factor(i.point, i.low, i.high) if i else factor(c.alone.point, no_interval=" (one block)")
 
 
 def _row(c: Check) -> str:

@@ -34,7 +34,7 @@ def speedup_chart(path: Path, compared: DeviceComparisons, picked: int | None, t
         f = c.interval
         assert f is not None  # rows keeps only those with an interval
         color = PICK if c.record.number == picked else FLAGGED if c.parity_failed else GOOD
-        ax.errorbar(f.estimate, y, xerr=[[f.estimate - f.low], [f.high - f.estimate]], fmt="o", color=color,
+        ax.errorbar(f.point, y, xerr=[[f.point - f.low], [f.high - f.point]], fmt="o", color=color,
                     ecolor=color, capsize=3, markersize=4)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(rows)), [c.combination for c in rows], fontsize=7)
@@ -73,7 +73,7 @@ def _forest(ax: plt.Axes, fit: EffectFit | str, log: bool, xlabel: str) -> None:
     for y, e in enumerate(effects):
         i = e.interval.exp() if log else e.interval
         color = GOOD if e.interval.distinguishable else NOISE
-        ax.errorbar(i.estimate, y, xerr=[[i.estimate - i.low], [i.high - i.estimate]],
+        ax.errorbar(i.point, y, xerr=[[i.point - i.low], [i.high - i.point]],
                     fmt="s" if e.interaction else "o", color=color, ecolor=color, capsize=3, markersize=4)
     ax.axvline(1.0 if log else 0.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(effects)), [e.term for e in effects], fontsize=7)

@@ -274,11 +274,11 @@ def _metrics(found: Findings) -> dict[str, float]:
     if c and c.point is not None and not c.interval:
         m["recommended.speedup"] = c.point
     elif c and c.interval and c.speedup:  # an interval is its speed-up's
-        m.update({"recommended.speedup": c.interval.estimate, "recommended.speedup.low": c.interval.low,
+        m.update({"recommended.speedup": c.interval.point, "recommended.speedup.low": c.interval.low,
                   "recommended.speedup.high": c.interval.high, "recommended.blocks": float(c.speedup.estimate.blocks),
                   "recommended.trial": float(c.record.number)})
     if c and (e := c.energy_interval):  # MLflow's metrics are numbers: "not counted here" is summary.json's
-        m.update({"recommended.energy_ratio": e.estimate, "recommended.energy_ratio.low": e.low,
+        m.update({"recommended.energy_ratio": e.point, "recommended.energy_ratio.low": e.low,
                   "recommended.energy_ratio.high": e.high})
     return m
 
@@ -290,12 +290,12 @@ def _slug(text: str) -> str:
 def _factor(i: Interval | None, s: Speedup | None = None) -> str:
     if i is None:
         return "n/a" if s is None else factor(s.point, no_interval=" (no interval: one block, no repeats)")
-    return factor(i.estimate, i.low, i.high)
+    return factor(i.point, i.low, i.high)
 
 
 def _energy(c: Comparison) -> str:
     i = c.energy_interval
-    return factor(i.estimate, i.low, i.high) if i else "" if c.energy_ratio is None else factor(c.energy_ratio)
+    return factor(i.point, i.low, i.high) if i else "" if c.energy_ratio is None else factor(c.energy_ratio)
 
 
 def _parity_cell(p: Parity | None) -> str:

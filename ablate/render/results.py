@@ -21,10 +21,11 @@ from ablate.stats.finalists import NOT_A_FINALIST
 from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
 
-COLUMNS = ["combination", "state", "samples/s", "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc",
+# The throughput column is keyed as a trial's metric is (`metric.THROUGHPUT`); its header names the study's unit
+# (`columns`): samples/s, or tokens/s for a language model.
+COLUMNS = ["combination", "state", metric.THROUGHPUT, "speed-up", "ci low", "ci high", "blocks", "test acc %", "Δ acc",
            "acc from", "to target s", "to target e2e s", "peak MB", "energy/sample", "first step s", "data wait %",
            "reason"]
-RATE = "samples/s"  # the throughput column's key; its header names the study's unit (`columns`)
 NOT_REACHED = "not reached"
 ENERGY = "energy/sample"  # the energy ratio's column; "energy low" and "energy high" hold its interval
 NOT_COUNTED = "not counted here"  # no measurement on the device counted energy (no RAPL or NVML counter readable)
@@ -37,8 +38,8 @@ def columns(unit: str = "samples") -> list[str]:
 
 
 def _header(key: str, unit: str) -> str:
-    """A column's key as its header says it: the throughput column's (`RATE`) in the study's unit."""
-    return f"{unit}/s" if key == RATE else key
+    """A column's key as its header says it: the throughput column's in the study's unit."""
+    return f"{unit}/s" if key == metric.THROUGHPUT else key
 
 
 def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
@@ -52,7 +53,7 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "trial": r.number,
                 "combination": r.combination,
                 "state": r.state,
-                "samples/s": c.throughput,  # the baseline's times the speed-up (`ablate.stats.comparison`)
+                metric.THROUGHPUT: c.throughput,  # the baseline's times the speed-up (`ablate.stats.comparison`)
                 "speed-up": c.point,
                 "ci low": s.low if s else None,
                 "ci high": s.high if s else None,

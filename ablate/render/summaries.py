@@ -135,7 +135,7 @@ def _predicted(rec: Recommendation, name: str) -> dict[str, Any]:
 def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
     """summary.json for one device: its findings, what the Optuna study stores beside them (its seeds, where the race
     ended, what the run cost) included."""
-    compared, design, stored = found.compared, found.protocol, found.study_record
+    compared, protocol, stored = found.compared, found.protocol, found.study_record
     records, unit = compared.records, study.throughput_unit
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     part = compared.screened  # the fraction of the grid screening measured, where it measured one
@@ -143,8 +143,8 @@ def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": compared.device,
         "torch": ", ".join(machines["torch"]), "commit": ", ".join(machines["commit"]),
-        "protocol": {**design.__dict__,
-                     "description": design.describe(fraction=part.fraction.describe() if part else None),
+        "protocol": {**protocol.__dict__,
+                     "description": protocol.describe(fraction=part.fraction.describe() if part else None),
                      "screened_fraction": part and {"cells": len(part.fraction.cells),
                                                     "of": len(part.fraction.cells) + len(part.fraction.rest),
                                                     "generators": list(part.fraction.generators),

@@ -83,7 +83,7 @@ class Plan:
 def plan(planner: Planner, search: str) -> Plan:
     """The study's stages as `planner` will plan them (data without labels, which trains nothing, is not known yet:
     its trainings are counted)."""
-    d, study = planner.design, planner.study
+    protocol, study = planner.protocol, planner.study
     trains = not study.budget.throughput_only
     runnable = planner.runnable_combinations()
     base = planner.accuracy_group(planner.options_of(baseline_levels(planner.options)))
@@ -95,22 +95,25 @@ def plan(planner: Planner, search: str) -> Plan:
         first = (groups + 1, groups + 1)
     else:
         picks = planner.n_trials or 0
-        screened = picks + math.ceil(picks / planner.tpe_block_size) * d.screen_baselines
+        screened = picks + math.ceil(picks / planner.tpe_block_size) * protocol.screen_baselines
         first = (min(1, screened), min(screened, groups + 1))
     stages = [Stage((SCREEN, FULL), screened, screened, first if in_screening else (0, 0))]
-    if d.racing:
-        raced = min(d.contenders, others) + 1  # the baseline races in every block besides the contenders
-        stages.append(Stage((RACE,), min(d.race_blocks, MIN_RACE_BLOCKS) * min(2, raced),
-                            d.race_blocks * raced + d.extra_blocks * min(3, raced)))
-    seeds = d.seeds - int(in_screening)  # the seeds parity trains each group at
+    if protocol.racing:
+        raced = min(protocol.contenders, others) + 1  # the baseline races in every block besides the contenders
+        stages.append(Stage((RACE,), min(protocol.race_blocks, MIN_RACE_BLOCKS) * min(2, raced),
+                            protocol.race_blocks * raced + protocol.extra_blocks * min(3, raced)))
+    seeds = protocol.seeds - int(in_screening)  # the seeds parity trains each group at
     if trains and study.task.has_accuracy and seeds > 0:  # a loss's groups train once, in screening
-        spread = math.ceil(parity.NOISE_DF / (d.seeds - 1)) if d.seeds > 1 else 0  # groups its df may need
-        finalists = min(groups, d.contenders) if d.racing else groups
-        low, high = min(parity.MIN_SEEDS, d.seeds) - int(in_screening), (min(groups, finalists + spread) + 1) * seeds
+        # the groups the parity test's degrees of freedom may need
+        spread = math.ceil(parity.NOISE_DF / (protocol.seeds - 1)) if protocol.seeds > 1 else 0
+        finalists = min(groups, protocol.contenders) if protocol.racing else groups
+        low = min(parity.MIN_SEEDS, protocol.seeds) - int(in_screening)
+        high = (min(groups, finalists + spread) + 1) * seeds
         stages.append(Stage((PARITY,), low, high, (low, high)))
-    if d.racing:
+    if protocol.racing:
         confirmed = min(3, others + 1)
-        stages.append(Stage((CONFIRM,), d.confirm_blocks * min(2, confirmed), d.confirm_blocks * confirmed))
+        stages.append(Stage((CONFIRM,), protocol.confirm_blocks * min(2, confirmed),
+                            protocol.confirm_blocks * confirmed))
     return Plan(tuple(stages), study.budget.train_samples)
 
 

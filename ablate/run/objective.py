@@ -25,8 +25,8 @@ from optuna.trial import Trial, TrialState
 from ablate.config.choices import BASELINE, Combination
 from ablate.config.schema import Study
 from ablate.run.recorder import Recorder
-from ablate.stats import protocol
 from ablate.stats.planner import Planner
+from ablate.stats.protocol import FULL, PARITY, SCREEN
 from ablate.store import claim, records, seeds
 from ablate.store.records import Record, State
 from ablate.tracking.parent_run import ParentRun
@@ -86,10 +86,8 @@ class Objective:
         # planner defers it to them) once per group in the screening measurement that first meets the group.
         # Race measurements time their windows only.
         phase = queued.phase
-        donor = (None if phase == protocol.PARITY
-                 else accuracy_donor(self.optuna_study, group, self.machine.device_name))
-        train = phase == protocol.PARITY or (not self.planner.defer_accuracy and donor is None
-                                             and phase in (protocol.SCREEN, protocol.FULL))
+        donor = None if phase == PARITY else accuracy_donor(self.optuna_study, group, self.machine.device_name)
+        train = phase == PARITY or (not self.planner.defer_accuracy and donor is None and phase in (SCREEN, FULL))
         seed = seeds.training(self.seeds, queued.seed_index)
         records.set_training(trial, group, seed)
         graph = compile_cache.graph_key(combination.options) if compile_cache.reusable(combination.options) else None
@@ -133,7 +131,7 @@ class Objective:
                 raise end.duplicate("no queued measurement was left")
             screened = self.planner.tpe_screened(self.optuna_study.get_trials(deepcopy=False))
             size = self.planner.tpe_block_size
-            records.place(trial, screened // size, screened % size, protocol.SCREEN)
+            records.place(trial, screened // size, screened % size, SCREEN)
         queued = records.from_trial(trial)
         if self.search == "grid" and (owner := claim.earlier_owner(
                 self.optuna_study, trial.number, combination.labels, len(combination.dimensions), queued.slot,
@@ -146,8 +144,8 @@ class Objective:
         """Train and time `spec` in a fresh process, again while the machine was busy (`measured_quietly`). Each
         attempt starts from the compile cache as the first found it (`entries`): an attempt measured again leaves
         nothing warm for the next, which compiles as the first did and so keeps a cold one-off cost its own."""
-        design = self.planner.design  # the run's, stored with its results (the reports judge the load by it)
-        limit = None if self.shared_cpu else design.foreign_load_limit
+        protocol = self.planner.protocol  # the run's, stored with its results (the reports judge the load by it)
+        limit = None if self.shared_cpu else protocol.foreign_load_limit
 
         def attempt() -> dict[str, Any]:
             if entries:
@@ -155,7 +153,7 @@ class Objective:
             return run_in_fresh_process(spec, on_phase=lambda doing: self.show(f"{where} · {doing}"),
                                         interpreters=self.interpreters)
 
-        return measured_quietly(attempt, limit, design.remeasure, lambda text: self.show(f"{where} · {text}"))
+        return measured_quietly(attempt, limit, protocol.remeasure, lambda text: self.show(f"{where} · {text}"))
 
 
 def measured_quietly(measure: Callable[[], dict[str, Any]], limit: float | None, most: int,
@@ -188,7 +186,7 @@ def profiles(optuna_study: optuna.Study, number: int, combination: str, device_n
     enough for it, and `diagnosis.MOVED_FLOOR` is set for a single profile's few steps. No decision reads a
     profile, and the window follows every timed window and the last evaluation, so no decision changes. On a GPU
     alike (docs/measuring.md says why the leader's confirmation blocks add none)."""
-    per_block = combination == BASELINE and queued.phase in (protocol.SCREEN, protocol.FULL)
+    per_block = combination == BASELINE and queued.phase in (SCREEN, FULL)
     for t in optuna_study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
         r = records.from_trial(t)
         if t.number == number or r.combination != combination or r.device != device_name:

@@ -68,9 +68,9 @@ class Outcome:
 class Runner:
     def __init__(self, study: Study, machine: Machine, search: str, storage: str, results_dir: Path,
                  n_trials: int | None = None, heartbeat_s: int = HEARTBEAT_S,
-                 design: ProtocolSettings | None = None) -> None:
+                 protocol: ProtocolSettings | None = None) -> None:
         self.study, self.machine, self.search, self.n_trials = study, machine, search, n_trials
-        self.design = design or study.protocol
+        self.protocol = protocol or study.protocol
         self.results_dir = results_dir
         self.choices = study.choices
         sampler = (optuna.samplers.GridSampler({d: list(o) for d, o in self.choices.items()}, seed=study.budget.seed)
@@ -96,25 +96,25 @@ class Runner:
                              f"-> {study.file_hash}); move {results_dir / study.name} away or pass --storage to start "
                              "afresh")
         if planned := stored.protocol:
-            design, kept = resumed(dict(planned), self.design)
-            if design is None:
+            protocol, kept = resumed(dict(planned), self.protocol)
+            if protocol is None:
                 raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
                                  f"run with the same protocol, or pass --results or --storage to start afresh")
             if kept:
                 print(terminal.wrapped(f"resuming under the stored study's "
                                        f"{', '.join(f'{k}={planned[k]!r}' for k in kept)}: the default it was "
                                        f"measured with"), flush=True)
-            self.design = design
+            self.protocol = protocol
         study_record.set_file_hash(self.optuna_study, study.file_hash)
-        study_record.set_protocol(self.optuna_study, self.design)
+        study_record.set_protocol(self.optuna_study, self.protocol)
         self.seeds = seeds.resolve(stored.seeds, study.budget.seed if study.seed_pinned else None)
         study_record.set_seeds(self.optuna_study, self.seeds)
         if search != "grid":  # TPE's picks follow the run's protocol seed too
             self.optuna_study.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
         self.recovery = Recovery(self.optuna_study, self.tracker, len(self.choices), self.heartbeat, grace_s)
         # A raced grid trains accuracy for the race's final set only, after it (Planner.plan); TPE needs one per pick.
-        defer = search == "grid" and self.design.racing and study.task.has_accuracy
-        self.planner = Planner(study, self.design, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
+        defer = search == "grid" and self.protocol.racing and study.task.has_accuracy
+        self.planner = Planner(study, self.protocol, self.seeds[seeds.PROTOCOL], machine.device, machine.device_name,
                                n_trials, defer_accuracy=defer)
         self.parent = ParentRun(study, self.optuna_study, self.tracker, search,
                                 wait=self.heartbeat and not self.created)
@@ -217,8 +217,8 @@ class Runner:
         for files that are missing) trains no accuracy at all: there is nothing for a group to share. A single pass
         at one seed trains each group's accuracy once, alongside its one measurement: a probe (three short trainings
         in an interpreter of its own) costs about what it could save."""
-        d = self.design
-        if d.full_blocks is None and not d.racing and d.seeds == 1:
+        protocol = self.protocol
+        if protocol.full_blocks is None and not protocol.racing and protocol.seeds == 1:
             return "a single pass at one seed trains each group once, about what a check would cost"
         return self._throughput_only()
 
@@ -344,7 +344,7 @@ class Runner:
 
     def _finish(self, ran: int) -> Outcome:
         stored = records.load(self.optuna_study)
-        # As `ablate report` analyses it: under the protocol stored at the start, which is `self.design`.
+        # As `ablate report` analyses it: under the protocol stored at the start, which is `self.protocol`.
         done = analyse_and_report(self.study, self.optuna_study, stored, self.search, self.results_dir, self.tracker,
                                   self.machine.device_type)
         self.parent.finish(stored, done.compared, done.csv)

@@ -3,7 +3,7 @@ summary.json and MLflow all render, so no two of them can disagree.
 
 `compare` runs the speed-up estimator (`ablate.stats.protocol.estimates`) and the parity verdicts
 (`ablate.stats.parity`) once per device, the race's recommendation on top of them (`ablate.stats.verdicts`), and
-what the load guard did (`MachineLoad`), under the limit of the design the run followed.
+what the load guard did (`MachineLoad`), under the limit of the protocol the run followed.
 
 A row's throughput has one definition, consistent with its speed-up by construction: **the baseline's throughput
 times the combination's speed-up**. A measurement's throughput is the geometric mean of its timed windows
@@ -27,9 +27,9 @@ import optuna
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import diagnosis, finalists, fractioned, protocol, verdicts
+from ablate.stats import diagnosis, finalists, fractioned, verdicts
 from ablate.stats import parity as parity_
-from ablate.stats.protocol import CONFIDENCE
+from ablate.stats.protocol import CONFIDENCE, Estimate
 from ablate.stats.speedups import Interval, Speedup, energy_ratios, speedups
 from ablate.store.records import Record, baseline, by_device
 from ablate.store.study_record import StudyRecord
@@ -45,7 +45,7 @@ class Comparison:
     throughput: float | None  # in the study's unit per second: the baseline's times the speed-up
     parity: parity_.Parity | None  # its accuracy group's verdict; None without a measured accuracy
     accuracy_change: float | None  # points: the parity verdict's mean paired change, else the plain difference
-    energy: protocol.Estimate | None = None  # energy per sample over the baseline's, log scale; None: not paired
+    energy: Estimate | None = None  # energy per sample over the baseline's, log scale; None: not paired
     profile: diagnosis.Profile | None = None  # where its step goes; None: no measurement of it was profiled
     unmeasured: str | None = None  # why it shows no accuracy where the study measures it (`finalists.unmeasured`)
 
@@ -109,7 +109,7 @@ class Comparison:
 class MachineLoad:
     """What the load guard (`ablate.trial.foreign_load`) did over a device's measurements: those taken again
     because other work ran beside their timed windows, and those kept though still disturbed (the repeats ran out),
-    judged by the `foreign_load_limit` of the design the run followed."""
+    judged by the `foreign_load_limit` of the protocol the run followed."""
 
     limit: float | None  # foreign cores; None: the guard never measured again
     measurements: int  # those that read the machine's load; 0 where none could (not Linux)
@@ -129,7 +129,7 @@ class MachineLoad:
 
 
 def machine_load(records: list[Record], limit: float | None) -> MachineLoad:
-    """The load guard over `records`' kept measurements, judged by `limit` (the design's `foreign_load_limit`)."""
+    """The load guard over `records`' kept measurements, judged by `limit` (the protocol's `foreign_load_limit`)."""
     kept = [m.metrics for r in records for m in r.measurements if m.metrics.get(metric.FOREIGN_CORES) is not None]
     cores = [float(k[metric.FOREIGN_CORES]) for k in kept]
     return MachineLoad(limit, len(kept), int(sum(k.get(metric.REMEASURED, 0.0) for k in kept)),
@@ -146,7 +146,7 @@ class DeviceComparisons:
     recommendation: verdicts.Recommendation | None
     tolerance: float
     groups: dict[str, parity_.Parity]  # accuracy group -> its parity verdict
-    load: MachineLoad  # what the load guard did, under the design the run followed
+    load: MachineLoad  # what the load guard did, under the protocol the run followed
     screened: fractioned.Fractioned | None = None  # the fraction of the grid screening measured, where it measured one
 
     def __getitem__(self, combination: str) -> Comparison:
@@ -201,17 +201,17 @@ def compare_stored(study: Study, records: list[Record], study_record: StudyRecor
     return compare(records, study.accuracy_tolerance, followed(study, study_record), study)
 
 
-def compare(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
+def compare(records: list[Record], tolerance: float, protocol: ProtocolSettings | None = None,
             study: Study | None = None) -> list[DeviceComparisons]:
     """Every combination of every device against that device's baseline (devices are never compared), under
-    `settings`: the design the run followed (the defaults where None). `study`: where given, a device whose
+    `protocol`: the protocol the run followed (the defaults where None). `study`: where given, a device whose
     screening measured a fraction of the grid races as the planner raced it (`ablate.stats.fractioned`)."""
-    return [_one_device(device, group, tolerance, settings, study) for device, group in by_device(records).items()]
+    return [_one_device(device, group, tolerance, protocol, study) for device, group in by_device(records).items()]
 
 
-def _one_device(device: str, records: list[Record], tolerance: float, settings: ProtocolSettings | None,
+def _one_device(device: str, records: list[Record], tolerance: float, protocol: ProtocolSettings | None,
                 study: Study | None = None) -> DeviceComparisons:
-    settings = settings or ProtocolSettings()
+    protocol = protocol or ProtocolSettings()
     screened = fractioned.of(study, records) if study else None
     speedup_of = {s.record.combination: s for s in speedups(records)}
     energy_of = energy_ratios(records)
@@ -231,6 +231,6 @@ def _one_device(device: str, records: list[Record], tolerance: float, settings: 
                                diagnosis.profile(m.metrics for m in (r.measurements or (r,)) if m.complete),
                                unmeasured.get(r.combination)))
     rows.sort(key=lambda c: (c.point is None, -(c.point or 0), -(c.throughput or 0)))
-    rec = verdicts.recommendation(records, tolerance, settings, speedup_of, verdict, screened)
+    rec = verdicts.recommendation(records, tolerance, protocol, speedup_of, verdict, screened)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups,
-                             machine_load(records, settings.foreign_load_limit), screened)
+                             machine_load(records, protocol.foreign_load_limit), screened)

@@ -21,8 +21,7 @@ from scipy import stats
 
 from ablate.config.choices import OFF
 from ablate.config.study import Study
-from ablate.stats import protocol
-from ablate.stats.protocol import CONFIDENCE
+from ablate.stats.protocol import CONFIDENCE, PARITY
 from ablate.stats.speedups import Interval, Speedup, speedup_of
 from ablate.store.records import Record, cold_measurement, fresh_start_extra_s
 from ablate.trial import metrics as metric
@@ -97,9 +96,9 @@ def break_even(records: list[Record], study: Study, found: dict[str, Speedup] | 
             # The paired speed-up over the eager counterpart where both have one: drift between their blocks cancels.
             mine, theirs = found.get(r.combination), found.get(eager.combination)
             factor = mine.over(theirs) if mine and theirs else None
-            point = factor.estimate if factor else rate / eager_rate
+            point = factor.point if factor else rate / eager_rate
             spread = _half_width([m.log_throughput for m in eager.measurements or (eager,)
-                                  if m.log_throughput is not None and m.phase != protocol.PARITY])
+                                  if m.log_throughput is not None and m.phase != PARITY])
             # Steps fall as the eager step time and the speed-up grow: each bound takes both at their matching ends
             # (two 95% intervals: the pair covers at least 90%, and in practice more, since the ends rarely meet).
             bounds = ((_steps(extra, eager_step_s * math.exp(spread), factor.high),

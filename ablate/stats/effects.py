@@ -19,8 +19,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ablate.config.choices import OFF
-from ablate.stats import protocol
-from ablate.stats.protocol import CONFIDENCE
+from ablate.stats.protocol import CONFIDENCE, PARITY
 from ablate.stats.speedups import Interval
 from ablate.store.records import Record
 from ablate.words import count
@@ -72,7 +71,7 @@ def throughput_observations(records: list[Record]) -> list[Observation]:
     """Every complete measurement's log throughput, with its block."""
     return [Observation(dict(m.levels), m.log_throughput, m.block)
             for r in records for m in (r.measurements or (r,))
-            if m.log_throughput is not None and m.phase != protocol.PARITY]
+            if m.log_throughput is not None and m.phase != PARITY]
 
 
 def accuracy_observations(records: list[Record]) -> list[Observation]:

@@ -57,11 +57,11 @@ import numpy as np
 from scipy import stats
 
 from ablate.config.choices import Levels
-from ablate.stats import protocol, variance
+from ablate.stats import variance
 from ablate.stats.contrasts import beyond_range
 from ablate.stats.effects import crossed_pairs, technique_columns
 from ablate.stats.fraction import Fraction
-from ablate.stats.protocol import SCREEN, Key
+from ablate.stats.protocol import SCREEN, Key, Measurement, noise_sources
 
 LACK_OF_FIT_ALPHA = 0.05  # the lack-of-fit test's level where a report names it; no decision rests on it (above)
 PAIR_ALPHA = 0.05  # family-wise over the candidate pairs: a pair with no effect enters at most this often
@@ -124,7 +124,7 @@ class Fit(Generic[Key]):
         return float(d @ self._coef), math.sqrt(max(float(d @ self._cov @ d) + spread, 0.0))
 
 
-def fit(measurements: Sequence[protocol.Measurement[Key]], baseline: Key, cells: Mapping[Key, Levels],
+def fit(measurements: Sequence[Measurement[Key]], baseline: Key, cells: Mapping[Key, Levels],
         fraction: Fraction | None) -> Fit[Key] | None:
     """The screening model fitted to the SCREEN measurements of `cells` (all of `measurements` feed the variance
     model), predicting every cell of `cells` whose techniques were all screened (with a fraction: every cell);
@@ -151,7 +151,7 @@ def fit(measurements: Sequence[protocol.Measurement[Key]], baseline: Key, cells:
     if np.linalg.matrix_rank(base) < base.shape[1]:
         return None
     techniques = {k: frozenset(names[(d, lv)] for d, lv in cells[k] if (d, lv) in mains) for k in keys}
-    model = variance.fit(protocol.noise_sources(measurements, baseline, lambda c: techniques.get(c, frozenset())))
+    model = variance.fit(noise_sources(measurements, baseline, lambda c: techniques.get(c, frozenset())))
     weights = (np.array([1 / model.variance(techniques[m.combination]) for m in rows])
                if model is not None and model.by_technique else np.ones(len(rows)))
     y = np.array([m.log_throughput for m in rows])

@@ -44,7 +44,8 @@ from typing import Collection, Mapping, Sequence
 
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
-from ablate.stats import fractioned, parity, protocol, racing, speedups
+from ablate.stats import fractioned, parity, racing, speedups
+from ablate.stats.protocol import CONFIRM, FULL, RACE, SCREEN, Measurement
 from ablate.store.records import PARITY, Record, State, baseline
 from ablate.trial import metrics as metric
 
@@ -97,7 +98,7 @@ def trainers(stored: Sequence[Record]) -> dict[str, Record]:
                 if m.complete and (g := m.accuracy_group) and not m.accuracy_note]
     out = {g: m for g, m in measured if m.accuracy_trained and m.seed_index == 0}
     for g, m in sorted(measured, key=lambda gm: (gm[1].block, gm[1].position)):
-        if m.phase in (protocol.SCREEN, protocol.FULL):
+        if m.phase in (SCREEN, FULL):
             out.setdefault(g, m)
     return out
 
@@ -137,14 +138,14 @@ class Final:
     """Where race-first stands: the current round's race, its final set, and what to measure next."""
 
     standing: racing.Race[str]
-    measurements: list[protocol.Measurement[str]]  # the round's: screening, its race and confirmation blocks
+    measurements: list[Measurement[str]]  # the round's: screening, its race and confirmation blocks
     round: int  # 0: the first race; more where every member of an earlier final set was out on accuracy
     excluded: frozenset[str]  # accuracy groups out of this round's race
     members: tuple[str, ...] = ()  # the final set in race order (the leader first); () while racing
     eligible: tuple[str, ...] = ()  # members whose accuracy allows them (or not yet known), race order
     parity_step: tuple[int, list[str]] | None = None  # the next parity seed and the groups it trains
     next_block: tuple[str, ...] | None = None  # the next race block, or confirmation block once accuracy allows
-    phase: str = protocol.RACE
+    phase: str = RACE
 
     @property
     def headline(self) -> str | None:
@@ -157,13 +158,13 @@ def _rounds(records: Sequence[Record]) -> list[tuple[set[int], int]]:
     queued as: a race block queued after a parity training that was itself queued after the round's own race
     blocks starts the next round (trial numbers are queue order)."""
     ms = sorted((m for r in records for m in (r.measurements or (r,))
-                 if m.phase in (protocol.RACE, protocol.CONFIRM, PARITY)), key=lambda m: m.number)
+                 if m.phase in (RACE, CONFIRM, PARITY)), key=lambda m: m.number)
     out: list[tuple[set[int], int]] = [(set(), 0)]
     trained_since = False
     for m in ms:
         if m.phase == PARITY:
             trained_since = bool(out[-1][0])
-        elif m.phase == protocol.RACE and trained_since:
+        elif m.phase == RACE and trained_since:
             out.append(({m.block}, m.number))
             trained_since = False
         else:
@@ -183,7 +184,7 @@ def _known_out(records: Sequence[Record], found: Mapping[str, parity.Parity], be
 def _legacy_out(records: Sequence[Record], found: Mapping[str, parity.Parity]) -> set[str]:
     """A study stored by an ablate that trained accuracy before the race: the groups its race already kept out
     (ineligible, trained before the first race block), so the replay is the race it ran."""
-    numbers = [m.number for r in records for m in (r.measurements or (r,)) if m.phase == protocol.RACE]
+    numbers = [m.number for r in records for m in (r.measurements or (r,)) if m.phase == RACE]
     first = min(numbers, default=None)
     if first is None:
         return set()
@@ -191,7 +192,7 @@ def _legacy_out(records: Sequence[Record], found: Mapping[str, parity.Parity]) -
     return {g for g in before if g in found and found[g].ineligible}
 
 
-def _fastest_groups(ms: Sequence[protocol.Measurement[str]], group: Mapping[str, str]) -> list[str]:
+def _fastest_groups(ms: Sequence[Measurement[str]], group: Mapping[str, str]) -> list[str]:
     """Accuracy groups, fastest first by their fastest combination's mean paired difference from the baseline."""
     base: dict[int, list[float]] = {}
     for m in ms:
@@ -208,7 +209,7 @@ def _fastest_groups(ms: Sequence[protocol.Measurement[str]], group: Mapping[str,
     return sorted(best, key=lambda g: (-best[g], g))
 
 
-def final(records: list[Record], tolerance: float, settings: ProtocolSettings,
+def final(records: list[Record], tolerance: float, protocol: ProtocolSettings,
           screened: fractioned.Fractioned | None = None) -> Final:
     """The current round's race and what follows it (module docstring), from the stored records of one device.
     `screened`: where screening measured a fraction of the grid (`ablate.stats.fractioned.of`), the runnable
@@ -221,17 +222,17 @@ def final(records: list[Record], tolerance: float, settings: ProtocolSettings,
     teachers = trainers(records)
     on_speed = accuracy_unmeasured(records) is not None
     everything = speedups.protocol_measurements(records)
-    screening = [m for m in everything if m.phase in (protocol.SCREEN, protocol.FULL)]
+    screening = [m for m in everything if m.phase in (SCREEN, FULL)]
     model = screened.model(screening) if screened else None  # screening is every round's: fitted once
     rounds = _rounds(records)
     excluded = frozenset(_legacy_out(records, found))
     for n in range(len(group) + 1):  # each round after the first puts one group more out: it ends
         blocks = rounds[n][0] if n < len(rounds) else set()
-        ms = screening + [m for m in everything if m.block in blocks and m.phase in (protocol.RACE, protocol.CONFIRM)]
+        ms = screening + [m for m in everything if m.block in blocks and m.phase in (RACE, CONFIRM)]
         candidates = {c for c, g in group.items() if g not in excluded or c == BASELINE}
-        standing = racing.race(ms, BASELINE, candidates, settings, screen=model)
+        standing = racing.race(ms, BASELINE, candidates, protocol, screen=model)
         here = Final(standing, ms, n, excluded)
-        if standing.next_block is not None and standing.phase != protocol.CONFIRM:
+        if standing.next_block is not None and standing.phase != CONFIRM:
             return replace(here, next_block=standing.next_block, phase=standing.phase)
         if standing.leader is None:
             return here
@@ -241,7 +242,7 @@ def final(records: list[Record], tolerance: float, settings: ProtocolSettings,
             return (c == BASELINE or on_speed or bool(complete[c].accuracy_note) or group[c] not in teachers
                     or (group[c] in found and not found[group[c]].ineligible))
 
-        step = None if on_speed else _parity_step(records, found, members, group, teachers, ms, settings.seeds,
+        step = None if on_speed else _parity_step(records, found, members, group, teachers, ms, protocol.seeds,
                                                    tolerance)
         if step is not None:
             return Final(standing, ms, n, excluded, members, tuple(c for c in members if usable(c)
@@ -263,7 +264,7 @@ def final(records: list[Record], tolerance: float, settings: ProtocolSettings,
 
 
 def _parity_step(records: Sequence[Record], found: Mapping[str, parity.Parity], members: Sequence[str],
-                 group: Mapping[str, str], teachers: Mapping[str, Record], ms: Sequence[protocol.Measurement[str]],
+                 group: Mapping[str, str], teachers: Mapping[str, Record], ms: Sequence[Measurement[str]],
                  max_seeds: int, tolerance: float) -> tuple[int, list[str]] | None:
     """The parity race's next seed for the final set's groups (the leader's first), the baseline's and the spread's
     (`seeds_wanted`); None when it is over, or when a group failed at the seed it would train next (its verdict

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import costs, effects, protocol, speedups
+from ablate.stats import costs, effects, speedups
 from ablate.stats.comparison import DeviceComparisons, followed
 from ablate.stats.costs import BreakEven, TimeToTarget
 from ablate.stats.effects import EffectFit
 from ablate.stats.explained import Explanation, explain
+from ablate.stats.protocol import baseline_cv
 from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.store.study_record import StudyRecord
@@ -93,7 +94,7 @@ def analyse(study: Study, compared: DeviceComparisons, study_record: StudyRecord
         effects.fit_effects(effects.throughput_observations(records), [d for d, _ in study.space], "log throughput"),
         effects.fit_effects(effects.accuracy_observations(records), list(numeric), "test accuracy"),
         numeric, breaks, _one_off(breaks),
-        protocol.baseline_cv(speedups.protocol_measurements(records), BASELINE),
+        baseline_cv(speedups.protocol_measurements(records), BASELINE),
         tuple(costs.time_to_target(records))
         if budget.target_accuracy is not None or budget.target_loss is not None else None,
         explain(study, compared),

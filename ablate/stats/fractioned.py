@@ -20,7 +20,8 @@ from ablate.config.choices import (
     grid,
 )
 from ablate.config.study import Study
-from ablate.stats import factorial, fraction, protocol
+from ablate.stats import factorial, fraction
+from ablate.stats.protocol import SCREEN, Measurement
 from ablate.store.records import Record, State
 
 
@@ -39,22 +40,22 @@ class Fractioned:
         label = {levels: c for c, levels in self.cells.items()}
         return tuple(label[levels] for levels in self.fraction.rest)
 
-    def model(self, measurements: Sequence[protocol.Measurement[str]]) -> factorial.Fit[str] | None:
+    def model(self, measurements: Sequence[Measurement[str]]) -> factorial.Fit[str] | None:
         """The screening model the race's field comes from, fitted to the screening measurements: on the fraction;
         after a fold-over, on every combination, which separates the aliased pairs. Kept after a fold-over even
         where its lack-of-fit test rejects: that test's pure error is the baselines' alone, so a noisy technique
         (bf16 on a CPU) reads as lack of fit, and the model opened the race with the true best in 97.6% of simulated
         studies where each cell's own screening estimate did in 53% (tests/stats/test_factorial.py). None where
         the model has too few cells for its terms: the race opens on the screening estimates then."""
-        screened = [m for m in measurements if m.phase == protocol.SCREEN]
+        screened = [m for m in measurements if m.phase == SCREEN]
         return factorial.fit(screened, BASELINE, self.cells, None if self.folded else self.fraction)
 
-    def fold_over(self, measurements: Sequence[protocol.Measurement[str]]) -> bool:
+    def fold_over(self, measurements: Sequence[Measurement[str]]) -> bool:
         """Whether to screen the fold-over (`fraction.rest`) before the race: an aliased pair of interactions is
         active in the model on the fraction (`Fit.fold_over`). Once only: never after a fold-over."""
         if self.folded:
             return False
-        found = factorial.fit([m for m in measurements if m.phase == protocol.SCREEN], BASELINE, self.cells,
+        found = factorial.fit([m for m in measurements if m.phase == SCREEN], BASELINE, self.cells,
                               self.fraction)
         return found is not None and found.fold_over
 
@@ -72,7 +73,7 @@ def of(study: Study, records: Sequence[Record]) -> Fractioned | None:
     label = {levels: c for c, levels in cells.items()}
     part, rest = {label[levels] for levels in found.cells}, {label[levels] for levels in found.rest}
     screened = {r.combination for r in records for m in (r.measurements or (r,))
-                if m.phase == protocol.SCREEN and m.state != State.SKIPPED}
+                if m.phase == SCREEN and m.state != State.SKIPPED}
     if screened not in (part, part | rest):
         return None
     return Fractioned(found, cells, _groups(study, cells, records), folded=screened == part | rest)

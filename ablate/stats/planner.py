@@ -1,7 +1,7 @@
 """What to measure next: a pure function of what the study has stored (Optuna's sampler, to the runner's loop).
 
 The runner asks once every queued measurement has a result; the planner
-answers with the measurements to queue, each a `protocol.Slot` (a
+answers with the measurements to queue, each a `Slot` (a
 combination's levels, its block, its place in the block's random order, its
 phase) and the training seed it trains at. Deterministic in its input, so
 workers that plan at once plan the same measurements, and `claim` keeps one
@@ -45,23 +45,24 @@ from ablate.config.choices import (
 )
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import finalists, fraction, fractioned, protocol, racing, speedups
+from ablate.stats import finalists, fraction, fractioned, racing, speedups
+from ablate.stats.protocol import PARITY, SCREEN, Slot, race_plan, screening_plan
 from ablate.store import claim, records
 from strategies import ConflictError
 
 
 @dataclass(frozen=True)
 class Planned:
-    slot: protocol.Slot
+    slot: Slot
     seed_index: int = 0  # 0: the run's own training seed; 1, 2...: parity seeds
 
 
 class Planner:
-    def __init__(self, study: Study, design: ProtocolSettings, protocol_seed: int, device: str, device_name: str,
+    def __init__(self, study: Study, protocol: ProtocolSettings, protocol_seed: int, device: str, device_name: str,
                  n_trials: int | None = None, defer_accuracy: bool = False) -> None:
         """`defer_accuracy`: screening measures throughput only, and the final set's groups train every seed, their
         first included, after the race (the raced grid; TPE needs an accuracy per pick)."""
-        self.study, self.design, self.seed, self.n_trials = study, design, protocol_seed, n_trials
+        self.study, self.protocol, self.seed, self.n_trials = study, protocol, protocol_seed, n_trials
         self.defer_accuracy = defer_accuracy
         self.device, self.device_name = device, device_name
         self.options = study.choices
@@ -93,7 +94,7 @@ class Planner:
         """The fraction of the runnable grid screening measures here (`ablate.stats.fraction`), or None: all of it.
         None too where the protocol does not race (screening only, `--single-pass`, a full randomized block
         design): there screening's measurements are the answer, and a combination never measured could be none."""
-        if not self.design.racing:
+        if not self.protocol.racing:
             return None
         runnable = [levels for levels in grid(self.options) if self.runnable(levels)]
         return fraction.screening_fraction(self.options, runnable, baseline_levels(self.options))
@@ -107,7 +108,7 @@ class Planner:
             (runnable if self.runnable(levels) else unrunnable).append(levels)
         part = self.screened_fraction()
         measured = list(part.cells) if part else runnable
-        plan = protocol.screening_plan(measured, baseline_levels(self.options), self.design, self.seed, unrunnable)
+        plan = screening_plan(measured, baseline_levels(self.options), self.protocol, self.seed, unrunnable)
         return [Planned(slot) for slot in plan]
 
     def describe(self) -> str:
@@ -115,12 +116,12 @@ class Planner:
         baseline, and the fraction where there is one."""
         part = self.screened_fraction()
         screened = len(part.cells) if part else len(self.runnable_combinations())
-        return self.design.describe(screened - 1, part.describe() if part else None)
+        return self.protocol.describe(screened - 1, part.describe() if part else None)
 
     @property
     def tpe_block_size(self) -> int:
         """`--search optuna`: TPE's picks per screening block (no more than it picks in all)."""
-        return min(self.design.block_size, max(1, self.n_trials or 1))
+        return min(self.protocol.block_size, max(1, self.n_trials or 1))
 
     @staticmethod
     def tpe_screened(trials: list[FrozenTrial]) -> int:
@@ -136,13 +137,13 @@ class Planner:
         if block < 0:
             return None
         places = sorted(random.Random(f"{self.seed}:{block}:baseline").choices(
-            range(size), k=self.design.screen_baselines))
+            range(size), k=self.protocol.screen_baselines))
         due = len(places) if done else sum(1 for p in places if p <= screened - block * size)
         have = sum(1 for t in trials if claim.owns(t) and (r := records.from_trial(t)).slot is not None
-                   and r.block == block and r.combination == BASELINE and r.phase == protocol.SCREEN)
+                   and r.block == block and r.combination == BASELINE and r.phase == SCREEN)
         if have >= due:
             return None
-        return Planned(protocol.Slot(baseline_levels(self.options), block, places[have], protocol.SCREEN))
+        return Planned(Slot(baseline_levels(self.options), block, places[have], SCREEN))
 
     def plan(self, stored: list[records.Record]) -> tuple[racing.Race[str] | None, list[Planned]]:
         """Where the race stands (None where this protocol does not race), and what to measure next: a race or
@@ -151,13 +152,13 @@ class Planner:
         screened = fractioned.of(self.study, stored)
         if screened is not None and (folding := self._fold_over(stored, screened)):
             return None, folding
-        found = finalists.final(stored, self.study.accuracy_tolerance, self.design, screened)
-        standing = found.standing if self.design.racing else None
+        found = finalists.final(stored, self.study.accuracy_tolerance, self.protocol, screened)
+        standing = found.standing if self.protocol.racing else None
         if found.next_block is not None:
             # A combination the race fields may have no record yet (a fraction's, never screened): its grid levels.
             by_label = {**(screened.cells if screened else {}), **{r.combination: levels_of(r.levels) for r in stored}}
             block = 1 + max((m.block for m in speedups.protocol_measurements(stored)), default=-1)  # every round's
-            slots = protocol.race_plan([by_label[c] for c in found.next_block], by_label[BASELINE], block,
+            slots = race_plan([by_label[c] for c in found.next_block], by_label[BASELINE], block,
                                        self.seed, found.phase)
             return standing, [Planned(slot) for slot in slots]
         if found.parity_step is None:
@@ -165,17 +166,17 @@ class Planner:
         index, groups = found.parity_step
         trainers = finalists.trainers(stored)
         # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
-        return standing, [Planned(protocol.Slot(levels_of(trainers[g].levels), -1 - index, place, protocol.PARITY),
+        return standing, [Planned(Slot(levels_of(trainers[g].levels), -1 - index, place, PARITY),
                                   index) for place, g in enumerate(groups)]
 
     def _fold_over(self, stored: list[records.Record], screened: fractioned.Fractioned) -> list[Planned]:
         """The fold-over's screening blocks (`fraction.rest`, numbered after screening's), where the model on the
         fraction calls for it and nothing past screening was measured yet; else none."""
         every = [m for r in stored for m in (r.measurements or (r,))]
-        if any(m.phase != protocol.SCREEN for m in every) or not screened.fold_over(
+        if any(m.phase != SCREEN for m in every) or not screened.fold_over(
                 speedups.protocol_measurements(stored)):
             return []
         first = 1 + max(m.block for m in every)
         rest = [screened.cells[c] for c in screened.rest]
-        return [Planned(slot) for slot in protocol.screening_plan(rest, baseline_levels(self.options), self.design,
+        return [Planned(slot) for slot in screening_plan(rest, baseline_levels(self.options), self.protocol,
                                                                   self.seed, first=first)]

@@ -98,22 +98,22 @@ def _ordered(block: int, members: Sequence[Key], phase: str, seed: int) -> list[
     return [Slot(c, block, i, phase) for i, c in enumerate(order)]
 
 
-def screening_plan(runnable: Sequence[Key], baseline: Key, settings: ProtocolSettings, seed: int,
+def screening_plan(runnable: Sequence[Key], baseline: Key, protocol: ProtocolSettings, seed: int,
                    unrunnable: Sequence[Key] = (), first: int = 0) -> list[Slot[Key]]:
     """The screening blocks (or every full block). `unrunnable` combinations (skipped on this machine) take no
     time, so they join the first block without counting towards its size. `first`: the first block's number (a
     fold-over's blocks follow screening's, `ablate.stats.planner`), its own random assignment to blocks."""
     others = [c for c in runnable if c != baseline]
-    if settings.full_blocks:
-        return [s for b in range(settings.full_blocks) for s in
+    if protocol.full_blocks:
+        return [s for b in range(protocol.full_blocks) for s in
                 _ordered(b, [baseline, *others, *(unrunnable if b == 0 else ())], FULL, seed)]
     random.Random(f"{seed}:assign" + (f":{first}" if first else "")).shuffle(others)
-    size = settings.block_size
+    size = protocol.block_size
     chunks = [others[i:i + size] for i in range(0, len(others), size)] or [[]]
     # Two baselines per screening block: a lucky or unlucky baseline process moves every screened
     # combination of its block, by half as much with two; and their difference measures a process's noise.
     return [s for b, chunk in enumerate(chunks) for s in
-            _ordered(first + b, [*[baseline] * settings.screen_baselines, *chunk, *(unrunnable if b == 0 else ())],
+            _ordered(first + b, [*[baseline] * protocol.screen_baselines, *chunk, *(unrunnable if b == 0 else ())],
                      SCREEN, seed)]
 
 

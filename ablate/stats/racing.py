@@ -163,7 +163,7 @@ def _differences(values: dict[Key, dict[int, float]], a: Key, b: Key) -> list[fl
 
 
 def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
-         settings: ProtocolSettings, techniques: Callable[[Key], frozenset] | None = None,
+         protocol: ProtocolSettings, techniques: Callable[[Key], frozenset] | None = None,
          screen: factorial.Fit[Key] | None = None) -> Race[Key]:
     """The next block, from every measurement so far and the eligible combinations (`ablate.stats.finalists.final`:
     every runnable one, less the accuracy groups an earlier round's parity put out).
@@ -183,8 +183,8 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     n_race = len(blocks)
     if not est:
         return Race(None, (), n_race, None, "no combination within the accuracy tolerance was measured")
-    if not settings.racing:
-        return _unraced(measurements, baseline, est, settings)
+    if not protocol.racing:
+        return _unraced(measurements, baseline, est, protocol)
     measured = {m.combination for m in measurements}
     predicted = {c: Estimate(p.log, p.se, p.df, 0, SCREEN, "model")  # no block of its own; the model's noise
                  for c, p in (screen.predictions.items() if screen else ())
@@ -193,19 +193,19 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     screen_log = {**{c: e.log for c, e in predicted.items()}, **{c: e.log for c, e in est.items()}}
     screen_rank = sorted(screen_log, key=lambda c: (-screen_log[c], str(c)))
     if not n_race:
-        opening = _opening(est, eligible, baseline, settings.contenders, screen)
-        members = [c for c in opening if c != baseline][: max(1, settings.contenders)]
+        opening = _opening(est, eligible, baseline, protocol.contenders, screen)
+        members = [c for c in opening if c != baseline][: max(1, protocol.contenders)]
         if not members:
             return Race(baseline, (), 0, None, "no combination could still beat the baseline", predicted=predicted)
         return Race(opening[0], tuple(opening[1:]), 0, tuple(members), "racing", predicted=predicted)
-    looks = max(1, settings.race_blocks - MIN_RACE_BLOCKS + 1)
-    extra = settings.extra_blocks
+    looks = max(1, protocol.race_blocks - MIN_RACE_BLOCKS + 1)
+    extra = protocol.extra_blocks
     out: list[Key] = []
     contrasts: list[Contrast[Key]] = []
     last: dict[Key, Contrast[Key]] = {}  # each combination's contrast at the latest look it was in
     field: list[Key] = []
     for n in range(1, n_race + 1):  # replay the looks: the field of block n is who ran in it, less the eliminated
-        past = n > settings.race_blocks
+        past = n > protocol.race_blocks
         if past:  # past the planned blocks only the top two run: the rest wait, still in
             field = [c for c in field if c not in out]
         else:
@@ -233,14 +233,14 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     standing = _Standing(leader=leader, contenders=tuple(survivors), race_blocks=n_race, contrasts=tuple(contrasts),
                          eliminated=tuple(out), dropped_by=tuple(last[c] for c in out if c in last),
                          predicted=predicted)
-    seats = max(0, max(1, settings.contenders) - 1 - len([c for c in survivors if c != baseline]))
+    seats = max(0, max(1, protocol.contenders) - 1 - len([c for c in survivors if c != baseline]))
     entering = challengers[:seats]
-    if n_race < settings.race_blocks and (n_race < MIN_RACE_BLOCKS or survivors or entering):
+    if n_race < protocol.race_blocks and (n_race < MIN_RACE_BLOCKS or survivors or entering):
         members = [c for c in [leader, *survivors, *entering] if c != baseline]
         if members:
             return Race(**standing, next_block=tuple(members), why="racing")
-    most = settings.race_blocks + extra
-    tie, past = None, bool(extra and settings.race_blocks <= n_race <= most and survivors)
+    most = protocol.race_blocks + extra
+    tie, past = None, bool(extra and protocol.race_blocks <= n_race <= most and survivors)
     if past and any(m.phase == CONFIRM for m in measurements):
         # Stopped already: why, as decided before confirmation's spreads reached the variance model. Where those
         # spreads revive a contender the last look had dropped (a two-level process's spread, seen at last), it is
@@ -248,14 +248,14 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
         # the leader after its confirmation). Leaving confirmation out of the race's variance model kept the
         # contender out and told a pair 13% apart in 255 of 300 races rather than 236, but broke a tie with a
         # two-level member in 203 of 4000, over its 5% bound (tests/stats/test_decisions.py, test_bimodal_race.py).
-        before = race([m for m in measurements if m.phase != CONFIRM], baseline, eligible, settings, techniques,
+        before = race([m for m in measurements if m.phase != CONFIRM], baseline, eligible, protocol, techniques,
                       screen)
         revived = [str(c) for c in survivors if c not in before.contenders]
         tie = before.why + (f"; with the confirmation blocks' spreads, not told apart from it: {', '.join(revived)}"
                             if revived else "")
     elif past:  # undecided: the leader and its closest, on while more blocks could change the answer
         tie = _past_planned(standing, survivors[0], most - n_race,
-                            look_alpha(most - MIN_RACE_BLOCKS + 1, looks, extra=extra), len(field), settings,
+                            look_alpha(most - MIN_RACE_BLOCKS + 1, looks, extra=extra), len(field), protocol,
                             techniques)
         if tie is None:
             members = [c for c in (leader, survivors[0]) if c != baseline]
@@ -265,11 +265,11 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
                   if n_race >= most and survivors else
                   f"the leader was told apart from every other by paired contrasts after {count(n_race, 'race block')}"
                   if not survivors else "no contender other than the baseline is left")
-    unseated = _not_raced(measurements, baseline, eligible, techniques, set(values), challengers, settings, screen)
-    return _confirm(measurements, standing, why, challengers, baseline, settings, techniques, unseated)
+    unseated = _not_raced(measurements, baseline, eligible, techniques, set(values), challengers, protocol, screen)
+    return _confirm(measurements, standing, why, challengers, baseline, protocol, techniques, unseated)
 
 
-def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: float, k: int, settings: ProtocolSettings,
+def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: float, k: int, protocol: ProtocolSettings,
                   techniques: Callable[[Key], frozenset]) -> str | None:
     """Past the planned race blocks with the leader and `closest` (and perhaps others) not told apart: None to take
     another block, else why the race stops there, with the tie's bound. It stops where the `left` blocks it may
@@ -279,9 +279,9 @@ def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: floa
     pair = next((c for c in standing["contrasts"] if c.other == closest and c.se is not None), None)
     still = [c for c in standing["contrasts"] if c.other in contenders]
     simpler = sum(len(techniques(c)) < len(techniques(leader)) for c in contenders)
-    design = pair and equivalence.resolution(pair, settings.confirm_blocks or pair.blocks,
-                                             EQUIVALENCE_ALPHA / max(1, simpler), settings.equivalence_margin)
-    margin = design.margin if design else settings.equivalence_margin or equivalence.CAP
+    design = pair and equivalence.resolution(pair, protocol.confirm_blocks or pair.blocks,
+                                             EQUIVALENCE_ALPHA / max(1, simpler), protocol.equivalence_margin)
+    margin = design.margin if design else protocol.equivalence_margin or equivalence.CAP
     allowed = equivalence.bound(pair) if pair else None
     tie = (f"not shown equivalent to {closest} (the data allow up to +{100 * (allowed - 1):.1f}%)"
            if allowed is not None and allowed > 1 + margin else
@@ -299,21 +299,21 @@ def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: floa
 
 def _not_raced(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
                techniques: Callable[[Key], frozenset], raced: set[Key], pending: list[Key],
-               settings: ProtocolSettings, screen: factorial.Fit[Key] | None = None) -> tuple[Key, ...]:
+               protocol: ProtocolSettings, screen: factorial.Fit[Key] | None = None) -> tuple[Key, ...]:
     """The race's field as screening chose it (as at the race's first step: `_opening`) and the pending challengers
     (best screened first), less every one that was raced."""
     screened = {c: e for c, e in estimates([m for m in measurements if m.phase == SCREEN], baseline,
                                              techniques).items() if c in eligible}
     if not screened:
         return tuple(c for c in pending if c != baseline)
-    field = _opening(screened, eligible, baseline, settings.contenders, screen)
+    field = _opening(screened, eligible, baseline, protocol.contenders, screen)
     return tuple(c for c in dict.fromkeys([*field, *pending]) if c not in raced and c != baseline)
 
 
 def _opening(screened: Mapping[Key, Estimate], eligible: AbstractSet[Key], baseline: Key, contenders: int,
              screen: factorial.Fit[Key] | None) -> list[Key]:
     """The race's opening field, best first. Screened in full: the screening leader (the baseline, maybe) and every
-    eligible combination not screened apart from it (`protocol.screened_apart`). Screened on a fraction: the model's
+    eligible combination not screened apart from it (`screened_apart`). Screened on a fraction: the model's
     field (`factorial.race_field`, at most `contenders`, never the baseline) over the eligible combinations,
     measured or not: its predictions pool every screened cell, where one cell's own estimate rests on one
     process."""
@@ -326,14 +326,14 @@ def _opening(screened: Mapping[Key, Estimate], eligible: AbstractSet[Key], basel
 
 
 def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key], why: str, pending: list[Key],
-             baseline: Key, settings: ProtocolSettings, techniques: Callable[[Key], frozenset],
+             baseline: Key, protocol: ProtocolSettings, techniques: Callable[[Key], frozenset],
              not_raced: tuple[Key, ...] = ()) -> Race[Key]:
     """After the race: blocks of the leader, the simplest of the set and the baseline, none seen by selection."""
     done = len({m.block for m in measurements if m.phase == CONFIRM})
     leader = standing["leader"]
     members = tuple(dict.fromkeys(c for c in (leader, simplest([leader, *standing["contenders"]], techniques))
                                   if c != baseline))
-    nxt = members if members and done < settings.confirm_blocks else None
+    nxt = members if members and done < protocol.confirm_blocks else None
     differences = _from_baseline(measurements, baseline)
     raced = [c for c in (leader, *standing["contenders"], *standing["eliminated"]) if c != baseline]
     return Race(**standing, next_block=nxt, why=why, phase=CONFIRM, pending=tuple(pending), confirm_blocks=done,
@@ -370,11 +370,11 @@ def confirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: K
 
 
 def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],
-             settings: ProtocolSettings) -> Race[Key]:
+             protocol: ProtocolSettings) -> Race[Key]:
     """Screening only, or a full design: the leader of the estimates; in a full design every combination shares
     every block, so the contrasts are paired over all of them (one look: the whole alpha)."""
     leader = max(sorted(est, key=str), key=lambda c: est[c].log)
-    if settings.full_blocks:
+    if protocol.full_blocks:
         values = _values(measurements, FULL)
         blocks = sorted({b for by in values.values() for b in by})
         field = [c for c in est if c in values]

@@ -8,7 +8,7 @@ measurements, keeps each estimate beside its record (`Speedup`), and puts two sp
 Throughput is analysed on the log scale, so a speed-up is a factor (x1.30 = 30% more samples per second) and its
 interval stays positive. `Interval` is that interval's type, on either scale; the factorial effects
 (`ablate.stats.effects`) and the costs (`ablate.stats.costs`) give theirs in it too. One pair of names on every
-type that carries a speed-up (`protocol.Estimate`, `Speedup`, `comparison.Comparison`): `point`, the factor as a
+type that carries a speed-up (`ablate.stats.Estimate`, `Speedup`, `comparison.Comparison`): `point`, the factor as a
 float, and `interval`, the factor's interval (on `Estimate`, its log-scale bounds).
 """
 from __future__ import annotations
@@ -20,15 +20,14 @@ from typing import Sequence
 from scipy import stats
 
 from ablate.config.choices import BASELINE
-from ablate.stats import protocol
-from ablate.stats.protocol import CONFIDENCE
+from ablate.stats.protocol import CONFIDENCE, PARITY, Estimate, Measurement, estimates
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
 
 
 @dataclass(frozen=True)
 class Interval:
-    estimate: float
+    point: float
     low: float
     high: float
 
@@ -38,13 +37,13 @@ class Interval:
         return self.low > 0 or self.high < 0
 
     def exp(self) -> Interval:
-        return Interval(math.exp(self.estimate), math.exp(self.low), math.exp(self.high))
+        return Interval(math.exp(self.point), math.exp(self.low), math.exp(self.high))
 
 
 @dataclass(frozen=True)
 class Speedup:
     record: Record
-    estimate: protocol.Estimate
+    estimate: Estimate
 
     @property
     def log(self) -> Interval | None:
@@ -77,16 +76,16 @@ class Speedup:
         return Interval(log, log - half, log + half).exp()
 
 
-def protocol_measurements(records: Sequence[Record]) -> list[protocol.Measurement[str]]:
+def protocol_measurements(records: Sequence[Record]) -> list[Measurement[str]]:
     """The complete measurements of combination records, as the protocol reads them (keyed by combination)."""
-    return [protocol.Measurement(r.combination, m.block, m.phase, m.log_throughput)
+    return [Measurement(r.combination, m.block, m.phase, m.log_throughput)
             for r in records for m in (r.measurements or (r,))
-            if m.log_throughput is not None and m.phase != protocol.PARITY]
+            if m.log_throughput is not None and m.phase != PARITY]
 
 
 def speedups(records: list[Record]) -> list[Speedup]:
-    """Every complete combination's speed-up over the baseline of its blocks (`protocol.estimates`), fastest first."""
-    found = protocol.estimates(protocol_measurements(records), BASELINE)
+    """Every complete combination's speed-up over the baseline of its blocks (`estimates`), fastest first."""
+    found = estimates(protocol_measurements(records), BASELINE)
     out = [Speedup(r, found[r.combination]) for r in records if r.complete and r.combination in found]
     return sorted(out, key=lambda s: -s.estimate.log)
 
@@ -95,14 +94,14 @@ def speedup_of(records: list[Record]) -> dict[str, Speedup]:
     return {s.record.combination: s for s in speedups(records)}
 
 
-def energy_ratios(records: list[Record]) -> dict[str, protocol.Estimate]:
-    """Each combination's energy per sample over the baseline's, estimated as a speed-up is: `protocol.estimates`
+def energy_ratios(records: list[Record]) -> dict[str, Estimate]:
+    """Each combination's energy per sample over the baseline's, estimated as a speed-up is: `estimates`
     on log joules per sample (the protocol's per-process response, here not a throughput), paired in the blocks
     both counted energy in, its interval from those measurements' own noise. Only measurements that counted energy
     take part (`ablate.trial.energy`), so a combination has a ratio only where it and the baseline counted in a
     block they shared. Below 1: less energy per sample than the baseline."""
-    counted = [protocol.Measurement(r.combination, m.block, m.phase, math.log(joules))
+    counted = [Measurement(r.combination, m.block, m.phase, math.log(joules))
                for r in records for m in (r.measurements or (r,))
-               if m.complete and m.phase != protocol.PARITY
+               if m.complete and m.phase != PARITY
                and (joules := m.metrics.get(metric.ENERGY_J_PER_SAMPLE, 0.0)) > 0]
-    return protocol.estimates(counted, BASELINE)
+    return estimates(counted, BASELINE)

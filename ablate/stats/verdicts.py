@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ablate.config.choices import BASELINE, parts, techniques
 from ablate.config.design import ProtocolSettings
-from ablate.stats import equivalence, finalists, fractioned, parity, protocol, racing, speedups
+from ablate.stats import equivalence, finalists, fractioned, parity, racing, speedups
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.equivalence import CAP, Resolution
 
@@ -32,6 +32,7 @@ from ablate.stats.finalists import accuracies as accuracies
 from ablate.stats.finalists import accuracy_unmeasured as accuracy_unmeasured
 from ablate.stats.finalists import group_of as _group
 from ablate.stats.finalists import parity_sample_size as parity_sample_size
+from ablate.stats.protocol import CONFIRM, RACE, Measurement
 from ablate.store.records import Record, baseline
 
 
@@ -75,7 +76,7 @@ class Equivalence:
     """A simpler member tested against the leader: the one-sided upper bound of leader / it."""
 
     contrast: Contrast[str]  # log(leader) - log(it), on the blocks the test used
-    data: str  # protocol.CONFIRM (blocks no selection saw, both measured) or protocol.RACE
+    data: str  # CONFIRM (blocks no selection saw, both measured) or RACE
     alpha: float  # its share of EQUIVALENCE_ALPHA (Bonferroni over the members tested)
     margin: float
     bound: float  # the upper bound of leader / it, a factor (1.015: the leader at most 1.5% faster)
@@ -127,7 +128,7 @@ class Recommendation:
 
     @property
     def confirmed(self) -> bool:
-        return self.speedup is not None and self.speedup.estimate.phase == protocol.CONFIRM
+        return self.speedup is not None and self.speedup.estimate.phase == CONFIRM
 
     @property
     def left_out(self) -> tuple[str, ...]:
@@ -137,19 +138,19 @@ class Recommendation:
         return tuple(t for t in parts(self.leader.combination) if t not in mine)
 
 
-def recommendation(records: list[Record], tolerance: float, settings: ProtocolSettings | None = None,
+def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSettings | None = None,
                    speedup_of: dict[str, speedups.Speedup] | None = None,
                    verdicts: dict[str, parity.Parity] | None = None,
                    screened: fractioned.Fractioned | None = None) -> Recommendation | None:
     """The leader of the race's last round (`ablate.stats.finalists`: a round whose leader accuracy put out is
     raced again without it), never a combination screened once, and the headline: the simplest eligible member
-    of its set shown within `settings.equivalence_margin` of it (`equivalent`), else the leader. While the race
+    of its set shown within `protocol.equivalence_margin` of it (`equivalent`), else the leader. While the race
     runs, its leader and contenders not known to be out. `speedup_of` and `verdicts`: the speed-ups and parity
     verdicts when the caller has them already (`ablate.stats.comparison`); `screened`: the fraction screening
     measured, where it measured one (`ablate.stats.fractioned.of`)."""
-    settings = settings or ProtocolSettings()
+    protocol = protocol or ProtocolSettings()
     verdicts = parity_of(records, tolerance) if verdicts is None else verdicts
-    found = finalists.final(records, tolerance, settings, screened)
+    found = finalists.final(records, tolerance, protocol, screened)
     standing = found.standing
     byc = {r.combination: r for r in records if r.complete}
     order = list(found.eligible) if found.members else \
@@ -160,7 +161,7 @@ def recommendation(records: list[Record], tolerance: float, settings: ProtocolSe
     members = sorted(order, key=lambda c: (techniques(c), order.index(c)))
     # The race's contrasts are its leader's: while it runs, a leader out on accuracy leaves them to no other.
     contrasts = {c.other: c for c in standing.contrasts} if leader == standing.leader else {}
-    tested = equivalent(found.measurements, leader, members, contrasts, settings.equivalence_margin)
+    tested = equivalent(found.measurements, leader, members, contrasts, protocol.equivalence_margin)
     design = next(iter(tested.values())).resolution if tested else None
     shown = [c for c in members if c in tested and tested[c].shown]
     headline = byc[shown[0]] if shown else byc[leader]
@@ -170,7 +171,7 @@ def recommendation(records: list[Record], tolerance: float, settings: ProtocolSe
                           verdicts.get(headline.combination), headline, tested,
                           {c.other: c for c in standing.dropped_by},
                           tuple(c for c in standing.not_raced if not _out(c, verdicts)),
-                          design.margin if design else settings.equivalence_margin or equivalence.CAP,
+                          design.margin if design else protocol.equivalence_margin or equivalence.CAP,
                           accuracy_unmeasured(records), tuple(c for c in standing.two_level if c in order),
                           found.round + 1, design)
 
@@ -180,7 +181,7 @@ def _out(combination: str, verdicts: dict[str, parity.Parity]) -> bool:
     return combination in verdicts and verdicts[combination].ineligible
 
 
-def equivalent(measurements: list[protocol.Measurement[str]], leader: str, members: list[str],
+def equivalent(measurements: list[Measurement[str]], leader: str, members: list[str],
                contrasts: dict[str, Contrast[str]], margin: float | None) -> dict[str, Equivalence]:
     """Each member simpler than the leader (fewer techniques) tested for equivalence: the one-sided upper bound of
     leader / it at EQUIVALENCE_ALPHA shared over the m members tested (Bonferroni: each at alpha / m, so the chance
@@ -195,7 +196,7 @@ def equivalent(measurements: list[protocol.Measurement[str]], leader: str, membe
     if not simpler:
         return {}
     fresh = racing.confirmed(measurements, BASELINE, leader, simpler)
-    found = {c: (fresh[c], protocol.CONFIRM) if c in fresh else (contrasts[c], protocol.RACE)
+    found = {c: (fresh[c], CONFIRM) if c in fresh else (contrasts[c], RACE)
              for c in simpler if c in fresh or (c in contrasts and contrasts[c].se is not None)}
     return equivalence_tests(found, margin)
 

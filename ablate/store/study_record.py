@@ -97,8 +97,8 @@ def set_file_hash(optuna_study: optuna.Study, file_hash: str) -> None:
     optuna_study.set_user_attr(FILE_HASH_ATTR, file_hash)
 
 
-def set_protocol(optuna_study: optuna.Study, settings: ProtocolSettings) -> None:
-    optuna_study.set_user_attr(PROTOCOL_ATTR, dataclasses.asdict(settings))
+def set_protocol(optuna_study: optuna.Study, protocol: ProtocolSettings) -> None:
+    optuna_study.set_user_attr(PROTOCOL_ATTR, dataclasses.asdict(protocol))
 
 
 def set_seeds(optuna_study: optuna.Study, seeds: Mapping[str, int]) -> None:

@@ -262,7 +262,7 @@ def _probed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dataset: str, singl
     probed: list[str] = []
     monkeypatch.setattr(bitwise, "check", lambda todo, *args: probed.extend(todo) or [])
     runner = Runner(study, describe("cpu"), "grid", default_storage(study, tmp_path), tmp_path,
-                    design=SINGLE_PASS if single_pass else None)
+                    protocol=SINGLE_PASS if single_pass else None)
     runner._check_bitwise()
     return probed
 

@@ -12,8 +12,8 @@ def _stored(**changes: object) -> dict[str, object]:
 
 
 def test_a_study_stored_under_the_former_default_margin_resumes_under_it():
-    settings, kept = resumed(_stored(equivalence_margin=0.02), ProtocolSettings())
-    assert settings == ProtocolSettings(equivalence_margin=0.02) and kept == ["equivalence_margin"]
+    protocol, kept = resumed(_stored(equivalence_margin=0.02), ProtocolSettings())
+    assert protocol == ProtocolSettings(equivalence_margin=0.02) and kept == ["equivalence_margin"]
 
 
 def test_a_study_stored_before_a_setting_existed_follows_its_default():

@@ -15,18 +15,18 @@ def test_a_4_combination_study_is_screened_in_one_block_of_its_3_not_in_blocks_o
 
 
 def test_larger_studies_are_described_by_their_blocks():
-    settings = ProtocolSettings()
-    assert "screening in 2 blocks of 8 combinations plus" in settings.describe(16)
-    assert "screening in 12 blocks of up to 8 combinations plus" in settings.describe(95)  # mnist_cnn on a CPU
-    assert "racing of up to 6 contenders" in settings.describe(95)
-    assert "screening in one block of 1 combination plus" in settings.describe(1)
+    protocol = ProtocolSettings()
+    assert "screening in 2 blocks of 8 combinations plus" in protocol.describe(16)
+    assert "screening in 12 blocks of up to 8 combinations plus" in protocol.describe(95)  # mnist_cnn on a CPU
+    assert "racing of up to 6 contenders" in protocol.describe(95)
+    assert "screening in one block of 1 combination plus" in protocol.describe(1)
 
 
 def test_the_blocks_past_the_planned_race_are_described_only_where_the_race_can_take_them():
     more = "(where still undecided, up to 6 more of the leader and its closest contender)"
     assert f"in at most 6 blocks {more}" in ProtocolSettings().describe(15)
-    for settings in (ProtocolSettings(race_blocks=1), ProtocolSettings(extra_race_blocks=0)):
-        assert settings.extra_blocks == 0 and "undecided" not in settings.describe(15)  # too short to decide; none
+    for protocol in (ProtocolSettings(race_blocks=1), ProtocolSettings(extra_race_blocks=0)):
+        assert protocol.extra_blocks == 0 and "undecided" not in protocol.describe(15)  # too short to decide; none
 
 
 def test_without_the_studys_size_the_description_is_still_true():

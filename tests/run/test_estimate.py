@@ -16,10 +16,10 @@ from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 
 
-def _planner(defer: bool = True, n_trials: int | None = None, **protocol) -> Planner:
+def _planner(defer: bool = True, n_trials: int | None = None, **changes) -> Planner:
     study = studies.load(str(TINY), "cpu")
-    design = dataclasses.replace(study.protocol, **protocol)
-    return Planner(study, design, 7, "cpu", "cpu", n_trials, defer_accuracy=defer)
+    protocol = dataclasses.replace(study.protocol, **changes)
+    return Planner(study, protocol, 7, "cpu", "cpu", n_trials, defer_accuracy=defer)
 
 
 def test_the_counts_follow_the_plan_of_a_small_study():
@@ -57,7 +57,7 @@ def test_screening_trains_each_group_once_where_accuracy_is_not_deferred_and_par
 def test_tpe_screens_its_picks_with_a_baseline_pair_in_each_block_of_them():
     planner = _planner(defer=False, n_trials=5)
     found = estimate.plan(planner, "optuna")
-    assert found.stages[0].low == found.stages[0].high == 5 + math.ceil(5 / 2) * planner.design.screen_baselines
+    assert found.stages[0].low == found.stages[0].high == 5 + math.ceil(5 / 2) * planner.protocol.screen_baselines
 
 
 def test_a_protocol_without_racing_plans_neither_race_nor_confirmation():

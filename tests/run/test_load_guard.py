@@ -51,7 +51,7 @@ def test_the_objective_guards_by_the_design_the_run_follows_not_the_study_files(
     got: list[tuple[float | None, int]] = []
     monkeypatch.setattr(objective, "measured_quietly", lambda measure, limit, most, show: got.append((limit, most)))
     study = SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.5, remeasure=1))
-    planner = SimpleNamespace(design=ProtocolSettings(foreign_load_limit=0.1, remeasure=3))
+    planner = SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.1, remeasure=3))
     run = SimpleNamespace(study=study, planner=planner, shared_cpu=False, interpreters=None, show=print)
     objective.Objective._measure(run, None, "here")  # type: ignore[arg-type]
     assert got == [(0.1, 3)]

@@ -5,7 +5,7 @@ The grid: num_workers x batch_size x set_to_none x amp(bf16), two levels each, x
 three-factor one (`Truth`, 0/1 coding: a term adds its value where all its techniques are on). The host: each
 measurement is a fresh process, log throughput = truth + the block's drift + a slow walk within the study + the
 process's offset N(0, sigma), and a bf16 process runs at one of two levels 40% apart (+-`LEVEL`, probability
-1/2 each) on top of it, as measured on the 2-core Xeon. Screening runs as `protocol.screening_plan` plans it
+1/2 each) on top of it, as measured on the 2-core Xeon. Screening runs as `screening_plan` plans it
 (blocks of 8 + 2 baselines, seeded); where the model calls for the fold-over, the rest of the grid is screened
 in blocks of its own and the model refitted on all 48. Noise is drawn for many studies at once (numpy); each
 study's fit is the production `factorial.fit`.
@@ -20,10 +20,10 @@ from scipy import stats
 
 from ablate.config.choices import Levels, Option, baseline_levels, grid
 from ablate.config.design import ProtocolSettings
-from ablate.stats import factorial, protocol
+from ablate.stats import factorial
 from ablate.stats.contrasts import SCREEN_ALPHA, beyond_range
 from ablate.stats.fraction import Fraction, screening_fraction
-from ablate.stats.protocol import SCREEN, Measurement
+from ablate.stats.protocol import SCREEN, Estimate, Measurement, Slot, estimates, screening_plan
 
 W, B, S, A = "num_workers(n=2)", "batch_size(n=128)", "set_to_none", "amp(dtype='bf16')"
 TS, COMPILE = "torchscript", "compile"
@@ -42,7 +42,7 @@ assert FRACTION is not None
 LEVEL = 0.17  # half the gap of a bf16 process's two levels, log scale (measured: 40% apart)
 DRIFT = 0.05  # SD of a block's offset
 WALK = 0.01  # SD of the slow walk's step per measurement
-SETTINGS = ProtocolSettings()
+PROTOCOL = ProtocolSettings()
 Truth = dict[tuple[str, ...], float]  # techniques (choice labels) -> the log speed-up they add when all are on
 
 # After the repro runs' measured speed-ups (tests/stats/test_repeat.py: bf16 the big win, set_to_none a small
@@ -70,7 +70,7 @@ class Outcome:
     measurements: int
 
 
-def _measure(plans: list[list[protocol.Slot[Levels]]], truth: Truth, sigma: float, rng: np.random.Generator,
+def _measure(plans: list[list[Slot[Levels]]], truth: Truth, sigma: float, rng: np.random.Generator,
              offset: list[int]) -> list[list[Measurement[Levels]]]:
     """Every study's measurements of its plan (the same length for all): noise drawn for all studies at once."""
     n, m = len(plans), len(plans[0])
@@ -89,10 +89,10 @@ def screen(truth: Truth, sigma: float, seeds: range, fraction: Fraction = FRACTI
     """Screening of `fraction` in each seed's study, its fit, and the fold-over where the fit calls for it."""
     rng = np.random.default_rng([seeds.start, len(seeds), round(sigma * 1000)])
     cells = {c: c for c in CELLS}
-    plans = [protocol.screening_plan(list(fraction.cells), BASELINE, SETTINGS, s) for s in seeds]
+    plans = [screening_plan(list(fraction.cells), BASELINE, PROTOCOL, s) for s in seeds]
     first = _measure(plans, truth, sigma, rng, [0] * len(plans))
     fits = [factorial.fit(ms, BASELINE, cells, fraction) for ms in first]
-    rest = [protocol.screening_plan(list(fraction.rest), BASELINE, SETTINGS, s + 10**6) for s in seeds]
+    rest = [screening_plan(list(fraction.rest), BASELINE, PROTOCOL, s + 10**6) for s in seeds]
     more = _measure(rest, truth, sigma, rng, [1 + max(m.block for m in ms) for ms in first])
     out = []
     for ms, extra, found in zip(first, more, fits):
@@ -120,10 +120,10 @@ def every_cell_once(truth: Truth, sigma: float, seeds: range, k: int) -> list[li
     """What screening did before the fraction, for comparison: every cell once, the race's field from the paired
     estimates (the screening leader and those not screened apart from it, as `racing.race` opens, best k)."""
     rng = np.random.default_rng([seeds.start, len(seeds), round(sigma * 1000), 1])
-    plans = [protocol.screening_plan(CELLS, BASELINE, SETTINGS, s) for s in seeds]
+    plans = [screening_plan(CELLS, BASELINE, PROTOCOL, s) for s in seeds]
     out = []
     for ms in _measure(plans, truth, sigma, rng, [0] * len(plans)):
-        est = protocol.estimates(ms, BASELINE)
+        est = estimates(ms, BASELINE)
         ranked = sorted(est, key=lambda c: -est[c].log)
         first = est[ranked[0]]
         opening = [c for c in ranked if c == ranked[0] or not _apart(first, est[c], len(ranked))]
@@ -131,7 +131,7 @@ def every_cell_once(truth: Truth, sigma: float, seeds: range, k: int) -> list[li
     return out
 
 
-def _apart(first: protocol.Estimate, other: protocol.Estimate, n: int) -> bool:
+def _apart(first: Estimate, other: Estimate, n: int) -> bool:
     if first.se is None or other.se is None:
         return False
     return beyond_range(first.log - other.log, math.hypot(first.se, other.se), max(1, min(first.df, other.df)),

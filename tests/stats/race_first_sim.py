@@ -4,17 +4,22 @@ Every step asks `ablate.stats.finalists.final` (what `Planner.plan` turns into s
 a race or confirmation block is measured on `test_decisions.Host`; a parity step trains each named group at that
 seed, its test accuracy 99 + its true change + N(0, `seed_sd`) points; then the answer is what the report reads
 (`ablate.stats.comparison.compare`). Records are built as the store holds them (numbered in queue order, combined).
+Each outcome also carries the parts of summary.json `benchmarks.reproducibility.compare` reads, rendered by
+summary.json's own code (`ablate.render.summaries`), so a pair of simulated studies is scored as a real pair is
+(tests/stats/test_calibration_band.py).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from test_decisions import BASE, Host
 
-from ablate.stats import comparison, finalists, protocol
-from ablate.stats.protocol import ProtocolSettings
+from ablate.render import summaries
+from ablate.stats import comparison, finalists, speedups
+from ablate.stats.protocol import CONFIRM, ProtocolSettings, Slot, baseline_cv, race_plan, screening_plan
 from ablate.store.records import PARITY, Record, combine
 
 
@@ -37,15 +42,16 @@ class Outcome:
     measurements: int
     rounds: int
     confirmations: int  # confirmation blocks measured, over every round
+    summary: dict[str, Any] = field(default_factory=dict, compare=False)  # summary.json's parts (`_summary`)
 
 
-def _record(n: int, c: str, slot: protocol.Slot, y: float, group: str) -> Record:
+def _record(n: int, c: str, slot: Slot, y: float, group: str) -> Record:
     rate = math.exp(y)
     return Record(n, c, {"c": c}, "complete", block=slot.block, phase=slot.phase, position=slot.position,
                   metrics={"throughput": rate, "throughput_window_0": rate}, accuracy_group=group)
 
 
-def run(study: Study, noise: float, settings: ProtocolSettings, seed: int) -> Outcome:
+def run(study: Study, noise: float, protocol: ProtocolSettings, seed: int) -> Outcome:
     host = Host(study.truth, dict.fromkeys(study.truth, noise), seed)
     rng = np.random.default_rng(10**6 + seed)
     trainer = {}
@@ -53,17 +59,17 @@ def run(study: Study, noise: float, settings: ProtocolSettings, seed: int) -> Ou
         trainer.setdefault(g, c)
     raw: list[Record] = []
 
-    def measure(slots: list[protocol.Slot]) -> None:
+    def measure(slots: list[Slot]) -> None:
         for s in slots:
             raw.append(_record(len(raw), s.combination, s, host.measure(s).log_throughput, study.groups[s.combination]))
 
-    measure(protocol.screening_plan(list(study.truth), BASE, settings, seed))
+    measure(screening_plan(list(study.truth), BASE, protocol, seed))
     for _ in range(200):
         stored = combine(raw)
-        found = finalists.final(stored, study.tolerance, settings)
+        found = finalists.final(stored, study.tolerance, protocol)
         if found.next_block is not None:
             block = 1 + max(r.block for r in raw)
-            measure(protocol.race_plan(list(found.next_block), BASE, block, seed, found.phase))
+            measure(race_plan(list(found.next_block), BASE, block, seed, found.phase))
         elif found.parity_step is not None:
             index, todo = found.parity_step
             for place, g in enumerate(todo):
@@ -72,9 +78,20 @@ def run(study: Study, noise: float, settings: ProtocolSettings, seed: int) -> Ou
                                   phase=PARITY, seed_index=index, accuracy_trained=True, accuracy_group=g,
                                   metrics={"throughput": 1.0, "test_accuracy": acc, "test_samples": 10_000.0}))
         else:
-            rec = comparison.compare(stored, study.tolerance, settings)[0].recommendation
+            compared = comparison.compare(stored, study.tolerance, protocol)[0]
+            rec = compared.recommendation
             shown = {c for c, e in rec.equivalence.items() if e.shown} | {rec.leader.combination} if rec else set()
             return Outcome(rec.pick.combination if rec else None, frozenset(shown),
                            sum(r.phase == PARITY for r in raw), sum(r.phase != PARITY for r in raw), found.round + 1,
-                           len({r.block for r in raw if r.phase == protocol.CONFIRM}))
+                           len({r.block for r in raw if r.phase == CONFIRM}), _summary(compared))
     raise AssertionError("the study never ended")
+
+
+def _summary(compared: comparison.DeviceComparisons) -> dict[str, Any]:
+    """What summary.json would carry of this study for `benchmarks.reproducibility.compare`: its speed-ups and its
+    recommendation as `ablate.render.summaries` renders them, and the baseline's spread across blocks (the host's
+    noise as `ablate.stats.findings` measures it, by which the benchmark picks its band)."""
+    cv = baseline_cv(speedups.protocol_measurements(compared.records), BASE)
+    return {"speedups": [summaries.entry(c, "samples", compared.energy_counted) for c in compared.rows if c.speedup],
+            "recommendation": summaries.recommendation(compared, "samples", lambda r: ("", "")),
+            "protocol": {"baseline_cv_across_blocks": cv}}

@@ -34,7 +34,7 @@ def test_a_rows_throughput_is_the_baselines_times_its_speedup_on_every_surface()
     assert amp.throughput / base.throughput == pytest.approx(amp.point, rel=1e-12)
     assert amp.throughput != pytest.approx(amp.record.throughput)  # its own mean would not agree with its speed-up
     table = {r["combination"]: r for r in results.rows([device])}
-    assert table["amp"]["samples/s"] / table[BASELINE]["samples/s"] == pytest.approx(table["amp"]["speed-up"])
+    assert table["amp"]["throughput"] / table[BASELINE]["throughput"] == pytest.approx(table["amp"]["speed-up"])
     row = view.rows([device])[(amp.device, "amp")]
     assert row.metrics["speedup"] == pytest.approx(table["amp"]["speed-up"])
 

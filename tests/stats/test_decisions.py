@@ -14,8 +14,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.stats import parity, protocol, racing, speedups, verdicts
-from ablate.stats.protocol import RACE, SCREEN, Measurement, ProtocolSettings
+from ablate.stats import parity, racing, speedups, verdicts
+from ablate.stats.protocol import (
+    RACE,
+    SCREEN,
+    Measurement,
+    ProtocolSettings,
+    Slot,
+    estimates,
+    race_plan,
+    screening_plan,
+)
 from ablate.store.records import Record, combine
 
 BASE = "baseline"
@@ -32,7 +41,7 @@ class Host:
         self.rng = np.random.default_rng(seed)
         self.time, self.level = 0, 0.0
 
-    def measure(self, slot: protocol.Slot) -> Measurement:
+    def measure(self, slot: Slot) -> Measurement:
         self.level += self.rng.normal(0.0, self.walk)
         self.time += 1
         c = slot.combination
@@ -44,18 +53,18 @@ class Host:
         return float(self.rng.normal(0.0, self.sigma[c]))
 
 
-def run_study(truth: dict[str, float], sigma: dict[str, float], settings: ProtocolSettings, seed: int,
+def run_study(truth: dict[str, float], sigma: dict[str, float], protocol: ProtocolSettings, seed: int,
               host_type: type[Host] = Host):
     """Screening, the race and its confirmation blocks, as the runner plans them: (measurements, final Race)."""
     host = host_type(truth, sigma, seed)
-    ms = [host.measure(s) for s in protocol.screening_plan(list(truth), BASE, settings, seed)]
+    ms = [host.measure(s) for s in screening_plan(list(truth), BASE, protocol, seed)]
     for _ in range(60):
-        standing = racing.race(ms, BASE, set(truth), settings)
+        standing = racing.race(ms, BASE, set(truth), protocol)
         if standing.next_block is None:
             return ms, standing
         block = 1 + max(m.block for m in ms)
         phase = getattr(standing, "phase", RACE)
-        ms += [host.measure(s) for s in protocol.race_plan(standing.next_block, BASE, block, seed, phase)]
+        ms += [host.measure(s) for s in race_plan(standing.next_block, BASE, block, seed, phase)]
     raise AssertionError("the race never stopped")
 
 
@@ -286,7 +295,7 @@ def test_noisy_and_quiet_screened_combinations_are_both_covered_near_95_percent(
     hits = {True: [0, 0], False: [0, 0]}
     for seed in range(100):
         ms, _ = run_study(truth, sigma, ProtocolSettings(), seed)
-        for c, e in protocol.estimates(ms, BASE).items():
+        for c, e in estimates(ms, BASE).items():
             if c == BASE or e.phase != SCREEN or e.interval() is None:
                 continue
             low, high = e.interval()

@@ -82,7 +82,7 @@ def test_the_next_seed_follows_for_the_same_groups_and_the_rest_are_not_finalist
     lines = answer.parity_lines(groups, list(combined.values()), 0.5)
     assert f"| slow0 | {finalists.NOT_A_FINALIST} | 0 | | | 1 |" in lines
     assert f"| slow1 | {finalists.NOT_A_FINALIST} | 0 | | | 1 |" in lines
-    rec = verdicts.recommendation(list(combined.values()), 0.5, _planner().design)
+    rec = verdicts.recommendation(list(combined.values()), 0.5, _planner().protocol)
     assert rec is not None and rec.pick.combination == "fast"
 
 
@@ -93,7 +93,7 @@ def test_each_row_without_an_accuracy_says_why():
     stored = _screened() + [_trained(100 + i, g, s, 90.0 + s / 2) for s in range(2) for i, g in enumerate(groups)]
     stored.append(Record(300, "slow1", {"g": "slow1"}, "failed", block=-1, phase="parity", seed_index=0,
                          accuracy_group="slow1", reason="out of memory"))
-    rows = {c.combination: c.unmeasured for c in comparison.compare(combine(stored), 0.5, _planner().design)[0].rows}
+    rows = {c.combination: c.unmeasured for c in comparison.compare(combine(stored), 0.5, _planner().protocol)[0].rows}
     assert rows["slow0"] == finalists.NOT_A_FINALIST and rows["slow1"] == finalists.TRAINING_FAILED
     assert {c: why for c, why in rows.items() if why} == {"slow0": finalists.NOT_A_FINALIST,
                                                         "slow1": finalists.TRAINING_FAILED}

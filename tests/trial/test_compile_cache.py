@@ -186,7 +186,7 @@ def test_an_attempt_measured_again_leaves_nothing_warm_for_the_next(monkeypatch,
     monkeypatch.setattr(objective, "run_in_fresh_process", attempt)
     monkeypatch.setattr(objective, "measured_quietly",
                         lambda measure, limit, most, show: real(measure, limit, most, show, wait=lambda a, b: 0.0))
-    run = types.SimpleNamespace(planner=types.SimpleNamespace(design=ProtocolSettings(foreign_load_limit=0.25)),
+    run = types.SimpleNamespace(planner=types.SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.25)),
                                 shared_cpu=False, interpreters=None, show=lambda text: None)
     got = objective.Objective._measure(run, None, "here", compile_cache.Entries(shared))
     assert got[metric.REMEASURED] == 1.0
