@@ -1,6 +1,7 @@
 """How many timed windows should a trial have? Kalibera and Jones's optimal repetitions, measured.
 
     python -m benchmarks.repetitions [--study mnist_cnn] [--trials 12] [--windows 6]
+        [--warmup-samples N] [--window-samples N] [--choose DIMENSION=INDEX ...]
 
 A dimensioning experiment in the sense of Kalibera and Jones ("Rigorous
 benchmarking in reasonable time", ISMM 2013): the study's baseline is run as
@@ -29,6 +30,15 @@ whose imports were stopped while the trial measured. Inside a study that wait
 overlaps the study's own work between trials, so a trial there can cost less
 outside its windows (4.6 s against 7.1 s in the a76a53e grid,
 benchmarks/RESULTS.md), and the optimum is then smaller.
+
+The same run checks the warm-up. Each window's offset from the plateau (the
+mean of the trial's second half of windows), averaged over trials, shows a
+start-up transient the warm-up leaves: with `--warmup-samples 0` and short
+windows, the first windows read where the loop settles, and the warm-up a
+study needs is what the windows before the plateau held. A combination other
+than the baseline: `--choose graph=1 --choose amp=1` (each dimension's option
+by its index in the study's `space`), since TorchScript's profiling executor,
+Inductor and the workers' first batches settle at their own pace.
 """
 from __future__ import annotations
 
@@ -43,9 +53,11 @@ from typing import Sequence
 from scipy import stats
 
 from ablate.config import study as studies
+from ablate.config.choices import compose_options
+from ablate.config.schema import Study
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import default_device, describe
-from ablate.trial.process import run_in_fresh_process
+from ablate.trial.process import TrialSpec, run_in_fresh_process
 from benchmarks import cpu_time
 from benchmarks.trials import baseline_spec
 
@@ -115,20 +127,64 @@ def transient(trials: Sequence[Sequence[float]], confidence: float = CONFIDENCE)
     return out
 
 
+def plateau_offsets(trials: Sequence[Sequence[float]],
+                    confidence: float = CONFIDENCE) -> list[tuple[float, float]]:
+    """Each window's offset from its trial's plateau (the mean of the trial's second half of windows), averaged
+    over trials, with its interval's half-width: where the warm-up was too short the first windows read below 0."""
+    half_way = len(trials[0]) // 2
+    plateaus = [statistics.fmean(t[half_way:]) for t in trials]
+    out = []
+    for i in range(len(trials[0])):
+        offsets = [t[i] - p for t, p in zip(trials, plateaus)]
+        half = stats.t.ppf(0.5 + confidence / 2, len(offsets) - 1) * statistics.stdev(offsets) / math.sqrt(len(offsets))
+        out.append((statistics.fmean(offsets), half))
+    return out
+
+
+def chosen(study: Study, choices: Sequence[str]) -> tuple:
+    """The options of the combination `choices` names (DIMENSION=INDEX each; the rest at their first, off)."""
+    picked = dict.fromkeys((name for name, _ in study.space), 0)
+    for choice in choices:
+        name, _, index = choice.partition("=")
+        if name not in picked or not index.isdigit():
+            raise SystemExit(f"--choose {choice!r}: write DIMENSION=INDEX with a dimension of the study's space "
+                             f"({', '.join(picked)}) and an option's index in it")
+        picked[name] = int(index)
+    options = []
+    for name, dimension in study.space:
+        if picked[name] >= len(dimension):
+            raise SystemExit(f"--choose {name}={picked[name]}: the dimension has {len(dimension)} options (0 to "
+                             f"{len(dimension) - 1})")
+        options.append(dimension[picked[name]])
+    return tuple(options)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.repetitions", description=__doc__.splitlines()[0])
     parser.add_argument("--study", default="mnist_cnn")
     parser.add_argument("--device", default=default_device())
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--windows", type=int, default=6, help="timed windows per trial (two or more)")
+    parser.add_argument("--warmup-samples", type=int, help="untimed samples after the first step (default: the "
+                        "study's)")
+    parser.add_argument("--window-samples", type=int, help="samples per timed window (default: the study's)")
+    parser.add_argument("--choose", action="append", default=[], metavar="DIMENSION=INDEX",
+                        help="measure this option of a dimension instead of its first (off); repeatable")
     args = parser.parse_args(argv)
     if args.trials < 2 or args.windows < 2:
         parser.error("--trials and --windows must each be 2 or more")
     study = studies.load(args.study, args.device.split(":")[0])
     # Samples only (no cap, no floor): every window holds window_samples, which `window_units` counts on.
     budget = dataclasses.replace(study.budget, windows=args.windows, window_seconds=None, min_window_seconds=0)
-    spec = baseline_spec(dataclasses.replace(study, budget=budget), args.device)
-    batch = study.baseline.batch_size
+    if args.warmup_samples is not None:
+        budget = dataclasses.replace(budget, warmup_samples=args.warmup_samples)
+    if args.window_samples is not None:
+        budget = dataclasses.replace(budget, window_samples=args.window_samples)
+    measured = dataclasses.replace(study, budget=budget)
+    spec = (TrialSpec(measured, chosen(study, args.choose), args.device, train_for_accuracy=False) if args.choose
+            else baseline_spec(measured, args.device))
+    # The measured combination's batch (a batch_size option changes it): windows are whole steps of it.
+    batch = compose_options(spec.options).loader_kwargs(batch_size=study.baseline.batch_size)["batch_size"]
     window_units = math.ceil(budget.window_samples / batch) * batch * study.task.units_per_sample  # whole steps
     logs, window_s, outside_s = [], [], []
     with cpu_time.Meter() as meter, Interpreters() as prepared:
@@ -147,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     found = components(logs)
     c1, c2 = statistics.median(window_s), statistics.median(outside_s)
     machine = describe(args.device)
-    print(f"\n{args.study} baseline on {machine.device_name}, torch {machine.torch}, commit {machine.commit}; "
+    measured_name = " ".join(args.choose) or "baseline"
+    print(f"\n{args.study} {measured_name} on {machine.device_name}, torch {machine.torch}, commit {machine.commit}; "
           f"{args.trials} trials of {args.windows} windows of {budget.window_samples:,} samples after "
           f"{budget.warmup_samples:,} warm-up ones; the machine's CPU time: {meter.describe()}\n")
     print("| level | S^2 of log throughput [95% CI] | df | variance component | cost s (median) |")
@@ -159,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| window | mean log throughput less its trial's mean [95% CI] |\n|---:|---|")
     for i, (mean, half) in enumerate(transient(logs)):
         print(f"| {i} | {mean:+.4f} [{mean - half:+.4f}, {mean + half:+.4f}] |")
+    print("\n| window (samples after the warm-up) | mean log throughput less its trial's plateau, the second half's "
+          "mean [95% CI] |\n|---:|---|")
+    for i, (mean, half) in enumerate(plateau_offsets(logs)):
+        print(f"| {i} ({i * window_units // study.task.units_per_sample:,}) | {mean:+.4f} [{mean - half:+.4f}, "
+              f"{mean + half:+.4f}] |")
     best = optimal_windows(found.t1, found.t2, c1, c2)
     own = study.budget.windows
     print(f"\noptimal windows per trial (Kalibera and Jones): "

@@ -34,8 +34,9 @@ from torch.utils.data import Dataset, Subset
 FULL = "full"  # budget.eval_samples: the whole test split
 DISAGREEMENT = 0.5  # the share of predictions two compared models disagree on, at most, as the rule assumes
 SE_SHARE = 0.25  # the paired difference's standard error, as a share of the accuracy tolerance
-# The correlation of paired disagreements within one text window: measured 0.0000-0.0005 for a byte-level model on
-# kjv (disagreeing on 20-26% of the positions; docs/measuring.md), taken forty times larger to be safe.
+# The correlation of paired disagreements within one text window: measured -0.003 to 0.004 (95% intervals up to
+# 0.0055) for byte-level and GPT-2 models on kjv (benchmarks/within_window.py; docs/measuring.md), taken about four
+# times the highest interval's end to be safe.
 WITHIN_WINDOW = 0.02
 
 

@@ -166,3 +166,37 @@ def test_the_optimal_windows_per_trial_minimise_the_time_for_a_given_precision()
     assert optimal_windows(0.005, 0.01, 1.9, 4.3) == 2  # sqrt(4.3/1.9 * 0.5) = 1.06, rounded up
     with pytest.raises(ValueError, match="two or more"):
         components([[0.0, 0.1], [0.2]])
+
+
+def test_the_warm_up_check_finds_a_transient_and_reads_none_where_there_is_none():
+    """`plateau_offsets` on simulated trials: a first window 5% slow (a warm-up too short) reads below zero with an
+    interval that excludes it, the later windows' intervals cover zero; trials with no transient cover zero at
+    every window in about 95% of runs."""
+    import random
+
+    from benchmarks.repetitions import plateau_offsets
+
+    rng = random.Random(11)
+    slow = _two_level(rng, 12, 8, 0.09, 0.02)
+    for trial in slow:
+        trial[0] -= 0.05
+    found = plateau_offsets(slow)
+    assert found[0][0] + found[0][1] < 0
+    assert all(abs(mean) <= half for mean, half in found[2:])
+    covered = [abs(mean) <= half for _ in range(500) for mean, half in plateau_offsets(_two_level(rng, 12, 8, 0.09,
+                                                                                                  0.02))[:4]]
+    assert 0.93 <= sum(covered) / len(covered) <= 0.97
+
+
+def test_the_warm_up_check_names_a_combination_by_its_options_and_refuses_a_wrong_one():
+    from ablate.config import study as studies
+    from benchmarks.repetitions import chosen
+
+    study = studies.load("mnist_cnn", "cpu")
+    space = dict(study.space)
+    options = dict(zip(space, chosen(study, ["graph=1", "amp=1"])))
+    assert options["graph"] == space["graph"][1] and options["amp"] == space["amp"][1]
+    assert options["batch_size"] == space["batch_size"][0]
+    for wrong in ("graph=7", "nothing=1", "graph"):
+        with pytest.raises(SystemExit, match="--choose"):
+            chosen(study, [wrong])
