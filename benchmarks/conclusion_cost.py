@@ -200,13 +200,14 @@ def print_split(found: dict, epoch_s: float | None = None) -> None:
               + (f" = {actual['wall_s'] / epoch_s:.1f} reference epochs" if epoch_s else ""))
 
 
-def _stored_study(results: Path, study: str) -> optuna.Study:
-    """The grid study a results folder holds for `study` (read only: nothing is written to it)."""
+def stored_study(results: Path, study: str, shown: Path | None = None) -> optuna.Study:
+    """The grid study a results folder holds for `study` (read only: nothing is written to it). `shown`: the folder
+    an error names, where `results` is a copy of it."""
     name = Path(study).stem
     storage = f"sqlite:///{(results / name / 'optuna.db').resolve()}"
     names = [n for n in optuna.study.get_all_study_names(storage) if n.startswith(f"{name}:grid:")]
     if len(names) != 1:
-        raise SystemExit(f"{results}: expected one grid study of {name}, found {names or 'none'}")
+        raise SystemExit(f"{shown or results}: expected one grid study of {name}, found {names or 'none'}")
     return optuna.load_study(study_name=names[0], storage=storage)
 
 
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="source", type=Path, help="split a run already made from its results folder")
     args = parser.parse_args(argv)
     if args.source:
-        print_split(split(_stored_study(args.source, args.study)))
+        print_split(split(stored_study(args.source, args.study)))
         return 0
     machine = describe(args.device)
     with cpu_time.Meter() as meter:  # steal and neighbours over the whole measurement, epochs included
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         done = grid.run(args.study, args.results, args.device, ("--single-pass",) if args.single_pass else ())
         after = reference_epoch()
     epoch = (before + after) / 2
-    ran = _stored_study(args.results, args.study)
+    ran = stored_study(args.results, args.study)
     found, spent = breakdown(ran), split(ran, done.wall_s)
     summary = {"study": args.study, "single_pass": args.single_pass, "machine": machine.device_name,
                "torch": machine.torch, "commit": machine.commit,

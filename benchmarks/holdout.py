@@ -184,17 +184,14 @@ def from_results(source: Path, study_name: str) -> tuple[str, list[Holdout | str
     from ablate.stats.comparison import followed
     from ablate.stats.speedups import protocol_measurements
     from ablate.store import records, study_record
+    from benchmarks.conclusion_cost import stored_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     name = Path(study_name).stem
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "optuna.db"
-        shutil.copyfile(source / name / "optuna.db", copy)
-        storage = f"sqlite:///{copy}"
-        names = [n for n in optuna.study.get_all_study_names(storage) if n.startswith(f"{name}:grid:")]
-        if len(names) != 1:
-            raise SystemExit(f"{source}: expected one grid study of {name}, found {names or 'none'}")
-        optuna_study = optuna.load_study(study_name=names[0], storage=storage)
+        (Path(tmp) / name).mkdir()
+        shutil.copyfile(source / name / "optuna.db", Path(tmp) / name / "optuna.db")
+        optuna_study = stored_study(Path(tmp), study_name, shown=source)
         stored, kept = records.load(optuna_study), study_record.from_study(optuna_study)
     devices = records.by_device(stored)
     if len(devices) != 1:

@@ -54,14 +54,13 @@ from scipy import stats
 
 from ablate.config import study as studies
 from ablate.config.choices import compose_options
+from ablate.config.design import CONFIDENCE
 from ablate.config.schema import Study
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import default_device, describe
 from ablate.trial.process import TrialSpec, run_in_fresh_process
 from benchmarks import cpu_time
 from benchmarks.trials import baseline_spec
-
-CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -116,29 +115,29 @@ def relative_cost(t1: float, t2: float, c1: float, c2: float, r: int, against: i
     return work(r) / work(against)
 
 
-def transient(trials: Sequence[Sequence[float]], confidence: float = CONFIDENCE) -> list[tuple[float, float]]:
-    """Each window's offset from its trial's mean, averaged over trials, with its interval's half-width: a
-    start-up transient the warm-up left shows as window 0 (and maybe 1) below zero, the rest above."""
+def _offsets(trials: Sequence[Sequence[float]], first: int, confidence: float) -> list[tuple[float, float]]:
+    """Each window's offset from the mean of its trial's windows from `first` on, averaged over trials, with its
+    interval's half-width (t over the trials)."""
+    references = [statistics.fmean(t[first:]) for t in trials]
     out = []
     for i in range(len(trials[0])):
-        offsets = [t[i] - statistics.fmean(t) for t in trials]
+        offsets = [t[i] - r for t, r in zip(trials, references)]
         half = stats.t.ppf(0.5 + confidence / 2, len(offsets) - 1) * statistics.stdev(offsets) / math.sqrt(len(offsets))
         out.append((statistics.fmean(offsets), half))
     return out
+
+
+def transient(trials: Sequence[Sequence[float]], confidence: float = CONFIDENCE) -> list[tuple[float, float]]:
+    """Each window's offset from its trial's mean: a start-up transient the warm-up left shows as window 0 (and
+    maybe 1) below zero, the rest above."""
+    return _offsets(trials, 0, confidence)
 
 
 def plateau_offsets(trials: Sequence[Sequence[float]],
                     confidence: float = CONFIDENCE) -> list[tuple[float, float]]:
-    """Each window's offset from its trial's plateau (the mean of the trial's second half of windows), averaged
-    over trials, with its interval's half-width: where the warm-up was too short the first windows read below 0."""
-    half_way = len(trials[0]) // 2
-    plateaus = [statistics.fmean(t[half_way:]) for t in trials]
-    out = []
-    for i in range(len(trials[0])):
-        offsets = [t[i] - p for t, p in zip(trials, plateaus)]
-        half = stats.t.ppf(0.5 + confidence / 2, len(offsets) - 1) * statistics.stdev(offsets) / math.sqrt(len(offsets))
-        out.append((statistics.fmean(offsets), half))
-    return out
+    """Each window's offset from its trial's plateau (the mean of the trial's second half of windows): where the
+    warm-up was too short the first windows read below 0."""
+    return _offsets(trials, len(trials[0]) // 2, confidence)
 
 
 def chosen(study: Study, choices: Sequence[str]) -> tuple:

@@ -54,11 +54,11 @@ import numpy as np
 
 from ablate.config import study as studies
 from ablate.config.choices import Option
+from ablate.config.design import CONFIDENCE
 from ablate.config.study import Study
 from ablate.workload import evaluation
 
 DRAWS = 2_000  # bootstrap resamples of the windows
-CONFIDENCE = 0.95
 LR_FACTOR = 1.1  # the `lr` pair: a learning rate this many times the study's, as the first measurement did
 PAIRS = ("lr", "seed", "amp")
 WINDOWS = 1_000  # held-out windows scored, where the split has as many
