@@ -251,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", default="mnist_cnn")
     parser.add_argument("--json", type=Path, help="write the comparison here too")
     args = parser.parse_args(argv)
+    stored = args.source / Path(args.study).stem / "optuna.db"
+    if not stored.is_file():
+        parser.error(f"--from {args.source}: no stored study of {Path(args.study).stem} there (looked for {stored}); "
+                     "give the results folder of a run, as `ablate run --results` wrote it")
     title, found = from_results(args.source, args.study)
     print(title)
     print("every observed value is a measurement: one or a few processes, their noise in it (the predictive "

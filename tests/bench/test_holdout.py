@@ -88,3 +88,12 @@ def test_clopper_pearson_matches_the_exact_binomial_limits():
     assert low == pytest.approx(1 - high) and low == pytest.approx(0.1871, abs=1e-4)
     assert clopper_pearson(0, 0) == (0.0, 1.0)
     assert not math.isnan(clopper_pearson(23, 24)[0])
+
+
+def test_a_folder_without_a_stored_study_is_refused_in_one_line(tmp_path, capsys):
+    from benchmarks.holdout import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--from", str(tmp_path), "--study", "mnist_cnn"])
+    assert stopped.value.code == 2
+    assert "no stored study of mnist_cnn" in capsys.readouterr().err
