@@ -29,8 +29,9 @@ from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.costs import BreakEven, TimeToTarget
 from ablate.stats.equivalence import CAP
 from ablate.stats.protocol import CONFIRM, PARITY
+from ablate.stats.simpler import Equivalence
 from ablate.stats.speedups import Speedup
-from ablate.stats.verdicts import Equivalence, Recommendation
+from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
 from ablate.words import count, factor, points
@@ -260,11 +261,11 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
            f"the change itself is under -{tolerance:g} (never raced or recommended, like below: its best estimate "
            f"loses more than the tolerance). Groups still uncertain after two seeds got more (the parity race), and "
            f"one that can decide the answer is passed ok only on {parity.OK_SEEDS} seeds where the study's `seeds` "
-           f"allow. Accuracy is trained last, for the race's final set only (throughput chose it): a group with "
-           f"no member in it is not trained (seeds 0: accuracy not measured, not a finalist), or, where its first "
-           f"seed was trained in screening (`--search optuna`), keeps that one, judged on the pooled spread; the "
-           f"spread's {parity.NOISE_DF} degrees of freedom come first from a seed more of the finalists, then from "
-           f"the next-fastest groups.", "",
+           f"allow. Accuracy is trained last, and only where it decides the answer: the race's leader, a simpler "
+           f"member shown as fast as it, and the baseline. Any other group is not trained (seeds 0: accuracy not "
+           f"measured, not needed for the answer), or, where its first seed was trained in screening (`--search "
+           f"optuna`), keeps that one, judged on the pooled spread; the spread's {parity.NOISE_DF} degrees of "
+           f"freedom come first from a seed more of those, then from the next-fastest groups.", "",
            "| accuracy group | change, points [95% CI] | seeds | spread | verdict | combinations |",
            "|---|---|---:|---|---|---:|"]
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
@@ -276,7 +277,7 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
     untrained = sorted(g for g in measured - set(groups) if g and g != BASELINE)
     failed = {m.accuracy_group for r in records for m in r.measurements
               if m.phase == PARITY and not m.complete}
-    out += [f"| {g} | {'not trained: its training failed' if g in failed else finalists.NOT_A_FINALIST}"
+    out += [f"| {g} | {'not trained: its training failed' if g in failed else finalists.NOT_NEEDED}"
             f" | 0 | | | {len(members[g])} |" for g in untrained]
     return out + [""]
 

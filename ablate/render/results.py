@@ -17,7 +17,7 @@ from tabulate import tabulate
 
 from ablate.config.choices import short_label
 from ablate.stats.comparison import DeviceComparisons
-from ablate.stats.finalists import NOT_A_FINALIST
+from ablate.stats.finalists import NOT_NEEDED
 from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
 
@@ -143,7 +143,7 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
 
     def accuracy(r: dict[str, Any]) -> str:
         if r["Δ acc"] is None:
-            return "not a finalist" if r["reason"] == NOT_A_FINALIST else ""
+            return "not needed" if r["reason"] == NOT_NEEDED else ""
         if r.get("parity") is None:  # no shared seed with the baseline's group: a difference, but no verdict
             return f"{r['Δ acc']:+.2f} no verdict"
         probably = ", probably below" if r.get("parity probably below") else ""

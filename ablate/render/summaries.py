@@ -51,7 +51,7 @@ def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
             "accuracy_change": c.accuracy_change,
             "parity": p and {"verdict": p.verdict, "change": p.change, "low": p.low, "high": p.high, "seeds": p.seeds,
                              "probably_below": p.probably_below},
-            "accuracy_unmeasured": c.unmeasured,  # "accuracy not measured: not a finalist", else null
+            "accuracy_unmeasured": c.unmeasured,  # "accuracy not measured: not needed for the answer", else null
             "energy_ratio": c.energy_ratio if counted else NOT_COUNTED, "energy_low": j.low if j else None,
             "energy_high": j.high if j else None, "phase_shares": explained.phase_shares(c.profile),
             "within_of_no_effect": None}

@@ -1,17 +1,19 @@
-"""Race first, accuracy last: the final set, its accuracy parity, and which member headlines.
+"""Race first, accuracy last: the final set, the accuracy that decides it, and which member headlines.
 
 Throughput decides the field. Screening and the race (`ablate.stats.racing`) read throughputs only, over every
 runnable combination (where screening measured a fraction of the grid, those never measured too, on the screening
-model's word: `ablate.stats.fractioned`). Then accuracy parity (`ablate.stats.parity`) is trained for the *final
-set's* accuracy groups only - the race's leader and the members it could not tell apart from it, the
-leader's group first - with the baseline's, and where those give the seed-to-seed spread fewer than
-`parity.NOISE_DF` degrees of freedom, the next-fastest groups' seeds until they do (`seeds_wanted`). Then:
+model's word: `ablate.stats.fractioned`). Then accuracy parity (`ablate.stats.parity`) is trained only where it
+decides the answer (`_wanted`): the race's leader's group with the baseline's, and where those give the
+seed-to-seed spread fewer than `parity.NOISE_DF` degrees of freedom, the next-fastest groups' seeds until they do
+(`seeds_wanted`). Then:
 
 - **The leader's accuracy allows it** (neither `below` nor probably below: `parity.Parity.ineligible`): its
-  confirmation blocks are measured, and it leads the answer with the eligible members of its set (a simpler one
-  headlines where shown equivalent). Confirmation waits for accuracy because a leader put out would have had its
+  confirmation blocks are measured. Confirmation waits for accuracy because a leader put out would have had its
   blocks for nothing (9 measurements a round on repro16's grid); they are still blocks its selection never saw,
-  since no accuracy moves a throughput.
+  since no accuracy moves a throughput. Then the members simpler than it are tested for equivalence
+  (`ablate.stats.simpler`), and the simplest one shown within the margin headlines once its accuracy, trained
+  now, allows it (where it does not, it leaves the tests and the next shown one is asked); none shown, the
+  leader headlines.
 - **Else a new round.** The race runs again, with every group known to be out (ineligible, or its training
   failed) left out, on screening and the new round's own blocks: the earlier round's eliminations were against
   a leader now out, so they prove nothing. Rounds are told apart in the stored records by the parity trainings
@@ -19,13 +21,17 @@ leader's group first - with the baseline's, and where those give the seed-to-see
   rejected: members waiting past the planned blocks are ranked on few blocks, so on repro16's grid it named the
   truly fastest eligible stack in 48 of 68 hand-overs (the new rounds: 19 of 19; tests/stats/test_race_first.py).
 
+So a member of the final set neither leading nor shown as fast is never trained: it could headline only were the
+leader out, and then the race runs again. Before, every final-set member's group was trained: on repro16's
+simulated grid 11.7 trainings a study where these make 9.25, to the same headlines (tests/stats/test_race_first.py).
+
 Why the order biases nothing. The field, the eliminations and the final set read throughputs only, which the
-seeds' accuracies do not move (each accuracy training is a process of its own, after the race): a finalist's
-verdict is the same test, on the same seeds, that it would get if every group were trained, and a group never
-trained is never headlined ("accuracy not measured: not a finalist"). What the order changes is which groups'
-verdicts exist, never what a verdict says; so the verdicts' error rates (tests/stats/test_decisions.py) hold for
-the headline's group, and the chance of headlining a group truly below the tolerance is bounded by simulation
-through this function (tests/stats/test_race_first.py).
+seeds' accuracies do not move (each accuracy training is a process of its own, after the race): a trained
+group's verdict is the same test, on the same seeds, that it would get if every group were trained, and a group
+never trained is never headlined ("accuracy not measured: not needed for the answer"). What the order changes is
+which groups' verdicts exist, never what a verdict says; so the verdicts' error rates
+(tests/stats/test_decisions.py) hold for the headline's group, and the chance of headlining a group truly below
+the tolerance is bounded by simulation through this function (tests/stats/test_race_first.py).
 
 Worst case, with G accuracy groups besides the baseline's: at most G + 1 rounds (each after the first puts at
 least one more group out; the baseline's group is never out), each of at most `race_blocks + extra_race_blocks`
@@ -39,17 +45,18 @@ A pure function of the stored records: workers sharing a storage plan alike.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Collection, Mapping, Sequence
 
-from ablate.config.choices import BASELINE
+from ablate.config.choices import BASELINE, techniques
 from ablate.config.design import ProtocolSettings
 from ablate.stats import fractioned, parity, racing, speedups
 from ablate.stats.protocol import CONFIRM, FULL, RACE, SCREEN, Measurement
+from ablate.stats.simpler import Equivalence, equivalent
 from ablate.store.records import PARITY, Record, State, baseline
 from ablate.trial import metrics as metric
 
-NOT_A_FINALIST = "accuracy not measured: not a finalist"  # every surface that shows accuracy says it so
+NOT_NEEDED = "accuracy not measured: not needed for the answer"  # every surface that shows accuracy says it so
 TRAINING_FAILED = "accuracy not measured: its training failed"
 
 
@@ -142,10 +149,12 @@ class Final:
     round: int  # 0: the first race; more where every member of an earlier final set was out on accuracy
     excluded: frozenset[str]  # accuracy groups out of this round's race
     members: tuple[str, ...] = ()  # the final set in race order (the leader first); () while racing
-    eligible: tuple[str, ...] = ()  # members whose accuracy allows them (or not yet known), race order
+    eligible: tuple[str, ...] = ()  # members not known to be out on accuracy (allowed, or never trained), race order
     parity_step: tuple[int, list[str]] | None = None  # the next parity seed and the groups it trains
     next_block: tuple[str, ...] | None = None  # the next race block, or confirmation block once accuracy allows
     phase: str = RACE
+    tested: Mapping[str, Equivalence] = field(default_factory=dict)  # the eligible simpler members' equivalence
+    # tests against the leader, once it is confirmed (`ablate.stats.simpler.equivalent`): what the headline reads
 
     @property
     def headline(self) -> str | None:
@@ -179,6 +188,27 @@ def _known_out(records: Sequence[Record], found: Mapping[str, parity.Parity], be
     tried = {group_of(m) for r in records for m in (r.measurements or (r,))
              if m.phase == PARITY and (before is None or m.number < before)}
     return {g for g, p in found.items() if p.ineligible} | {g for g in tried if g not in found and g != BASELINE}
+
+
+def _tested(ms: Sequence[Measurement[str]], standing: racing.Race[str], open_: Sequence[str],
+            protocol: ProtocolSettings) -> dict[str, Equivalence]:
+    """The equivalence tests of the members simpler than the confirmed leader (`ablate.stats.simpler.equivalent`),
+    among those not known to be out, simplest first: the tests the headline is chosen by."""
+    members = sorted(open_, key=lambda c: (techniques(c), open_.index(c)))
+    contrasts = {k.other: k for k in standing.contrasts}
+    assert standing.leader is not None  # a final set has its leader
+    return equivalent(list(ms), standing.leader, members, contrasts, protocol.equivalence_margin)
+
+
+def _wanted(leader: str, open_: Sequence[str], tested: Mapping[str, Equivalence], group: Mapping[str, str],
+            teachers: Mapping[str, Record], on_speed: bool) -> list[str]:
+    """The members whose accuracy decides the answer: the leader, and once it is confirmed the simplest member
+    shown equivalent to it, trained as the parity race asks (it headlines if allowed; if not, it leaves the tests
+    and the next shown one is asked). Members neither shown nor the leader could headline only if the leader
+    were out, and then the race runs again without it: their accuracy is never needed."""
+    shown = sorted((c for c, e in tested.items() if e.shown), key=lambda c: (techniques(c), open_.index(c)))
+    trainable = [c for c in shown[:1] if not on_speed and group[c] in teachers]
+    return [leader, *trainable]  # the first shown headlines once allowed (the known out are never tested)
 
 
 def _legacy_out(records: Sequence[Record], found: Mapping[str, parity.Parity]) -> set[str]:
@@ -237,20 +267,20 @@ def final(records: list[Record], tolerance: float, protocol: ProtocolSettings,
         if standing.leader is None:
             return here
         members = tuple(dict.fromkeys([standing.leader, *standing.contenders]))
-
-        def usable(c: str) -> bool:
-            return (c == BASELINE or on_speed or bool(complete[c].accuracy_note) or group[c] not in teachers
-                    or (group[c] in found and not found[group[c]].ineligible))
-
-        step = None if on_speed else _parity_step(records, found, members, group, teachers, ms, protocol.seeds,
+        known_out = _known_out(records, found)
+        # Members not known to be out: trained and allowed, never to be trained (no accuracy, or none needed), or
+        # untrained. Only the leader's group and a simpler member that could headline are trained (`_wanted`).
+        open_ = tuple(c for c in members if c == BASELINE or on_speed or group[c] not in known_out)
+        confirmed = standing.next_block is None and bool(open_) and open_[0] == standing.leader
+        tested = _tested(ms, standing, open_, protocol) if confirmed else {}
+        wanted = _wanted(standing.leader, open_, tested, group, teachers, on_speed)
+        step = None if on_speed else _parity_step(records, found, wanted, group, teachers, ms, protocol.seeds,
                                                    tolerance)
         if step is not None:
-            return Final(standing, ms, n, excluded, members, tuple(c for c in members if usable(c)
-                                                                   or group[c] not in found), step)
-        eligible = tuple(c for c in members if usable(c))
-        if eligible and eligible[0] == standing.leader:  # confirmed only now: a leader out would waste its blocks
-            return Final(standing, ms, n, excluded, members, eligible, next_block=standing.next_block,
-                         phase=standing.phase)
+            return Final(standing, ms, n, excluded, members, open_, step, tested=tested)
+        if open_ and open_[0] == standing.leader:  # confirmed only now: a leader out would waste its blocks
+            return Final(standing, ms, n, excluded, members, open_, next_block=standing.next_block,
+                         phase=standing.phase, tested=tested)
         # What was known out as the next round began, where it is stored: a group a later round's own parity
         # training put out was still in that round's race, which its blocks replay.
         began = rounds[n + 1][1] if n + 1 < len(rounds) else None
@@ -263,14 +293,14 @@ def final(records: list[Record], tolerance: float, protocol: ProtocolSettings,
     raise AssertionError("more rounds than accuracy groups")  # pragma: no cover - each round puts one more out
 
 
-def _parity_step(records: Sequence[Record], found: Mapping[str, parity.Parity], members: Sequence[str],
+def _parity_step(records: Sequence[Record], found: Mapping[str, parity.Parity], wanted: Sequence[str],
                  group: Mapping[str, str], teachers: Mapping[str, Record], ms: Sequence[Measurement[str]],
                  max_seeds: int, tolerance: float) -> tuple[int, list[str]] | None:
-    """The parity race's next seed for the final set's groups (the leader's first), the baseline's and the spread's
-    (`seeds_wanted`); None when it is over, or when a group failed at the seed it would train next (its verdict
-    stays: it would fail again)."""
+    """The parity race's next seed for the groups of the members that decide the answer (`_wanted`: the leader's
+    first), the baseline's and the spread's (`seeds_wanted`); None when it is over, or when a group failed at the
+    seed it would train next (its verdict stays: it would fail again)."""
     accs = accuracies(records)
-    finalists = [g for g in dict.fromkeys(group[c] for c in members) if g in teachers]
+    finalists = [g for g in dict.fromkeys(group[c] for c in wanted) if g in teachers]
     others = [g for g in _fastest_groups(ms, group) if g in teachers and g not in finalists and g != BASELINE]
     have = {g: len(v) for g, v in accs.items()}
     worth = {g: k for g, k in seeds_wanted(finalists, others, have, max_seeds).items() if g in teachers}
@@ -289,12 +319,12 @@ def _parity_step(records: Sequence[Record], found: Mapping[str, parity.Parity], 
 
 def unmeasured(records: Sequence[Record], groups: Collection[str]) -> dict[str, str]:
     """combination -> why it shows no accuracy where the study measures it: its group was never trained, being in
-    no final set (nor trained to fill the spread: `NOT_A_FINALIST`), or its group's training failed
+    no final set (nor trained to fill the spread: `NOT_NEEDED`), or its group's training failed
     (`TRAINING_FAILED`). `groups`: those with a verdict; none while no group has one (nothing to say yet, or the
     baseline's own training failed: `accuracy_unmeasured`)."""
     if not groups:
         return {}
     failed = {group_of(m) for r in records for m in (r.measurements or (r,)) if m.phase == PARITY and not m.complete}
-    return {r.combination: TRAINING_FAILED if group_of(r) in failed else NOT_A_FINALIST for r in records
+    return {r.combination: TRAINING_FAILED if group_of(r) in failed else NOT_NEEDED for r in records
             if r.complete and r.accuracy is None and not r.accuracy_note and r.combination != BASELINE
             and group_of(r) not in groups}

@@ -4,8 +4,8 @@ The recommendation is the race's leader with its confirmed speed-up; where its a
 again without its group (`ablate.stats.finalists`: race first, accuracy last). The race has
 little power by design, so *not told apart* from the leader is not *as fast*: a simpler member (fewer techniques)
 of the set replaces the leader only where an equivalence test shows the leader at most the margin faster
-(`equivalent`): the study's `equivalence_margin`, else the smallest its design can show at the measured noise, at
-most 5% (`ablate.stats.equivalence`; a fixed 2% never fired at 8% noise, where three blocks show 11%). Before
+(`ablate.stats.simpler`): the study's `equivalence_margin`, else the smallest its design can show at the measured
+noise, at most 5% (`ablate.stats.equivalence`; a fixed 2% never fired at 8% noise, where three blocks show 11%). Before
 this, the simplest member of the set headlined: simulated on a 16-combination grid it was not the leader in 89 and
 91 of 100 studies (process noise 0.06 and 0.10) and 7.0% and 9.7% slower than the best on average
 (tests/stats/test_headline.py). Where a simpler member headlines, the leader's techniques it lacks are named with
@@ -18,13 +18,12 @@ the records of one device and hands back records.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ablate.config.choices import BASELINE, parts, techniques
 from ablate.config.design import ProtocolSettings
 from ablate.stats import equivalence, finalists, fractioned, parity, racing, speedups
-from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
+from ablate.stats.contrasts import Contrast
 from ablate.stats.equivalence import CAP, Resolution
 
 # The accuracy records' helpers live beside the final set that reads them first; their names stay here too.
@@ -32,7 +31,8 @@ from ablate.stats.finalists import accuracies as accuracies
 from ablate.stats.finalists import accuracy_unmeasured as accuracy_unmeasured
 from ablate.stats.finalists import group_of as _group
 from ablate.stats.finalists import parity_sample_size as parity_sample_size
-from ablate.stats.protocol import CONFIRM, RACE, Measurement
+from ablate.stats.protocol import CONFIRM
+from ablate.stats.simpler import Equivalence, equivalent
 from ablate.store.records import Record, baseline
 
 
@@ -69,28 +69,6 @@ def eligible(records: list[Record], tolerance: float,
     return [r for r in records
             if r.complete and r.number not in flagged
             and (r.accuracy is not None or r.accuracy_note or on_speed or r.combination == BASELINE)]
-
-
-@dataclass(frozen=True)
-class Equivalence:
-    """A simpler member tested against the leader: the one-sided upper bound of leader / it."""
-
-    contrast: Contrast[str]  # log(leader) - log(it), on the blocks the test used
-    data: str  # CONFIRM (blocks no selection saw, both measured) or RACE
-    alpha: float  # its share of EQUIVALENCE_ALPHA (Bonferroni over the members tested)
-    margin: float
-    bound: float  # the upper bound of leader / it, a factor (1.015: the leader at most 1.5% faster)
-    resolution: Resolution | None = None  # what the weakest of the tests run beside it could show
-
-    @property
-    def shown(self) -> bool:
-        return self.bound <= 1 + self.margin
-
-    @property
-    def allowed(self) -> float:
-        """How much faster the leader may be than it, a fraction (0.015: up to +1.5%): what leaving out the
-        techniques it lacks may cost."""
-        return max(0.0, self.bound - 1)
 
 
 @dataclass(frozen=True)
@@ -161,7 +139,8 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
     members = sorted(order, key=lambda c: (techniques(c), order.index(c)))
     # The race's contrasts are its leader's: while it runs, a leader out on accuracy leaves them to no other.
     contrasts = {c.other: c for c in standing.contrasts} if leader == standing.leader else {}
-    tested = equivalent(found.measurements, leader, members, contrasts, protocol.equivalence_margin)
+    tested = dict(found.tested) or equivalent(found.measurements, leader, members, contrasts,
+                                              protocol.equivalence_margin)
     design = next(iter(tested.values())).resolution if tested else None
     shown = [c for c in members if c in tested and tested[c].shown]
     headline = byc[shown[0]] if shown else byc[leader]
@@ -179,41 +158,6 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
 def _out(combination: str, verdicts: dict[str, parity.Parity]) -> bool:
     """Known to be kept out on accuracy: its group's verdict is `below` or probably below."""
     return combination in verdicts and verdicts[combination].ineligible
-
-
-def equivalent(measurements: list[Measurement[str]], leader: str, members: list[str],
-               contrasts: dict[str, Contrast[str]], margin: float | None) -> dict[str, Equivalence]:
-    """Each member simpler than the leader (fewer techniques) tested for equivalence: the one-sided upper bound of
-    leader / it at EQUIVALENCE_ALPHA shared over the m members tested (Bonferroni: each at alpha / m, so the chance
-    that any member more than the margin slower is shown within it is at most alpha). The data: the confirmation
-    blocks where both ran there (the race confirms the leader and the simplest member: blocks no selection saw),
-    else the race's contrast at its last look (the leader, the luckiest of the field there, reads high against
-    it: a conservative test). The margin: `margin`, else (None) the smallest the weakest of these tests can show,
-    at most `equivalence.CAP`: every test shares it, so the report prints one; a truly slower member is shown within
-    it at most alpha / m of the time whichever test set it (its bound is its own t standard errors above it).
-    Each test carries the weakest test's `equivalence.Resolution`."""
-    simpler = [c for c in members if techniques(c) < techniques(leader)]
-    if not simpler:
-        return {}
-    fresh = racing.confirmed(measurements, BASELINE, leader, simpler)
-    found = {c: (fresh[c], CONFIRM) if c in fresh else (contrasts[c], RACE)
-             for c in simpler if c in fresh or (c in contrasts and contrasts[c].se is not None)}
-    return equivalence_tests(found, margin)
-
-
-def equivalence_tests(found: dict[str, tuple[Contrast[str], str]], margin: float | None) -> dict[str, Equivalence]:
-    """The equivalence tests of `equivalent` on their contrasts (each with a spread) and data: the margin (`margin`,
-    else the smallest the weakest test can show, at most `equivalence.CAP`) and each bound at alpha / m."""
-    alpha = EQUIVALENCE_ALPHA / max(1, len(found))
-    designs = [d for k, _ in found.values() if (d := equivalence.resolution(k, k.blocks, alpha, margin))]
-    design = max(designs, key=lambda d: d.smallest, default=None)
-    used = design.margin if design else margin or equivalence.CAP
-    out = {}
-    for c, (k, data) in found.items():
-        bound = k.upper(alpha)
-        assert bound is not None  # a standard error: checked above
-        out[c] = Equivalence(k, data, alpha, used, math.exp(bound), design)
-    return out
 
 
 def base_accuracy(records: list[Record]) -> float | None:

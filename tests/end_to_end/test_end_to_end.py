@@ -367,6 +367,9 @@ ADDED = {
     # The fraction of the grid screening measured (null where it measured every runnable combination).
     *(f"tiny/report/grid/summary.json:keys:protocol.screened_fraction{k}" for k in (
         "", ".cells", ".of", ".generators", ".resolution", ".fold_over")),
+    # The environment a change between two studies sets side by side (ablate compare): the stored machine's new fields.
+    *(f"mlflow.db:{kind}:tags:ablate.{f}" for kind in ("measurement", "row", "parent")
+      for f in ("python", "threads", "cuda", "cudnn", "driver", "gpu_uuid")),
 }
 REMOVED: set[str] = set()
 # Names under these prefixes are data (a member's entry, a decision's fields), their presence the outcome's.

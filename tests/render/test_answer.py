@@ -10,7 +10,8 @@ from ablate.render import answer
 from ablate.stats import parity, protocol
 from ablate.stats.comparison import machine_load
 from ablate.stats.contrasts import Contrast
-from ablate.stats.verdicts import Equivalence, Recommendation
+from ablate.stats.simpler import Equivalence
+from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
 

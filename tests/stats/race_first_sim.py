@@ -43,6 +43,7 @@ class Outcome:
     rounds: int
     confirmations: int  # confirmation blocks measured, over every round
     summary: dict[str, Any] = field(default_factory=dict, compare=False)  # summary.json's parts (`_summary`)
+    trained: frozenset[str] = frozenset()  # the accuracy groups trained
 
 
 def _record(n: int, c: str, slot: Slot, y: float, group: str) -> Record:
@@ -83,7 +84,8 @@ def run(study: Study, noise: float, protocol: ProtocolSettings, seed: int) -> Ou
             shown = {c for c, e in rec.equivalence.items() if e.shown} | {rec.leader.combination} if rec else set()
             return Outcome(rec.pick.combination if rec else None, frozenset(shown),
                            sum(r.phase == PARITY for r in raw), sum(r.phase != PARITY for r in raw), found.round + 1,
-                           len({r.block for r in raw if r.phase == CONFIRM}), _summary(compared))
+                           len({r.block for r in raw if r.phase == CONFIRM}), _summary(compared),
+                           frozenset(r.accuracy_group for r in raw if r.phase == PARITY))
     raise AssertionError("the study never ended")
 
 

@@ -80,8 +80,8 @@ def test_the_next_seed_follows_for_the_same_groups_and_the_rest_are_not_finalist
     assert combined["slow0"].accuracy is None and combined["slow1"].accuracy is None
     groups = verdicts.parity_by_group(list(combined.values()), 0.5)
     lines = answer.parity_lines(groups, list(combined.values()), 0.5)
-    assert f"| slow0 | {finalists.NOT_A_FINALIST} | 0 | | | 1 |" in lines
-    assert f"| slow1 | {finalists.NOT_A_FINALIST} | 0 | | | 1 |" in lines
+    assert f"| slow0 | {finalists.NOT_NEEDED} | 0 | | | 1 |" in lines
+    assert f"| slow1 | {finalists.NOT_NEEDED} | 0 | | | 1 |" in lines
     rec = verdicts.recommendation(list(combined.values()), 0.5, _planner().protocol)
     assert rec is not None and rec.pick.combination == "fast"
 
@@ -94,8 +94,8 @@ def test_each_row_without_an_accuracy_says_why():
     stored.append(Record(300, "slow1", {"g": "slow1"}, "failed", block=-1, phase="parity", seed_index=0,
                          accuracy_group="slow1", reason="out of memory"))
     rows = {c.combination: c.unmeasured for c in comparison.compare(combine(stored), 0.5, _planner().protocol)[0].rows}
-    assert rows["slow0"] == finalists.NOT_A_FINALIST and rows["slow1"] == finalists.TRAINING_FAILED
-    assert {c: why for c, why in rows.items() if why} == {"slow0": finalists.NOT_A_FINALIST,
+    assert rows["slow0"] == finalists.NOT_NEEDED and rows["slow1"] == finalists.TRAINING_FAILED
+    assert {c: why for c, why in rows.items() if why} == {"slow0": finalists.NOT_NEEDED,
                                                         "slow1": finalists.TRAINING_FAILED}
 
 

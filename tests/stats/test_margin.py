@@ -8,7 +8,7 @@ and the race goes on past its planned blocks only while the blocks left could te
 within the margin.
 
 The equivalence test's error rates are simulated vectorized (every process's log throughput drawn at once; each
-replicate's tests through `paired` and `verdicts.equivalence_tests`, the code the report runs); the race's through
+replicate's tests through `paired` and `simpler.equivalence_tests`, the code the report runs); the race's through
 `run_study` of test_decisions.py. Every rate is established at 95% confidence (Clopper-Pearson). Full replicate
 counts run with ABLATE_FULL_SIMULATIONS=1; the cheap versions always. Figures (full counts): in the docstrings.
 """
@@ -26,9 +26,10 @@ from test_repeat import REPRO
 from ablate.config.design import ProtocolSettings
 from ablate.config.validate import StudyError
 from ablate.render import answer, summaries
-from ablate.stats import comparison, equivalence, protocol, verdicts
+from ablate.stats import comparison, equivalence, protocol, simpler
 from ablate.stats.contrasts import Contrast, paired
-from ablate.stats.verdicts import Equivalence, Recommendation
+from ablate.stats.simpler import Equivalence
+from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 
 FULL = bool(os.environ.get("ABLATE_FULL_SIMULATIONS"))
@@ -93,7 +94,7 @@ def _tests(deltas: list[float], sigma: float, n: int, seed: int, margin: float |
         lead = dict(enumerate(leader[i, 0]))
         found = {c: (paired(lead, dict(enumerate(members[i, j])), c, (model[i], MODEL_DF)), protocol.CONFIRM)
                  for j, c in enumerate(names)}
-        tested = verdicts.equivalence_tests(found, margin)
+        tested = simpler.equivalence_tests(found, margin)
         shown[i] = [tested[c].shown for c in names]
         used[i] = tested[names[0]].margin
     return shown, used

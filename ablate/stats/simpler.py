@@ -1,0 +1,75 @@
+"""A simpler member of the race's final set shown as fast as its leader: the equivalence tests the headline rests on.
+
+The race has little power by design, so *not told apart* from the leader is not *as fast*: a simpler member (fewer
+techniques) stands in for the leader only where a one-sided bound shows the leader at most the margin faster. Two
+modules read these tests: `ablate.stats.verdicts` picks the headline by them, and `ablate.stats.finalists` reads
+them first to know which simpler member could headline, so that its accuracy, and no other member's, is trained
+(race first, accuracy last). One home, so both read the same test.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ablate.config.choices import BASELINE, techniques
+from ablate.stats import equivalence, racing
+from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
+from ablate.stats.equivalence import Resolution
+from ablate.stats.protocol import CONFIRM, RACE, Measurement
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """A simpler member tested against the leader: the one-sided upper bound of leader / it."""
+
+    contrast: Contrast[str]  # log(leader) - log(it), on the blocks the test used
+    data: str  # CONFIRM (blocks no selection saw, both measured) or RACE
+    alpha: float  # its share of EQUIVALENCE_ALPHA (Bonferroni over the members tested)
+    margin: float
+    bound: float  # the upper bound of leader / it, a factor (1.015: the leader at most 1.5% faster)
+    resolution: Resolution | None = None  # what the weakest of the tests run beside it could show
+
+    @property
+    def shown(self) -> bool:
+        return self.bound <= 1 + self.margin
+
+    @property
+    def allowed(self) -> float:
+        """How much faster the leader may be than it, a fraction (0.015: up to +1.5%): what leaving out the
+        techniques it lacks may cost."""
+        return max(0.0, self.bound - 1)
+
+
+def equivalent(measurements: list[Measurement[str]], leader: str, members: list[str],
+               contrasts: dict[str, Contrast[str]], margin: float | None) -> dict[str, Equivalence]:
+    """Each member simpler than the leader (fewer techniques) tested for equivalence: the one-sided upper bound of
+    leader / it at EQUIVALENCE_ALPHA shared over the m members tested (Bonferroni: each at alpha / m, so the chance
+    that any member more than the margin slower is shown within it is at most alpha). The data: the confirmation
+    blocks where both ran there (the race confirms the leader and the simplest member: blocks no selection saw),
+    else the race's contrast at its last look (the leader, the luckiest of the field there, reads high against
+    it: a conservative test). The margin: `margin`, else (None) the smallest the weakest of these tests can show,
+    at most `equivalence.CAP`: every test shares it, so the report prints one; a truly slower member is shown within
+    it at most alpha / m of the time whichever test set it (its bound is its own t standard errors above it).
+    Each test carries the weakest test's `equivalence.Resolution`."""
+    simpler = [c for c in members if techniques(c) < techniques(leader)]
+    if not simpler:
+        return {}
+    fresh = racing.confirmed(measurements, BASELINE, leader, simpler)
+    found = {c: (fresh[c], CONFIRM) if c in fresh else (contrasts[c], RACE)
+             for c in simpler if c in fresh or (c in contrasts and contrasts[c].se is not None)}
+    return equivalence_tests(found, margin)
+
+
+def equivalence_tests(found: dict[str, tuple[Contrast[str], str]], margin: float | None) -> dict[str, Equivalence]:
+    """The equivalence tests of `equivalent` on their contrasts (each with a spread) and data: the margin (`margin`,
+    else the smallest the weakest test can show, at most `equivalence.CAP`) and each bound at alpha / m."""
+    alpha = EQUIVALENCE_ALPHA / max(1, len(found))
+    designs = [d for k, _ in found.values() if (d := equivalence.resolution(k, k.blocks, alpha, margin))]
+    design = max(designs, key=lambda d: d.smallest, default=None)
+    used = design.margin if design else margin or equivalence.CAP
+    out = {}
+    for c, (k, data) in found.items():
+        bound = k.upper(alpha)
+        assert bound is not None  # a standard error: checked above
+        out[c] = Equivalence(k, data, alpha, used, math.exp(bound), design)
+    return out
