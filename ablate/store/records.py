@@ -47,8 +47,11 @@ DUPLICATE = State.DUPLICATE.value
 # Finished trials without a result of their own: stopped before the end, or a concurrent duplicate.
 NO_RESULT = (State.INTERRUPTED.value, State.RUNNING.value, State.DUPLICATE.value)
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-UNKNOWN_MACHINE = {"device": "unknown", "device_name": "unknown", "torch": "unknown", "commit": "unknown",
-                   "host": "unknown"}
+# A trial's stored machine before anything is known of it: every field of ablate.trial.machine.Machine (spelled
+# here, not imported: the store does not import torch; tests/trial/test_machine.py holds the two alike). A record
+# stored before a field existed reads "unknown" for it (`from_trial` lays the stored dict over this one).
+UNKNOWN_MACHINE = {key: "unknown" for key in ("device", "device_name", "torch", "commit", "host", "python", "threads",
+                                              "cuda", "cudnn", "driver", "gpu_uuid")}
 # MLflow run status of each state; an interrupted or dead trial's run is KILLED.
 MLFLOW_STATE = {"complete": "complete", "skipped": "skipped", "pruned": "skipped", "failed": "failed", "fail": "failed"}
 # The user attrs a queued trial carries into its run: where it sits in the protocol, the training seed it

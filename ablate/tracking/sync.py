@@ -9,7 +9,6 @@ interrupted sync never logs a trial twice.
 """
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from pathlib import Path
 
@@ -79,7 +78,7 @@ def _push(tracker: Tracker, parent: str | None, record: records.Record, options:
     assert trial is not None, record.number  # a record loaded from the storage keeps its trial
     # The label `ablate run` stores with it (a function of its levels), also for a trial stopped before it had one.
     combination = combination_label(options)
-    machine = Machine(**{f.name: record.machine[f.name] for f in dataclasses.fields(Machine)})
+    machine = Machine.from_stored(record.machine)  # an older record's: "unknown" for the fields it predates
     run_id = tracker.start_trial(parent, record.number, combination, trial_params(record.levels, stack.params()),
                                  machine=machine, start_time=_ms(trial.datetime_start), block=record.block)
     state, reason, metrics, tags = records.mlflow_payload(record)
