@@ -41,11 +41,13 @@ def test_the_tiny_transformer_study_runs_end_to_end_in_tokens_per_second(tmp_pat
     for run in complete:
         assert run.data.tags["ablate.task"] == "next_token" and run.data.tags["ablate.throughput_unit"] == "tokens/s"
         m = run.data.metrics
-        assert 0 < m["test_accuracy"] <= 100 and m["test_bits_per_byte"] > 0
-        assert m["test_bits_per_byte"] == pytest.approx(m["test_loss"] / 0.6931471805599453)
+        if "test_accuracy" in m:  # accuracy only where it decides: a group never trained has none
+            assert 0 < m["test_accuracy"] <= 100 and m["test_bits_per_byte"] > 0
+            assert m["test_bits_per_byte"] == pytest.approx(m["test_loss"] / 0.6931471805599453)
         assert "mfu" not in m  # no known peak for a CPU: no figure rather than a guess
     trained = [r for r in complete if r.data.tags.get("ablate.accuracy_from") == r.data.tags["ablate.trial_number"]]
     assert trained and all("target_reached" in r.data.metrics for r in trained)
+    assert all(0 < r.data.metrics["test_accuracy"] <= 100 for r in trained)
     report = (tmp_path / "tiny_gpt" / "report" / "grid" / "report.md").read_text()
     assert "| tokens/s |" in report and "sequences of 32 tokens" in report and "samples/s" not in report
     assert "peak MB (vs baseline)" in report and "peak resident set size" in report  # what checkpointing saves
