@@ -48,11 +48,11 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Collection, Mapping, Sequence
 
-from ablate.config.choices import BASELINE, techniques
+from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.stats import fractioned, parity, racing, speedups
 from ablate.stats.protocol import CONFIRM, FULL, RACE, SCREEN, Measurement
-from ablate.stats.simpler import Equivalence, equivalent
+from ablate.stats.simpler import Equivalence, equivalent, simplest_first
 from ablate.store.records import PARITY, Record, State, baseline
 from ablate.trial import metrics as metric
 
@@ -194,19 +194,18 @@ def _tested(ms: Sequence[Measurement[str]], standing: racing.Race[str], open_: S
             protocol: ProtocolSettings) -> dict[str, Equivalence]:
     """The equivalence tests of the members simpler than the confirmed leader (`ablate.stats.simpler.equivalent`),
     among those not known to be out, simplest first: the tests the headline is chosen by."""
-    members = sorted(open_, key=lambda c: (techniques(c), open_.index(c)))
     contrasts = {k.other: k for k in standing.contrasts}
     assert standing.leader is not None  # a final set has its leader
-    return equivalent(list(ms), standing.leader, members, contrasts, protocol.equivalence_margin)
+    return equivalent(list(ms), standing.leader, simplest_first(open_), contrasts, protocol.equivalence_margin)
 
 
-def _wanted(leader: str, open_: Sequence[str], tested: Mapping[str, Equivalence], group: Mapping[str, str],
-            teachers: Mapping[str, Record], on_speed: bool) -> list[str]:
+def _wanted(leader: str, tested: Mapping[str, Equivalence], group: Mapping[str, str], teachers: Mapping[str, Record],
+            on_speed: bool) -> list[str]:
     """The members whose accuracy decides the answer: the leader, and once it is confirmed the simplest member
     shown equivalent to it, trained as the parity race asks (it headlines if allowed; if not, it leaves the tests
     and the next shown one is asked). Members neither shown nor the leader could headline only if the leader
     were out, and then the race runs again without it: their accuracy is never needed."""
-    shown = sorted((c for c, e in tested.items() if e.shown), key=lambda c: (techniques(c), open_.index(c)))
+    shown = [c for c, e in tested.items() if e.shown]  # simplest first, as the tests were run (`_tested`)
     trainable = [c for c in shown[:1] if not on_speed and group[c] in teachers]
     return [leader, *trainable]  # the first shown headlines once allowed (the known out are never tested)
 
@@ -273,7 +272,7 @@ def final(records: list[Record], tolerance: float, protocol: ProtocolSettings,
         open_ = tuple(c for c in members if c == BASELINE or on_speed or group[c] not in known_out)
         confirmed = standing.next_block is None and bool(open_) and open_[0] == standing.leader
         tested = _tested(ms, standing, open_, protocol) if confirmed else {}
-        wanted = _wanted(standing.leader, open_, tested, group, teachers, on_speed)
+        wanted = _wanted(standing.leader, tested, group, teachers, on_speed)
         step = None if on_speed else _parity_step(records, found, wanted, group, teachers, ms, protocol.seeds,
                                                    tolerance)
         if step is not None:

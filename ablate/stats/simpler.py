@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from ablate.config.choices import BASELINE, techniques
 from ablate.stats import equivalence, racing
@@ -38,6 +39,12 @@ class Equivalence:
         """How much faster the leader may be than it, a fraction (0.015: up to +1.5%): what leaving out the
         techniques it lacks may cost."""
         return max(0.0, self.bound - 1)
+
+
+def simplest_first(members: Sequence[str]) -> list[str]:
+    """`members` (in race order) by their number of techniques, race order breaking ties: the order the equivalence
+    tests are run and read in, so the first member shown within the margin is the simplest."""
+    return sorted(members, key=lambda c: (techniques(c), members.index(c)))
 
 
 def equivalent(measurements: list[Measurement[str]], leader: str, members: list[str],

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ablate.config.choices import BASELINE, parts, techniques
+from ablate.config.choices import BASELINE, parts
 from ablate.config.design import ProtocolSettings
 from ablate.stats import equivalence, finalists, fractioned, parity, racing, speedups
 from ablate.stats.contrasts import Contrast
@@ -32,7 +32,7 @@ from ablate.stats.finalists import accuracy_unmeasured as accuracy_unmeasured
 from ablate.stats.finalists import group_of as _group
 from ablate.stats.finalists import parity_sample_size as parity_sample_size
 from ablate.stats.protocol import CONFIRM
-from ablate.stats.simpler import Equivalence, equivalent
+from ablate.stats.simpler import Equivalence, equivalent, simplest_first
 from ablate.store.records import Record, baseline
 
 
@@ -136,7 +136,7 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
     if not order:
         return None
     leader = order[0]
-    members = sorted(order, key=lambda c: (techniques(c), order.index(c)))
+    members = simplest_first(order)
     # The race's contrasts are its leader's: while it runs, a leader out on accuracy leaves them to no other.
     contrasts = {c.other: c for c in standing.contrasts} if leader == standing.leader else {}
     tested = dict(found.tested) or equivalent(found.measurements, leader, members, contrasts,
