@@ -12,6 +12,7 @@ interval its decision used, and `two_levels`: whether its processes ran at two s
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable
 
@@ -132,12 +133,26 @@ def _predicted(rec: Recommendation, name: str) -> dict[str, Any]:
             "log_se": e.se, "df": e.df, "noise": "model"}
 
 
+def workload(study: Study) -> dict[str, Any]:
+    """What the study measures, as its file sets it: two studies measure the same workload where these are equal
+    (a comparison of two studies pairs them only then). The budget's seed and trial timeout are left out: neither
+    changes what is measured."""
+    budget = {k: v for k, v in dataclasses.asdict(study.budget).items() if k not in ("seed", "trial_timeout_s")}
+    return {"model": study.model, "model_options": dict(study.model_options), "dataset": study.dataset,
+            "dataset_options": dict(study.dataset_options), "task": study.task_name,
+            "task_options": dict(study.task_options), "tokenizer": study.tokenizer,
+            "baseline": dataclasses.asdict(study.baseline), "budget": budget,
+            "accuracy_tolerance": study.accuracy_tolerance}
+
+
 def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
     """summary.json for one device: its findings, what the Optuna study stores beside them (its seeds, where the race
     ended, what the run cost) included."""
     compared, protocol, stored = found.compared, found.protocol, found.study_record
     records, unit = compared.records, study.throughput_unit
     machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
+    fields = list(dict.fromkeys(k for r in records for k in r.machine))  # a record stored before a field lacks it
+    level = found.baseline_level
     part = compared.screened  # the fraction of the grid screening measured, where it measured one
     return {
         "schema_version": SCHEMA_VERSION,
@@ -154,6 +169,13 @@ def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
                      "compile_cache": "one per compiled graph, shared by the combinations that compile it: cold where "
                                       "Inductor compiled a graph, warm where every lookup hit"},
         "seeds": stored.seeds,
+        # What a comparison of two studies sets side by side (a summary written before these has none): the machine
+        # as every measurement stored it, the workload's settings, and the baseline's own level.
+        "machine": {k: ", ".join(sorted({str(r.machine.get(k, "unknown")) for r in records})) for k in fields},
+        "workload": workload(study),
+        "baseline_level": level and {"throughput": math.exp(level.log), "log": level.log, "log_se": level.se,
+                                     "df": level.df, "blocks": level.blocks},
+        "mlflow_parent_run": stored.parent_run_id,
         "cost": stored.cost_summary,  # expected as it began, and spent (ablate.run.estimate); null: stored before
         # The load guard over the run (ablate.trial.foreign_load): measurements taken again, and kept though still
         # disturbed.

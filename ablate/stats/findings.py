@@ -25,7 +25,7 @@ from ablate.stats.comparison import DeviceComparisons, followed
 from ablate.stats.costs import BreakEven, TimeToTarget
 from ablate.stats.effects import EffectFit
 from ablate.stats.explained import Explanation, explain
-from ablate.stats.protocol import baseline_cv
+from ablate.stats.protocol import Estimate, baseline_cv, baseline_level
 from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.store.study_record import StudyRecord
@@ -62,6 +62,9 @@ class Findings:
     explanation: Explanation  # where the time goes, and what each technique changed (`ablate.stats.explained`)
     compose: Mapping[str, tuple[str, str]]  # combination -> its import and compose line: the pick and the race's set
     peak: Peak | None  # the device's peak for MFU; None: no measurement has an MFU, or the device has no known peak
+    # The baseline's mean log throughput across its blocks (`protocol.baseline_level`): what a comparison of two
+    # studies sets side by side; None: no baseline measured.
+    baseline_level: Estimate | None = None
 
     @property
     def device(self) -> str:
@@ -88,18 +91,19 @@ def analyse(study: Study, compared: DeviceComparisons, study_record: StudyRecord
     records, rec = compared.records, compared.recommendation
     numeric = tuple(d for d, options in study.space if any(o.changes_numerics for o in options))
     breaks = tuple(costs.break_even(records, study, compared.speedup_of))
-    budget = study.budget
+    budget, measured = study.budget, speedups.protocol_measurements(records)
     return Findings(
         compared, study_record, followed(study, study_record),
         effects.fit_effects(effects.throughput_observations(records), [d for d, _ in study.space], "log throughput"),
         effects.fit_effects(effects.accuracy_observations(records), list(numeric), "test accuracy"),
         numeric, breaks, _one_off(breaks),
-        baseline_cv(speedups.protocol_measurements(records), BASELINE),
+        baseline_cv(measured, BASELINE),
         tuple(costs.time_to_target(records))
         if budget.target_accuracy is not None or budget.target_loss is not None else None,
         explain(study, compared),
         {m.combination: study.combination(m.levels).compose_line for m in (rec.pick, *rec.members)} if rec else {},
-        peak(compared.device) if any(metric.MFU in r.metrics for r in records) else None)
+        peak(compared.device) if any(metric.MFU in r.metrics for r in records) else None,
+        baseline_level(measured, BASELINE))
 
 
 def analyse_all(study: Study, compared: Sequence[DeviceComparisons], study_record: StudyRecord | None = None

@@ -327,6 +327,19 @@ def baseline_cv(measurements: Iterable[Measurement[Key]], baseline: Key) -> floa
     return statistics.stdev(ys) if len(ys) > 1 else None  # the SD of log throughput is the CV, to first order
 
 
+def baseline_level(measurements: Iterable[Measurement[Key]], baseline: Key) -> Estimate | None:
+    """The baseline's own level: its mean log throughput over its blocks' means, with the standard error of that mean
+    across blocks (df: blocks - 1; None where it ran in one block). Not a speed-up: the absolute figure two studies
+    compare (issue 50), where a ratio of speed-ups hides a slower baseline. Across blocks rather than within,
+    since a block's own conditions (drift, a neighbour's load) are what a second study does not share."""
+    ys = [statistics.fmean(y) for _, y in _by_block(measurements).get(baseline, {}).values()]
+    if not ys:
+        return None
+    n = len(ys)
+    se = statistics.stdev(ys) / math.sqrt(n) if n > 1 else None
+    return Estimate(statistics.fmean(ys), se, n - 1, n, FULL, "baseline")
+
+
 def race_plan(members: Sequence[Key], baseline: Key, block: int, seed: int, phase: str = RACE) -> list[Slot[Key]]:
     """One race (or confirmation) block: the contenders and the baseline, in the block's own random order."""
     return _ordered(block, [baseline, *members], phase, seed)

@@ -382,12 +382,18 @@ ADDED = {
     # The environment a change between two studies sets side by side (ablate compare): the stored machine's new fields.
     *(f"mlflow.db:{kind}:tags:ablate.{f}" for kind in ("measurement", "row", "parent")
       for f in ("python", "threads", "cuda", "cudnn", "driver", "gpu_uuid")),
+    # ... and in summary.json: the machine and the workload (their fields are the stored machine's and the study
+    # schema's: OPEN below), the baseline's own level, the MLflow parent run.
+    *(f"tiny/report/grid/summary.json:keys:{k}" for k in (
+        "machine", "workload", "mlflow_parent_run", "baseline_level",
+        *(f"baseline_level.{f}" for f in ("throughput", "log", "log_se", "df", "blocks")))),
 }
 REMOVED: set[str] = set()
 # Names under these prefixes are data (a member's entry, a decision's fields), their presence the outcome's.
 OPEN = ("tiny/report/grid/summary.json:keys:recommendation.members.", "tiny/report/grid/summary.json:keys:"
         "recommendation.eliminated.", "tiny/report/grid/summary.json:keys:recommendation.not_raced.",
-        "tiny/report/grid/summary.json:keys:recommendation.contrasts.")
+        "tiny/report/grid/summary.json:keys:recommendation.contrasts.", "tiny/report/grid/summary.json:keys:machine.",
+        "tiny/report/grid/summary.json:keys:workload.")
 
 
 def test_the_run_leaves_the_structure_it_left_before_the_move(first_run):
@@ -400,3 +406,19 @@ def test_the_run_leaves_the_structure_it_left_before_the_move(first_run):
     old, new = _names(before), _names(now)
     assert old - new == REMOVED, sorted(old - new)
     assert {n for n in new - old if not n.startswith(OPEN)} <= ADDED, sorted(new - old - ADDED)
+
+
+def test_summary_json_carries_the_machine_the_workload_and_the_baselines_own_level(first_run):
+    """What comparing two studies needs (issue 50): every machine field as the measurements stored it, the workload's
+    settings, and the baseline's level with its standard error across blocks."""
+    import math
+
+    written = json.loads((first_run / "tiny" / "report" / "grid" / "summary.json").read_text())
+    assert written["workload"]["model"] and written["workload"]["budget"]["train_samples"] > 0
+    assert "seed" not in written["workload"]["budget"]  # a run's own draw: not what is measured
+    assert {"python", "threads", "torch", "commit", "cuda", "cudnn", "driver", "gpu_uuid"} <= set(written["machine"])
+    assert written["machine"]["driver"] == "none"  # a CPU study: no GPU behind it
+    level = written["baseline_level"]
+    baselines = [r for r in load(_optuna(first_run)) if r.combination == "baseline" and r.complete]
+    assert level["blocks"] >= 2 and level["df"] == level["blocks"] - 1 and level["log_se"] > 0 and baselines
+    assert math.exp(level["log"]) == pytest.approx(level["throughput"])
