@@ -6,10 +6,12 @@ accuracy parity, confirmation (race first, accuracy last: `ablate.stats.finalist
 - screening: exactly `Planner.screening`'s runnable measurements (`--search optuna`: the picks and their baselines);
 - the race: from the baseline and one leader over `MIN_RACE_BLOCKS` blocks to `race_blocks` blocks of `contenders`
   and the baseline, then `extra_blocks` of the leader, its closest contender and the baseline;
-- accuracy parity: from the baseline's group alone at `parity.MIN_SEEDS` seeds to the final set's groups (at most
-  `contenders`), the baseline's and those the seed-to-seed spread needs (`parity.NOISE_DF` degrees of freedom) at
-  `seeds` seeds each - less the first seed where screening trains it (`Planner.defer_accuracy` off);
-- confirmation: `confirm_blocks` blocks of two (the leader and the baseline) to three (the simplest member too).
+- accuracy parity: from the baseline's group alone at one seed (a leader that trains as the baseline does leaves
+  nothing to judge) to the final set's groups (at most `contenders`), the baseline's and those the seed-to-seed
+  spread needs (`parity.NOISE_DF` degrees of freedom) at `seeds` seeds each - less the first seed where screening
+  trains it (`Planner.defer_accuracy` off);
+- confirmation: none (the baseline leads) to `confirm_blocks` blocks of three (the leader, the simplest member and
+  the baseline).
 
 A new round of the race (a leader put out by its accuracy) goes past the high end: the counts are "about".
 
@@ -107,13 +109,15 @@ def plan(planner: Planner, search: str) -> Plan:
         # the groups the parity test's degrees of freedom may need
         spread = math.ceil(parity.NOISE_DF / (protocol.seeds - 1)) if protocol.seeds > 1 else 0
         finalists = min(groups, protocol.contenders) if protocol.racing else groups
-        low = min(parity.MIN_SEEDS, protocol.seeds) - int(in_screening)
+        # At least the baseline's group once: where the race's leader trains as the baseline does (or is it), there is
+        # nothing to judge, and accuracy is trained only where it decides (`finalists`).
+        low = 1 - int(in_screening)
         high = (min(groups, finalists + spread) + 1) * seeds
         stages.append(Stage((PARITY,), low, high, (low, high)))
     if protocol.racing:
         confirmed = min(3, others + 1)
-        stages.append(Stage((CONFIRM,), protocol.confirm_blocks * min(2, confirmed),
-                            protocol.confirm_blocks * confirmed))
+        # None where the baseline leads and is the simplest of the set: nothing to confirm (`racing._confirm`).
+        stages.append(Stage((CONFIRM,), 0, protocol.confirm_blocks * confirmed))
     return Plan(tuple(stages), study.budget.train_samples)
 
 
