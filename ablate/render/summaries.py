@@ -150,14 +150,15 @@ def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
     ended, what the run cost) included."""
     compared, protocol, stored = found.compared, found.protocol, found.study_record
     records, unit = compared.records, study.throughput_unit
-    machines = {k: sorted({r.machine[k] for r in records}) for k in ("torch", "commit", "host")}
     fields = list(dict.fromkeys(k for r in records for k in r.machine))  # a record stored before a field lacks it
+    # Each field's values over the measurements, comma-separated where they differ ("unknown": stored before it).
+    machine = {k: ", ".join(sorted({str(r.machine.get(k, "unknown")) for r in records})) for k in fields}
     level = found.baseline_level
     part = compared.screened  # the fraction of the grid screening measured, where it measured one
     return {
         "schema_version": SCHEMA_VERSION,
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": compared.device,
-        "torch": ", ".join(machines["torch"]), "commit": ", ".join(machines["commit"]),
+        "torch": machine.get("torch", ""), "commit": machine.get("commit", ""),
         "protocol": {**protocol.__dict__,
                      "description": protocol.describe(fraction=part.fraction.describe() if part else None),
                      "screened_fraction": part and {"cells": len(part.fraction.cells),
@@ -171,7 +172,7 @@ def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
         "seeds": stored.seeds,
         # What a comparison of two studies sets side by side (a summary written before these has none): the machine
         # as every measurement stored it, the workload's settings, and the baseline's own level.
-        "machine": {k: ", ".join(sorted({str(r.machine.get(k, "unknown")) for r in records})) for k in fields},
+        "machine": machine,
         "workload": workload(study),
         "baseline_level": level and {"throughput": math.exp(level.log), "log": level.log, "log_se": level.se,
                                      "df": level.df, "blocks": level.blocks},

@@ -321,9 +321,14 @@ def estimates(measurements: Iterable[Measurement[Key]], baseline: Key,
     return out
 
 
+def _block_means(measurements: Iterable[Measurement[Key]], baseline: Key) -> list[float]:
+    """The baseline's mean log throughput in each block it ran in."""
+    return [statistics.fmean(y) for _, y in _by_block(measurements).get(baseline, {}).values()]
+
+
 def baseline_cv(measurements: Iterable[Measurement[Key]], baseline: Key) -> float | None:
     """The host's noise: the coefficient of variation of the baseline's throughput across blocks."""
-    ys = [statistics.fmean(y) for _, y in _by_block(measurements).get(baseline, {}).values()]
+    ys = _block_means(measurements, baseline)
     return statistics.stdev(ys) if len(ys) > 1 else None  # the SD of log throughput is the CV, to first order
 
 
@@ -332,7 +337,7 @@ def baseline_level(measurements: Iterable[Measurement[Key]], baseline: Key) -> E
     across blocks (df: blocks - 1; None where it ran in one block). Not a speed-up: the absolute figure two studies
     compare (issue 50), where a ratio of speed-ups hides a slower baseline. Across blocks rather than within,
     since a block's own conditions (drift, a neighbour's load) are what a second study does not share."""
-    ys = [statistics.fmean(y) for _, y in _by_block(measurements).get(baseline, {}).values()]
+    ys = _block_means(measurements, baseline)
     if not ys:
         return None
     n = len(ys)
