@@ -174,7 +174,7 @@ def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
         # as every measurement stored it, the workload's settings, and the baseline's own level.
         "machine": machine,
         "workload": workload(study),
-        "baseline_level": level and {"throughput": math.exp(level.log), "log": level.log, "log_se": level.se,
+        "baseline_level": level and {metric.THROUGHPUT: math.exp(level.log), "log": level.log, "log_se": level.se,
                                      "df": level.df, "blocks": level.blocks},
         "mlflow_parent_run": stored.parent_run_id,
         "cost": stored.cost_summary,  # expected as it began, and spent (ablate.run.estimate); null: stored before
