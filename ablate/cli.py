@@ -1,8 +1,8 @@
-"""Command line: `ablate run | worker | report | sync | list | ui | new | diagnose`. Entry points only: parse, call,
-print. What a command does lives on its floor: the checks before anything is written in `ablate.run.preflight`,
-`--workers N` in `ablate.run.workers`, a stored study read back for `report` and `sync` in
+"""Command line: `ablate run | worker | report | sync | compare | list | ui | new | diagnose`. Entry points only:
+parse, call, print. What a command does lives on its floor: the checks before anything is written in
+`ablate.run.preflight`, `--workers N` in `ablate.run.workers`, a stored study read back for `report` and `sync` in
 `ablate.run.stored_study`, `ablate new`'s study file in `ablate.config.scaffold`, `ablate diagnose` in
-`ablate.run.diagnose`.
+`ablate.run.diagnose`, two studies set side by side (`compare`) in `ablate.run.change`.
 
 Imports are made where a command needs them: `ablate list` and `--help` import no torch (a second or more),
 and library messages and warnings go to a log file in every command (`ablate.trial.library_log`).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -83,6 +84,22 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--device", help=f"{device_help} (default: cuda:0 where CUDA is available, else cpu)")
         command.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
                              help="results folder (default: %(default)s)")
+    compare = commands.add_parser("compare", help="what changed between two studies of one workload (after an "
+                                                  "upgrade, on another machine), row by row, with intervals")
+    compare.add_argument("a", type=Path, metavar="A", help="the study before: a results folder, a study's folder in "
+                                                           "it, or a report's summary.json")
+    compare.add_argument("b", type=Path, metavar="B", help="the study after, given as A is")
+    compare.add_argument("--study", help="the study to compare where a results folder holds several")
+    compare.add_argument("--margin", type=_percent, default=None, metavar="PCT",
+                         help="a row reads 'same' only where shown within +-PCT%% (default: 5)")
+    compare.add_argument("--fail-above", type=_percent, default=None, metavar="PCT",
+                         help="exit with status 1 where a row moved by more than PCT%% either way (for a CI job)")
+    compare.add_argument("--pair-anyway", action="store_true",
+                         help="compare studies of different workloads or device types (named as they are)")
+    compare.add_argument("--out", type=Path, metavar="DIR",
+                         help="where the page and change.json go (default: RESULTS/changes/A-vs-B)")
+    compare.add_argument("--results", type=Path, default=RESULTS_DIR, metavar="DIR",
+                         help="results folder, for the default --out (default: %(default)s)")
     commands.add_parser("list", help="list studies and strategies")
     new = commands.add_parser("new", help="write a commented study file for a model, ready to edit and run")
     new.add_argument("model", help="hf:ARCH (hf:llama), hf:PATH, timm:NAME, torchvision:NAME, a built-in model or "
@@ -114,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
             args.device = args.device or default_device()
         return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui,
-                "new": _new, "diagnose": _diagnose}[args.command](args)
+                "new": _new, "diagnose": _diagnose, "compare": _compare}[args.command](args)
     except BrokenPipeError:  # `ablate list | head`: the reader has gone, which is no error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush cannot raise again
         return 141
@@ -140,6 +157,17 @@ def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return int(text)
+
+
+def _percent(text: str) -> float:
+    """A percentage as a fraction: "5" -> 0.05."""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 5)") from None
+    if not 0 < value < 100:
+        raise argparse.ArgumentTypeError(f"{text}: a percentage above 0 and below 100")
+    return value / 100
 
 
 def _port(text: str) -> int:
@@ -254,6 +282,21 @@ def _sync(args: argparse.Namespace) -> int:
     print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
           f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ablate.render.changes import as_json, page, table
+    from ablate.run.change import compare, default_out, find_summary
+    from ablate.stats.changes import DEFAULT_MARGIN
+
+    a, b = find_summary(args.a, args.study), find_summary(args.b, args.study)
+    change = compare(a, b, DEFAULT_MARGIN if args.margin is None else args.margin, args.fail_above, args.pair_anyway)
+    out = args.out or default_out(args.results, a, b)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "change.json").write_text(json.dumps(as_json(change), indent=2) + "\n")
+    print(table(change))
+    print(f"page:\n  {page(change, out)}\nfor scripts:\n  {out / 'change.json'}")
+    return 1 if change.beyond else 0
 
 
 def _list(args: argparse.Namespace) -> int:
