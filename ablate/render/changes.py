@@ -69,6 +69,7 @@ class Study:
     baseline_phases: Mapping[str, float] | None  # the baseline's step: phase -> share; None: not profiled
     # combination -> its speed-up with the interval the study printed (x, low, high): the JSON's A and B intervals.
     speedups: Mapping[str, tuple[float, float | None, float | None]] = field(default_factory=dict)
+    mlflow_run: str | None = None  # its parent run in MLflow, as its summary recorded it
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,8 @@ def _study_json(s: Study) -> dict[str, Any]:
             "environment": dict(s.environment), "settings": dict(s.settings),
             "headline": s.headline and {"combination": s.headline, "speedup": top and top[0],
                                         "low": top and top[1], "high": top and top[2]},
-            "baseline_phases": None if s.baseline_phases is None else dict(s.baseline_phases)}
+            "baseline_phases": None if s.baseline_phases is None else dict(s.baseline_phases),
+            "mlflow_parent_run": s.mlflow_run}
 
 
 def _side_json(study: Study, side: Side | None, row: str) -> dict[str, Any] | None:

@@ -101,7 +101,8 @@ def study(written: Mapping[str, Any], label: str, source: Path) -> Study:
         {c: e[metric.THROUGHPUT] for c, e in entries.items() if e.get(metric.THROUGHPUT) is not None},
         {c: _parity(e) for c, e in entries.items()},
         baseline.get("phase_shares") if baseline else None,
-        {c: (e["speedup"], e.get("low"), e.get("high")) for c, e in entries.items()})
+        {c: (e["speedup"], e.get("low"), e.get("high")) for c, e in entries.items()},
+        written.get("mlflow_parent_run"))
 
 
 def sides(written: Mapping[str, Any]) -> dict[str, Side]:
@@ -140,11 +141,32 @@ def compare(a_path: Path, b_path: Path, margin: float = changes.DEFAULT_MARGIN, 
 
 def default_out(results: Path, a_path: Path, b_path: Path) -> Path:
     """Where a change's page and JSON go unless the user says: under the results folder, named after both sides'
-    results folders (a summary sits at RESULTS/STUDY/report/SEARCH/summary.json)."""
+    results folders."""
     def name(p: Path) -> str:
-        return p.parents[3].name if len(p.parents) > 3 else p.parent.name
+        return (results_of(p) or p.parent).name
 
     return results / "changes" / f"{name(a_path)}-vs-{name(b_path)}"
+
+
+def results_of(summary: Path) -> Path | None:
+    """The results folder a report's summary.json sits in (RESULTS/STUDY/report/SEARCH/summary.json); None where it
+    sits elsewhere."""
+    parents = summary.resolve().parents
+    return parents[3] if len(parents) > 3 and parents[1].name == "report" else None
+
+
+def mlflow_metrics(change: StudyChange) -> dict[str, float]:
+    """The change's figures as its MLflow run's metrics: the rows of each verdict, the baselines' throughput ratio
+    (B / A) and whether the headline changed (1) or not (0)."""
+    out = {f"rows_{verdict.replace(' ', '_')}": float(sum(c.verdict == verdict for c in change.rows
+                                                          if c.row != changes.BASELINE_ABSOLUTE))
+           for verdict in (changes.MOVED, changes.SAME, changes.NOT_SHOWN, changes.PREDICTED, changes.ONLY_A,
+                           changes.ONLY_B)}
+    absolute = next((c for c in change.rows if c.row == changes.BASELINE_ABSOLUTE and c.ratio is not None), None)
+    if absolute is not None and absolute.ratio is not None:
+        out["baseline_throughput_ratio"] = absolute.ratio
+    out["headline_changed"] = float(change.a.headline != change.b.headline)
+    return out
 
 
 def _parity(e: Mapping[str, Any]) -> str:

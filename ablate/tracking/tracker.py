@@ -66,7 +66,7 @@ def trial_params(levels: Mapping[str, str], strategy_params: Mapping[str, Any]) 
 
 
 @contextlib.contextmanager
-def _quick_requests() -> Iterator[None]:
+def quick_requests() -> Iterator[None]:
     """MLflow's HTTP settings for one fast probe: no retries, a short timeout (read when each request is made)."""
     saved = {v.name: os.environ.get(v.name) for v in (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT)}
     os.environ[MLFLOW_HTTP_REQUEST_MAX_RETRIES.name] = "0"
@@ -81,7 +81,7 @@ def _quick_requests() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _why(error: BaseException) -> str:
+def why(error: BaseException) -> str:
     """One short line: the OS error under MLflow's and urllib3's wrappers when there is one."""
     text = " ".join(str(error).split())
     found = re.search(r"\[Errno -?\d+\] [^'\")\]]+", text)
@@ -113,7 +113,7 @@ class Tracker:
             if self.uri.startswith("sqlite:///"):
                 results.mkdir(parents=True, exist_ok=True)
             self.client = MlflowClient(tracking_uri=self.uri)
-            with _quick_requests():
+            with quick_requests():
                 self.experiment_id = self._experiment(f"ablate/{study.name}", results)
         except Exception as error:  # noqa: BLE001 - unreachable, refused, misconfigured: all mean "no MLflow now"
             self._go_offline(error)
@@ -161,7 +161,7 @@ class Tracker:
         return self.offline_reason is not None
 
     def _go_offline(self, error: BaseException) -> None:
-        self.offline_reason = _why(error)
+        self.offline_reason = why(error)
         if self.warn:
             print(f"ablate: warning: MLflow at {self.uri} is unreachable ({self.offline_reason}); nothing more is "
                   "logged to it in this command, the results are kept in the Optuna storage", file=sys.stderr)

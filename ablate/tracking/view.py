@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ablate.render.results import NOT_COUNTED
 from ablate.stats.comparison import Comparison, DeviceComparisons
@@ -85,9 +85,21 @@ def experiment_tags(dimensions: Iterable[str]) -> dict[str, str]:
 def url(tracking_uri: str, experiment_id: str, charts: bool = False, port: int = UI_PORT) -> str:
     """The view's address: on the tracking server itself, or on `ablate ui --port port`'s (a database has no UI
     of its own). `charts`: its chart view (the runs compared in `_charts`) rather than its table."""
-    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
-    return (f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={SHARE_KEY}"
-            + ("&compareRunsMode=CHART" if charts else ""))
+    return (f"{_base(tracking_uri, port)}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+            f"&viewStateShareKey={SHARE_KEY}" + ("&compareRunsMode=CHART" if charts else ""))
+
+
+def compare_url(tracking_uri: str, runs: Sequence[str], experiments: Sequence[str], port: int = UI_PORT) -> str:
+    """MLflow's compare-runs page on `runs` (of `experiments`), written as MLflow's own UI links to it (JSON lists,
+    the experiments sorted and once each)."""
+    listed = json.dumps(list(runs), separators=(",", ":"))
+    of = json.dumps(sorted(set(experiments)), separators=(",", ":"))
+    return f"{_base(tracking_uri, port)}/#/compare-runs?runs={listed}&experiments={of}"
+
+
+def _base(tracking_uri: str, port: int) -> str:
+    """The UI's root: the tracking server itself, or `ablate ui --port port`'s (a database has no UI of its own)."""
+    return tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
 
 
 def metrics(c: Comparison) -> dict[str, float]:

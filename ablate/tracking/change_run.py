@@ -1,0 +1,85 @@
+"""`ablate compare` in MLflow: a run of its own linking the two studies' parent runs, and the address of MLflow's
+compare-runs page on them.
+
+Why a run of its own: each study is a parent run with its measurements as children (`ablate.tracking.tracker`),
+and a change is between two of them. Its run (experiment `ablate-changes/STUDY`; not `ablate/...`, which `ablate
+ui` lists as studies) carries each side's parent run as a tag, the verdicts' counts and the baselines' ratio as
+metrics, change.json and the page as artifacts; MLflow's compare-runs page then sets the two parent runs and the
+change's run side by side - their tags are the machine field by field, so the environments' differences show there
+as in the report.
+
+MLflow compares only runs one store holds: the change is logged to the store of the results folder it is written
+under (or `MLFLOW_TRACKING_URI`), and a side whose parent run that store does not hold (another results folder,
+another server) is named rather than put in the address. MLflow is a copy here too: where it cannot be reached the
+comparison is still written, and the caller says why it is not in MLflow.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+from ablate.tracking import view
+from ablate.tracking.tracker import quick_requests, tracking_uri, why
+
+EXPERIMENT_PREFIX = "ablate-changes/"
+SIDE_TAG = "ablate.change.{side}_parent_run"  # a side's study parent run ("a", "b"), on the change's run
+
+
+@dataclass(frozen=True)
+class Logged:
+    """The change's run, the compare-runs address, and the sides whose parent run the store does not hold."""
+
+    run_id: str
+    url: str
+    uri: str  # the store it is in
+    missing: tuple[str, ...]  # "A", "B": no parent run recorded, or not in this store
+
+
+def log_change(results: Path, study: str, name: str, parents: Mapping[str, str | None],
+               metrics: Mapping[str, float], artifacts: Sequence[Path], port: int = view.UI_PORT) -> Logged | str:
+    """The change logged to the results folder's store (`tracking_uri`) as a run named `name` in
+    `ablate-changes/study`, linking `parents` (side label -> that study's parent run id, None where its summary
+    recorded none); a `Logged`, or why MLflow could not take it (one line)."""
+    uri = tracking_uri(results)
+    try:
+        if uri.startswith("sqlite:///"):
+            results.mkdir(parents=True, exist_ok=True)
+        with quick_requests():
+            client = MlflowClient(tracking_uri=uri)
+            held = {side: run for side, run in parents.items() if run and _held(client, run)}
+            experiment = _experiment(client, EXPERIMENT_PREFIX + study, results, uri)
+            tags = {SIDE_TAG.format(side=side.lower()): run for side, run in parents.items() if run}
+            run = client.create_run(experiment, run_name=name, tags={**tags, "ablate.study": study})
+            now = int(time.time() * 1000)
+            client.log_batch(run.info.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+            for path in artifacts:
+                client.log_artifact(run.info.run_id, str(path))
+            client.set_terminated(run.info.run_id)
+            runs = list(dict.fromkeys([*held.values(), run.info.run_id]))  # A and B may share one parent run
+            experiments = [client.get_run(r).info.experiment_id for r in runs]
+    except Exception as error:  # noqa: BLE001 - unreachable, refused, misconfigured: all mean "not in MLflow now"
+        return f"MLflow at {uri} is unreachable ({why(error)})"
+    return Logged(run.info.run_id, view.compare_url(uri, runs, experiments, port=port), uri,
+                  tuple(side for side in parents if side not in held))
+
+
+def _held(client: MlflowClient, run_id: str) -> bool:
+    try:
+        client.get_run(run_id)
+    except Exception:  # noqa: BLE001 - MLflow raises its own error for a run it does not hold
+        return False
+    return True
+
+
+def _experiment(client: MlflowClient, name: str, results: Path, uri: str) -> str:
+    """The change's experiment, created if missing; a local store keeps its artifacts beside itself in the results
+    folder, as the studies' experiments do (a tracking server, where it was told to)."""
+    if found := client.get_experiment_by_name(name):
+        return str(found.experiment_id)
+    local = None if uri.startswith(("http://", "https://")) else (results / "mlartifacts").resolve().as_uri()
+    return client.create_experiment(name, artifact_location=local)
