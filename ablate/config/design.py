@@ -43,6 +43,9 @@ class ProtocolSettings:
     # ablate.trial.foreign_load) is measured again, after the machine quietens, at most `remeasure` times; null: never.
     foreign_load_limit: float | None = 0.25
     remeasure: int = 2
+    # Before each run's first measurement (a start, a resume, each worker), this many throughput-only trials of the
+    # baseline, thrown away: a machine that was idle reads its first trial low (ablate.run.runner); 0: none.
+    warm_up_trials: int = 1
 
     def __post_init__(self) -> None:
         margin = self.equivalence_margin
@@ -106,7 +109,8 @@ SINGLE_PASS = ProtocolSettings(block_size=SINGLE_BLOCK, race_blocks=0, screen_ba
 
 def single_pass(protocol: ProtocolSettings) -> ProtocolSettings:
     """`--single-pass`: the design before blocks, with the study's own load guard (it changes the blocks only)."""
-    return replace(SINGLE_PASS, foreign_load_limit=protocol.foreign_load_limit, remeasure=protocol.remeasure)
+    return replace(SINGLE_PASS, foreign_load_limit=protocol.foreign_load_limit, remeasure=protocol.remeasure,
+                   warm_up_trials=protocol.warm_up_trials)
 
 
 # Defaults a release has changed: setting -> the values it took by default before. A study stored under one of them

@@ -31,9 +31,10 @@ __all__ = ["DEVICE_TYPES", "Baseline", "Budget", "Study", "StudyError", "find", 
 
 OPTIMIZERS = ("adam", "sgd")
 # race_blocks 0 races no block: screening only; extra_race_blocks 0: no block past race_blocks; min_window_seconds
-# 0: no floor; remeasure 0: never again; profile_steps 0: no profiling window; profile_seconds 0: steps only
+# 0: no floor; remeasure 0: never again; profile_steps 0: no profiling window; profile_seconds 0: steps only;
+# warm_up_trials 0: none
 ZERO_ALLOWED = {"seed", "race_blocks", "extra_race_blocks", "min_window_seconds", "remeasure", "profile_steps",
-                "profile_seconds"}
+                "profile_seconds", "warm_up_trials"}
 TOP_KEYS = {"name", "description", "model", "dataset", "baseline", "space", "budget", "accuracy_tolerance", "devices",
             "protocol", "task", "model_options", "dataset_options"}
 DEVICE_KEYS = {"space", "budget", "protocol", "model_options"}

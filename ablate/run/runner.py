@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from ablate.config.choices import accuracy_group, levels_of, targets_of
+from ablate.config.choices import accuracy_group, baseline_levels, levels_of, targets_of
 from ablate.config.design import ProtocolSettings, resumed
 from ablate.config.schema import Study
 from ablate.config.validate import StudyError
@@ -42,9 +42,10 @@ from ablate.store.records import State
 from ablate.store.storage import create_study, metric_names, optuna_study_name, shared, sqlite_path
 from ablate.tracking.parent_run import ParentRun
 from ablate.tracking.tracker import Tracker
+from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import Machine
-from ablate.trial.process import TrialFailed
+from ablate.trial.process import TrialFailed, TrialSpec, run_in_fresh_process
 
 SEARCHES = ("grid", "optuna")
 # Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
@@ -143,6 +144,7 @@ class Runner:
                                 if r.device == self.machine.device_name])  # a resumed run's stored baseline
                 try:
                     self._check_bitwise()
+                    self._warm_up()
                     self._work()
                 except KeyboardInterrupt:
                     self.recovery.interrupted()  # the trial that was running: KILLED, queued for the next run
@@ -211,6 +213,31 @@ class Runner:
                 for c in checks:
                     self.progress.write(terminal.wrapped(f"accuracy group {c.group}: {c.why}"))
         self.planner.trains_as = {group: trains_as for group, (trains_as, _) in answers.items()}
+
+    def _warm_up(self) -> None:
+        """`protocol.warm_up_trials` throughput-only trials of the baseline before this run's first measurement, each
+        in a trial interpreter as a measurement is, none stored. Why: a run's first trial can read low (a cold start:
+        the machine's caches or clocks, which a trial's own warm-up does not reach), and screening measures most
+        combinations once, so whichever drew the first slot kept the error. On the 2-core Xeon the first trial read
+        28% and 29% low in two runs that did not start straight after another (repro16's run 1: batch(128) at
+        x0.76, where run 2 measured x1.05 and `ablate compare` read the row moved; benchmarks/change_check.py's: 1,185
+        samples/s, its later ones about 1,670), and not in two that did (benchmarks/RESULTS.md). One trial of the
+        baseline, the cheapest stack to run: a few seconds, about 1% of
+        repro16's run. A warm-up that fails says so and the run goes on: the measurements will say why."""
+        if not self.protocol.warm_up_trials:
+            return
+        spec = TrialSpec(self.study, self.planner.options_of(baseline_levels(self.planner.options)),
+                         self.machine.device, train_for_accuracy=False)
+        for i in range(self.protocol.warm_up_trials):
+            self._show(f"warming the machine up: the baseline once, not stored ({i + 1} of "
+                       f"{self.protocol.warm_up_trials})")
+            try:
+                got = run_in_fresh_process(spec, interpreters=self.interpreters)
+                said = f"{got[metric.THROUGHPUT]:,.0f} {self.study.throughput_unit}/s"
+            except TrialFailed as failed:
+                said = f"failed ({failed}); measuring anyway"
+            if self.progress:
+                self.progress.write(terminal.wrapped(f"warm-up trial of the baseline, thrown away: {said}"))
 
     def _probes_cannot_pay(self) -> str | None:
         """Why no bitwise probe is worth its trainings here, or None. Data without accuracy (synthetic, or a stand-in

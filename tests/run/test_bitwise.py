@@ -131,7 +131,7 @@ def test_a_group_that_differs_keeps_its_own_accuracy(tmp_path, mnist, monkeypatc
     # check, ablate.run.runner); which group a measurement trains as is the check's answer whatever the protocol,
     # and the raced protocol, where groups merge, is the module's run (test_groups_train_as_the_check_found_...).
     cheap = tmp_path / "tiny_bitwise.yaml"
-    cheap.write_text(STUDY.read_text().split("protocol:")[0] + "protocol: {race_blocks: 0, "
+    cheap.write_text(STUDY.read_text().split("protocol:")[0] + "protocol: {race_blocks: 0, warm_up_trials: 0, "
                      "screen_baselines: 1, seeds: 2}\naccuracy_tolerance: 3.0\n")
     assert main(["run", str(cheap), "--device", "cpu", "--results", str(tmp_path)]) == 0
     study = optuna.load_study(study_name="tiny_bitwise:grid:cpu",

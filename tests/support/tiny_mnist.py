@@ -9,6 +9,7 @@ CPU, and bf16, emulated where the CPU has none, several times that.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -39,16 +40,20 @@ def tiny_text(profiled: bool = False) -> str:
     """tests/studies/tiny.yaml on `TinyMnistCNN`: the same study - space, budget, protocol, and so the same trials -
     whose trials train in a fraction of mnist_cnn's time (the bf16 ones most: a CPU without bf16 emulates it).
 
-    Unless `profiled`, without the profiling window (`budget.profile_steps: 0`): a second or more a trial, over the
-    dozen trials of a run, which the studies that test no phase need not pay. The session's run
-    (`tiny_study_run`, tests/conftest.py) keeps it: tests/end_to_end checks what it stores and says.
+    Without a warm-up trial (`protocol.warm_up_trials: 0`): the tests time nothing. Unless `profiled`, without the
+    profiling window (`budget.profile_steps: 0`): a second or more a trial, over the dozen trials of a run, which the
+    studies that test no phase need not pay. The session's run (`tiny_study_run`, tests/conftest.py) keeps it:
+    tests/end_to_end checks what it stores and says.
 
     tiny.yaml itself stays as it is: a study stored from it by an older commit (tests/support/before_the_move/)
     resumes only while its hash is the same, and the CLI's bad-input tests quote it."""
     text = TINY.read_text()
     assert text.count("\nmodel: mnist_cnn\n") == 1, "tiny.yaml names its model differently now"
     assert text.count("\nbudget:\n") == 1, "tiny.yaml sets its budget differently now"
+    assert text.count("\nprotocol:") == 1, "tiny.yaml sets its protocol differently now"
     text = text.replace("\nmodel: mnist_cnn\n", "\nmodel: tiny_mnist:TinyMnistCNN\n")
+    # No warm-up trial (ablate.run.runner): the tests time nothing, and each run would pay a trial more.
+    text = re.sub(r"\nprotocol:[^\n]*\n", lambda m: m.group(0) + "  warm_up_trials: 0\n", text, count=1)
     return text if profiled else text.replace("\nbudget:\n", "\nbudget:\n  profile_steps: 0\n")
 
 
