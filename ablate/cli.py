@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -285,35 +284,11 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ablate.render.changes import FIGURE, as_json, page, table
-    from ablate.run.change import compare, default_out, find_summary, mlflow_metrics, results_of
+    from ablate.run.change import command
     from ablate.stats.changes import DEFAULT_MARGIN
-    from ablate.tracking.change_run import log_change
 
-    a, b = find_summary(args.a, args.study), find_summary(args.b, args.study)
-    change = compare(a, b, DEFAULT_MARGIN if args.margin is None else args.margin, args.fail_above, args.pair_anyway)
-    out = args.out or default_out(args.results, a, b)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "change.json").write_text(json.dumps(as_json(change), indent=2) + "\n")
-    print(table(change))
-    md = page(change, out)
-    print(f"page:\n  {md}\nfor scripts:\n  {out / 'change.json'}")
-    # Logged beside B's study (its results folder's store, or MLFLOW_TRACKING_URI), where its parent run is.
-    store = results_of(b) or args.results
-    logged = log_change(store, change.b.name, f"{change.a.name}: {out.name}",
-                        {"A": change.a.mlflow_run, "B": change.b.mlflow_run}, mlflow_metrics(change),
-                        [out / "change.json", md, md.with_suffix(".html"), out / FIGURE])
-    if isinstance(logged, str):
-        print(f"ablate: warning: the change is not in MLflow: {logged}", file=sys.stderr)
-    else:
-        local = not logged.uri.startswith(("http://", "https://"))  # a database file: `ablate ui` serves it
-        print(f"in MLflow, both studies' runs side by side{' (`ablate ui --results DIR`)' if local else ''}:\n"
-              f"  {logged.url}" + (f"\nDIR, the store it is in:\n  {store}" if local else ""))
-        for side in logged.missing:
-            run = (change.a if side == "A" else change.b).mlflow_run
-            print(f"  study {side}: " + ("its summary recorded no MLflow run" if run is None else
-                                         f"its parent run {run} is in another store (its own results folder's)"))
-    return 1 if change.beyond else 0
+    return command(args.a, args.b, args.study, DEFAULT_MARGIN if args.margin is None else args.margin,
+                   args.fail_above, args.pair_anyway, args.out, args.results)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ablate.config.choices import BASELINE
 from ablate.config.validate import StudyError
-from ablate.render.changes import Study, StudyChange
+from ablate.render.changes import FIGURE, Study, StudyChange, as_json, page, table
 from ablate.stats import changes
 from ablate.stats.changes import Side
+from ablate.tracking.change_run import log_change
 from ablate.trial import metrics as metric
 
 SUMMARY = "summary.json"
@@ -137,6 +139,36 @@ def compare(a_path: Path, b_path: Path, margin: float = changes.DEFAULT_MARGIN, 
     beyond = [c.row for c in changes.moved_beyond(rows, threshold)] if threshold is not None else []
     return StudyChange(study(a, "A", a_path), study(b, "B", b_path), rows, margin, alpha, threshold, beyond,
                        differ if pair_anyway else ())
+
+
+def command(a_where: Path, b_where: Path, study_name: str | None, margin: float, threshold: float | None,
+            pair_anyway: bool, out: Path | None, results: Path) -> int:
+    """`ablate compare`: the change printed, its page and change.json written (under `out`, else `default_out`), its
+    run logged to MLflow beside B's study (its results folder's store, or MLFLOW_TRACKING_URI: where B's parent run
+    is); the exit status, 1 where a row moved beyond `threshold`."""
+    a, b = find_summary(a_where, study_name), find_summary(b_where, study_name)
+    change = compare(a, b, margin, threshold, pair_anyway)
+    out = out or default_out(results, a, b)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "change.json").write_text(json.dumps(as_json(change), indent=2) + "\n")
+    print(table(change))
+    md = page(change, out)
+    print(f"page:\n  {md}\nfor scripts:\n  {out / 'change.json'}")
+    store = results_of(b) or results
+    logged = log_change(store, change.b.name, f"{change.a.name}: {out.name}",
+                        {"A": change.a.mlflow_run, "B": change.b.mlflow_run}, mlflow_metrics(change),
+                        [out / "change.json", md, md.with_suffix(".html"), out / FIGURE])
+    if isinstance(logged, str):
+        print(f"ablate: warning: the change is not in MLflow: {logged}", file=sys.stderr)
+        return 1 if change.beyond else 0
+    local = not logged.uri.startswith(("http://", "https://"))  # a database file: `ablate ui` serves it
+    print(f"in MLflow, both studies' runs side by side{' (`ablate ui --results DIR`)' if local else ''}:\n"
+          f"  {logged.url}" + (f"\nDIR, the store it is in:\n  {store}" if local else ""))
+    for side in logged.missing:
+        run = (change.a if side == "A" else change.b).mlflow_run
+        print(f"  study {side}: " + ("its summary recorded no MLflow run" if run is None else
+                                     f"its parent run {run} is in another store (its own results folder's)"))
+    return 1 if change.beyond else 0
 
 
 def default_out(results: Path, a_path: Path, b_path: Path) -> Path:

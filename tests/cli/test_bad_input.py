@@ -132,8 +132,8 @@ def test_bad_run_options_are_one_line_and_write_nothing(args, expected, tmp_path
 
 @pytest.mark.parametrize("args, expected", [
     (["run", "mnist_cn"], "unknown study 'mnist_cn'; choose one of: gpt_kjv, llama_tiny, mnist_cnn, mnist_cnn_gpu"),
-    (["rn", "mnist_cnn"], "unknown choice 'rn'; choose one of: diagnose, list, new, report, run, sync, ui, worker; "
-                          "did you mean 'run'? (see ablate --help)"),
+    (["rn", "mnist_cnn"], "unknown choice 'rn'; choose one of: compare, diagnose, list, new, report, run, sync, ui, "
+                          "worker; did you mean 'run'? (see ablate --help)"),
     (["report", str(TINY), "--storage", "nowhere"], "--storage 'nowhere' is not a database URL"),
     (["run", str(TINY), "--trails", "3"],
      "unknown option '--trails'; choose one of: --device, --full-table, --results, "

@@ -330,7 +330,7 @@ ADDED = {
     *(f"tiny/report/grid/summary.json:keys:{k}" for k in (
         "machine_load", "machine_load.foreign_load_limit", "machine_load.measurements", "machine_load.taken_again",
         "machine_load.still_disturbed", "machine_load.most_foreign_cores", "protocol.equivalence_margin",
-        "protocol.foreign_load_limit", "protocol.remeasure", "protocol.extra_race_blocks",
+        "protocol.foreign_load_limit", "protocol.remeasure", "protocol.extra_race_blocks", "protocol.warm_up_trials",
         "recommendation.accuracy_unmeasured", "speedups.[].accuracy_unmeasured",  # race first: not a finalist
         "recommendation.eliminated", "recommendation.equivalence_margin", "recommendation.members",
         "recommendation.not_raced")),
