@@ -33,16 +33,21 @@ def short(budget: Budget) -> Budget:
                                profile_seconds=profile_s, window_seconds=cap)
 
 
+def spec(study: Study, device: str) -> TrialSpec:
+    """The study's baseline as a throughput-only trial on `device`, under the study's budget: `measure`'s trial, and
+    a run's warm-up (`ablate.run.runner`)."""
+    return TrialSpec(study, study.combination(dict(baseline_levels(study.choices))).options, device,
+                     train_for_accuracy=False)
+
+
 def measure(study: Study, device: str) -> dict[str, Any]:
     """The baseline's metrics from one trial on `device` (`short`'s budget), with a progress line while it runs.
 
     Raises `ablate.trial.process.TrialFailed` with the trial's one-line reason."""
-    study = dataclasses.replace(study, budget=short(study.budget))
-    options = study.combination(dict(baseline_levels(study.choices))).options
-    spec = TrialSpec(study, options, device, train_for_accuracy=False)
+    trial = spec(dataclasses.replace(study, budget=short(study.budget)), device)
     # One interpreter, started now: none ahead, since no trial follows (they would import beside this one).
     with terminal.progress(1, 0) as bar, Interpreters(keep=0) as interpreters:
-        metrics = run_in_fresh_process(spec, on_phase=lambda doing: terminal.show(bar, f"baseline · {doing}"),
+        metrics = run_in_fresh_process(trial, on_phase=lambda doing: terminal.show(bar, f"baseline · {doing}"),
                                        interpreters=interpreters)
         bar.update(1)
     return metrics

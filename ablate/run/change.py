@@ -26,6 +26,7 @@ from ablate.render.changes import FIGURE, Study, StudyChange, as_json, page, tab
 from ablate.stats import changes
 from ablate.stats.changes import Side
 from ablate.tracking.change_run import log_change
+from ablate.tracking.view import served
 from ablate.trial import metrics as metric
 
 SUMMARY = "summary.json"
@@ -161,7 +162,7 @@ def command(a_where: Path, b_where: Path, study_name: str | None, margin: float,
     if isinstance(logged, str):
         print(f"ablate: warning: the change is not in MLflow: {logged}", file=sys.stderr)
         return 1 if change.beyond else 0
-    local = not logged.uri.startswith(("http://", "https://"))  # a database file: `ablate ui` serves it
+    local = not served(logged.uri)  # a database file: `ablate ui` serves it
     print(f"in MLflow, both studies' runs side by side{' (`ablate ui --results DIR`)' if local else ''}:\n"
           f"  {logged.url}" + (f"\nDIR, the store it is in:\n  {store}" if local else ""))
     for side in logged.missing:
@@ -194,9 +195,9 @@ def mlflow_metrics(change: StudyChange) -> dict[str, float]:
                                                           if c.row != changes.BASELINE_ABSOLUTE))
            for verdict in (changes.MOVED, changes.SAME, changes.NOT_SHOWN, changes.PREDICTED, changes.ONLY_A,
                            changes.ONLY_B)}
-    absolute = next((c for c in change.rows if c.row == changes.BASELINE_ABSOLUTE and c.ratio is not None), None)
-    if absolute is not None and absolute.ratio is not None:
-        out["baseline_throughput_ratio"] = absolute.ratio
+    absolute = next((c.ratio for c in change.rows if c.row == changes.BASELINE_ABSOLUTE and c.ratio is not None), None)
+    if absolute is not None:
+        out["baseline_throughput_ratio"] = absolute
     out["headline_changed"] = float(change.a.headline != change.b.headline)
     return out
 

@@ -24,13 +24,13 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from ablate.config.choices import accuracy_group, baseline_levels, levels_of, targets_of
+from ablate.config.choices import accuracy_group, levels_of, targets_of
 from ablate.config.design import ProtocolSettings, resumed
 from ablate.config.schema import Study
 from ablate.config.validate import StudyError
 from ablate.render import report, terminal
 from ablate.render.diagnosis import run_start
-from ablate.run import bitwise, estimate
+from ablate.run import baseline_profile, bitwise, estimate
 from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.run.objective import Objective, ProgressLines
 from ablate.run.recovery import Recovery
@@ -45,7 +45,7 @@ from ablate.tracking.tracker import Tracker
 from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import Machine
-from ablate.trial.process import TrialFailed, TrialSpec, run_in_fresh_process
+from ablate.trial.process import TrialFailed, run_in_fresh_process
 
 SEARCHES = ("grid", "optuna")
 # Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
@@ -222,12 +222,11 @@ class Runner:
         28% and 29% low in two runs that did not start straight after another (repro16's run 1: batch(128) at
         x0.76, where run 2 measured x1.05 and `ablate compare` read the row moved; benchmarks/change_check.py's: 1,185
         samples/s, its later ones about 1,670), and not in two that did (benchmarks/RESULTS.md). One trial of the
-        baseline, the cheapest stack to run: a few seconds, about 1% of
-        repro16's run. A warm-up that fails says so and the run goes on: the measurements will say why."""
+        baseline, the cheapest stack to run: a few seconds, about 1% of repro16's run. A warm-up that fails says so and
+        the run goes on: the measurements will say why."""
         if not self.protocol.warm_up_trials:
             return
-        spec = TrialSpec(self.study, self.planner.options_of(baseline_levels(self.planner.options)),
-                         self.machine.device, train_for_accuracy=False)
+        spec = baseline_profile.spec(self.study, self.machine.device)
         for i in range(self.protocol.warm_up_trials):
             self._show(f"warming the machine up: the baseline once, not stored ({i + 1} of "
                        f"{self.protocol.warm_up_trials})")

@@ -24,7 +24,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from ablate.tracking import view
-from ablate.tracking.tracker import quick_requests, tracking_uri, why
+from ablate.tracking.tracker import artifact_location, quick_requests, tracking_uri, why
 
 EXPERIMENT_PREFIX = "ablate-changes/"
 SIDE_TAG = "ablate.change.{side}_parent_run"  # a side's study parent run ("a", "b"), on the change's run
@@ -51,7 +51,7 @@ def log_change(results: Path, study: str, name: str, parents: Mapping[str, str |
             results.mkdir(parents=True, exist_ok=True)
         with quick_requests():
             client = MlflowClient(tracking_uri=uri)
-            held = {side: run for side, run in parents.items() if run and _held(client, run)}
+            held = {side: (run, of) for side, run in parents.items() if run and (of := _experiment_of(client, run))}
             experiment = _experiment(client, EXPERIMENT_PREFIX + study, results, uri)
             tags = {SIDE_TAG.format(side=side.lower()): run for side, run in parents.items() if run}
             run = client.create_run(experiment, run_name=name, tags={**tags, "ablate.study": study})
@@ -60,26 +60,23 @@ def log_change(results: Path, study: str, name: str, parents: Mapping[str, str |
             for path in artifacts:
                 client.log_artifact(run.info.run_id, str(path))
             client.set_terminated(run.info.run_id)
-            runs = list(dict.fromkeys([*held.values(), run.info.run_id]))  # A and B may share one parent run
-            experiments = [client.get_run(r).info.experiment_id for r in runs]
+            linked = dict([*held.values(), (run.info.run_id, experiment)])  # A and B may share one parent run
     except Exception as error:  # noqa: BLE001 - unreachable, refused, misconfigured: all mean "not in MLflow now"
         return f"MLflow at {uri} is unreachable ({why(error)})"
-    return Logged(run.info.run_id, view.compare_url(uri, runs, experiments, port=port), uri,
+    return Logged(run.info.run_id, view.compare_url(uri, list(linked), list(linked.values()), port=port), uri,
                   tuple(side for side in parents if side not in held))
 
 
-def _held(client: MlflowClient, run_id: str) -> bool:
+def _experiment_of(client: MlflowClient, run_id: str) -> str | None:
+    """The experiment of `run_id` in this store; None where the store does not hold it."""
     try:
-        client.get_run(run_id)
+        return str(client.get_run(run_id).info.experiment_id)
     except Exception:  # noqa: BLE001 - MLflow raises its own error for a run it does not hold
-        return False
-    return True
+        return None
 
 
 def _experiment(client: MlflowClient, name: str, results: Path, uri: str) -> str:
-    """The change's experiment, created if missing; a local store keeps its artifacts beside itself in the results
-    folder, as the studies' experiments do (a tracking server, where it was told to)."""
+    """The change's experiment, created if missing, its artifacts where the studies' experiments keep theirs."""
     if found := client.get_experiment_by_name(name):
         return str(found.experiment_id)
-    local = None if uri.startswith(("http://", "https://")) else (results / "mlartifacts").resolve().as_uri()
-    return client.create_experiment(name, artifact_location=local)
+    return client.create_experiment(name, artifact_location=artifact_location(uri, results))

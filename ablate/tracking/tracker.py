@@ -51,6 +51,12 @@ def tracking_uri(results: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(results / 'mlflow.db').resolve()}"
 
 
+def artifact_location(uri: str, results: Path) -> str | None:
+    """Where a new experiment keeps its artifacts: a local store, beside itself in the results folder; a tracking
+    server, where it was told to (`--artifacts-destination`: None)."""
+    return None if view.served(uri) else (results / "mlartifacts").resolve().as_uri()
+
+
 def study_views(uri: str, port: int) -> dict[str, str]:
     """Each study's experiment in the store at `uri` -> the address of its view on `ablate ui --port port`."""
     found = MlflowClient(tracking_uri=uri).search_experiments(filter_string="name LIKE 'ablate/%'")
@@ -129,9 +135,9 @@ class Tracker:
                 if experiment.tags.get(key) != value:
                     self.client.set_experiment_tag(experiment.experiment_id, key, value)
             return experiment.experiment_id
-        local = None if self.on_server else (results / "mlartifacts").resolve().as_uri()
         try:
-            return self.client.create_experiment(name, artifact_location=local, tags=tags)
+            return self.client.create_experiment(name, artifact_location=artifact_location(self.uri, results),
+                                                 tags=tags)
         except MlflowException as error:
             if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
                 raise
@@ -154,7 +160,7 @@ class Tracker:
     @property
     def on_server(self) -> bool:
         """Logging to an MLflow tracking server (http), not to a database file or folder on this machine."""
-        return self.uri.startswith(("http://", "https://"))
+        return view.served(self.uri)
 
     @property
     def offline(self) -> bool:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ablate.config.study import StudyError
+from ablate.tracking import view
 from ablate.tracking.tracker import study_views, tracking_uri
 
 
@@ -15,7 +16,7 @@ def serve(results: Path, port: int) -> int:
     what would make it fail (a tracking server, no store yet, a port in use)."""
     _free(port)  # first: the store's own checks would not explain a busy port
     uri = tracking_uri(results)
-    if uri.startswith(("http://", "https://")):
+    if view.served(uri):
         raise StudyError(f"MLFLOW_TRACKING_URI is a tracking server, {uri}: it serves the UI itself; "
                          "open it in a web browser (`ablate ui` serves a database or folder)")
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():

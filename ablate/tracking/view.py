@@ -97,9 +97,15 @@ def compare_url(tracking_uri: str, runs: Sequence[str], experiments: Sequence[st
     return f"{_base(tracking_uri, port)}/#/compare-runs?runs={listed}&experiments={of}"
 
 
+def served(tracking_uri: str) -> bool:
+    """Whether `tracking_uri` is an MLflow tracking server (http), which serves its own UI and keeps its own
+    artifacts, rather than a database file or folder on this machine."""
+    return tracking_uri.startswith(("http://", "https://"))
+
+
 def _base(tracking_uri: str, port: int) -> str:
     """The UI's root: the tracking server itself, or `ablate ui --port port`'s (a database has no UI of its own)."""
-    return tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
+    return tracking_uri.rstrip("/") if served(tracking_uri) else f"http://127.0.0.1:{port}"
 
 
 def metrics(c: Comparison) -> dict[str, float]:
