@@ -13,10 +13,15 @@ accuracy parity, confirmation (race first, accuracy last: `ablate.stats.finalist
 - confirmation: none (the baseline leads) to `confirm_blocks` blocks of three (the leader, the simplest member and
   the baseline).
 
-A new round of the race (a leader put out by its accuracy) goes past the high end: the counts are "about".
+A new round of the race (a leader put out by its accuracy: `ablate.stats.finalists`) goes past the high end, so the
+sentence prices one (`Plan.new_round`: the race's high end again, and the new leader's group at every seed); the worst
+case, a round for each accuracy group, is the module docstring's of finalists. On repro16 two runs took 136 and 150
+measurements where the range said at most 100: batch(128)'s groups, fast and below the accuracy tolerance, led the
+first race and were put out.
 
 **Refined** as measurements land: a stage a later one has begun and with nothing queued is over (none left); any
-other has its planned count less those done left, and at least what is queued.
+other has its planned count less those done left, and at least what is queued. A race measured after an accuracy
+training is a new round: its planned count starts again, less that round's own measurements.
 
 **Minutes** come from the run's own measurements, each kind from its own mean duration: a throughput-only
 measurement and an accuracy training differ about six-fold (mnist_cnn on 2 cores). Until an accuracy training is
@@ -62,6 +67,7 @@ class Stage:
 class Plan:
     stages: tuple[Stage, ...]
     train_samples: int  # what an accuracy training trains (to extrapolate one from throughput-only measurements)
+    new_round: int = 0  # what a new round of the race adds at most (a leader put out on accuracy); 0: no race
 
     @property
     def measurements(self) -> tuple[int, int]:
@@ -79,7 +85,9 @@ class Plan:
     def sentence(self) -> str:
         low, high = self.measurements
         trained = f" ({_range(*self.trainings, ' to ')} accuracy trainings)" if self.trainings[1] else ""
-        return f"expected cost: about {_range(low, high, ' to ')} measurements{trained}; minutes once {FEW} are timed"
+        again = f"; a leader put out on its accuracy races again, up to {self.new_round} more" if self.new_round else ""
+        return (f"expected cost: about {_range(low, high, ' to ')} measurements{trained}{again}; minutes once {FEW} "
+                "are timed")
 
 
 def plan(planner: Planner, search: str) -> Plan:
@@ -100,11 +108,16 @@ def plan(planner: Planner, search: str) -> Plan:
         screened = picks + math.ceil(picks / planner.tpe_block_size) * protocol.screen_baselines
         first = (min(1, screened), min(screened, groups + 1))
     stages = [Stage((SCREEN, FULL), screened, screened, first if in_screening else (0, 0))]
+    seeds = protocol.seeds - int(in_screening)  # the seeds parity trains each group at
+    round_ = 0
     if protocol.racing:
         raced = min(protocol.contenders, others) + 1  # the baseline races in every block besides the contenders
-        stages.append(Stage((RACE,), min(protocol.race_blocks, MIN_RACE_BLOCKS) * min(2, raced),
-                            protocol.race_blocks * raced + protocol.extra_blocks * min(3, raced)))
-    seeds = protocol.seeds - int(in_screening)  # the seeds parity trains each group at
+        race = Stage((RACE,), min(protocol.race_blocks, MIN_RACE_BLOCKS) * min(2, raced),
+                     protocol.race_blocks * raced + protocol.extra_blocks * min(3, raced))
+        stages.append(race)
+        # A new round: only where some accuracy group can be put out (a loss's, or none besides the baseline's, cannot).
+        if trains and study.task.has_accuracy and groups:
+            round_ = race.high + max(0, seeds)  # the race again, and the new leader's group at its seeds
     if trains and study.task.has_accuracy and seeds > 0:  # a loss's groups train once, in screening
         # the groups the parity test's degrees of freedom may need
         spread = math.ceil(parity.NOISE_DF / (protocol.seeds - 1)) if protocol.seeds > 1 else 0
@@ -118,7 +131,7 @@ def plan(planner: Planner, search: str) -> Plan:
         confirmed = min(3, others + 1)
         # None where the baseline leads and is the simplest of the set: nothing to confirm (`racing._confirm`).
         stages.append(Stage((CONFIRM,), 0, protocol.confirm_blocks * confirmed))
-    return Plan(tuple(stages), study.budget.train_samples)
+    return Plan(tuple(stages), study.budget.train_samples, round_)
 
 
 @dataclass(frozen=True)
@@ -174,10 +187,13 @@ def left(plan: Plan, finished: Sequence[Done], queued: Mapping[str, int], since:
     """What is left after `finished` (every measurement with a result), with `queued` measurements waiting by
     phase. `since`: when this session began (Unix seconds); its measurements alone give the bookkeeping's share."""
     begun = {d.phase for d in finished} | {p for p, n in queued.items() if n}
+    trained_by = max((d.ended for d in finished if d.phase == PARITY), default=None)
     counts, trainings = [0, 0], [0, 0]
     for i, stage in enumerate(plan.stages):
         mine = [d for d in finished if d.phase in stage.phases]
         waiting = sum(queued.get(p, 0) for p in stage.phases)
+        if RACE in stage.phases and trained_by is not None and (waiting or any(d.began > trained_by for d in mine)):
+            mine = [d for d in mine if d.began > trained_by]  # a new round: the race's plan starts again
         over = not waiting and any(p in begun for later in plan.stages[i + 1:] for p in later.phases)
         trained = sum(d.training for d in mine)
         for k, planned in enumerate((stage.low, stage.high)):

@@ -119,7 +119,7 @@ def welch_df(a: Side, b: Side) -> float:
     return sum(se ** 2 for se, _ in sides) ** 2 / sum(parts) if parts else math.inf
 
 
-def _holm(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+def holm(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Which rows Holm's step-down calls moved, and each row's two-sided level: its step's where called moved,
     Bonferroni's (alpha/m) elsewhere. Not statsmodels' `multipletests`: it runs gc.collect() on every call (0.17 s
     here), which the simulations call thousands of times."""
@@ -152,7 +152,7 @@ def compare(a: Mapping[str, Side], b: Mapping[str, Side], margin: float = DEFAUL
     with np.errstate(divide="ignore", invalid="ignore"):  # a row known exactly: moved exactly where d is not 0
         z = np.where(se > 0, np.abs(d) / se, np.where(d == 0, 0.0, np.inf))
     p = 2 * np.asarray(stats.t.sf(z, df), float)
-    moved, level = _holm(p, alpha)
+    moved, level = holm(p, alpha)
     half = _t(1 - level / 2, df) * se
     first = _t(1 - alpha / (2 * max(1, m)), df)  # Bonferroni's two-sided quantile: the family's own level
     detectable = np.expm1((first + _t(POWER, df)) * se)

@@ -40,9 +40,12 @@ def test_the_counts_follow_the_plan_of_a_small_study():
     assert found.trainings == by_phase[PARITY]  # a raced grid trains accuracy after the race only
     low, high = found.measurements
     assert low == sum(lo for lo, _ in by_phase.values()) and high == sum(hi for _, hi in by_phase.values())
+    # A leader put out on its accuracy races again: the race's high end and the new leader's group at its 2 seeds.
+    assert found.new_round == 3 + 2
     sentence = found.sentence()
     assert sentence == (f"expected cost: about {low} to {high} measurements ({found.trainings[0]} to "
-                        f"{found.trainings[1]} accuracy trainings); minutes once {estimate.FEW} are timed")
+                        f"{found.trainings[1]} accuracy trainings); a leader put out on its accuracy races again, "
+                        f"up to 5 more; minutes once {estimate.FEW} are timed")
     assert found.stored()["by_phase"][SCREEN] == list(by_phase[SCREEN])
 
 
@@ -63,6 +66,14 @@ def test_tpe_screens_its_picks_with_a_baseline_pair_in_each_block_of_them():
 def test_a_protocol_without_racing_plans_neither_race_nor_confirmation():
     found = estimate.plan(_planner(race_blocks=0), "grid")
     assert [s.name for s in found.stages] == [SCREEN, PARITY]
+    assert found.new_round == 0 and "races again" not in found.sentence()
+
+
+def test_a_study_that_trains_no_accuracy_prices_no_second_round():
+    study = studies.load(str(TINY), "cpu")
+    study = dataclasses.replace(study, budget=dataclasses.replace(study.budget, throughput_only=True))
+    found = estimate.plan(Planner(study, study.protocol, 7, "cpu", "cpu", None, defer_accuracy=True), "grid")
+    assert found.new_round == 0 and "races again" not in found.sentence()
 
 
 PLAN = Plan((Stage((SCREEN, FULL), 10, 10), Stage((RACE,), 6, 20), Stage((PARITY,), 2, 6, (2, 6)),
@@ -108,8 +119,11 @@ def test_a_stage_a_later_one_has_begun_is_over_and_what_is_queued_is_left_at_lea
     timed = _done(10) + _done(4, RACE, first=1000.0) + _done(1, PARITY, first=2000.0, trained=True)
     rest = estimate.left(PLAN, timed, {PARITY: 1})
     assert rest.measurements == (1 + 2, 5 + 3)  # the race stopped at 4 of its 6 to 20
-    # A new round queued: the race is on again, its planned blocks less those done, at least what is queued.
-    assert estimate.left(PLAN, timed, {PARITY: 1, RACE: 3}).measurements == (3 + 1 + 2, (20 - 4) + 5 + 3)
+    # A new round queued (a race after an accuracy training): the race's plan starts again, at least what is queued.
+    assert estimate.left(PLAN, timed, {PARITY: 1, RACE: 3}).measurements == (6 + 1 + 2, 20 + 5 + 3)
+    # ... less the new round's own race measurements, not the first round's.
+    again = timed + _done(5, RACE, first=3000.0)
+    assert estimate.left(PLAN, again, {RACE: 2}).measurements == (2 + 1 + 2, 20 - 5 + 5 + 3)
     assert estimate.left(PLAN, _done(10), {SCREEN: 12}).measurements[0] == 12 + 6 + 2 + 2  # more than planned
     finished = estimate.left(PLAN, timed + _done(2, CONFIRM, first=3000.0) + _done(1, PARITY, trained=True), {})
     assert finished.measurements == (0, 1) and estimate.Left((0, 0), (0, 0)).short() == ""
