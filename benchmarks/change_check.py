@@ -8,7 +8,8 @@ Two studies run minutes or hours apart; their comparison's intervals carry both 
 the rows the comparison printed (by default those it read as moved) and measures each against the baseline under
 both environments, A (this process's) and B (`--env-b`: the environment variables that made study B differ, e.g.
 OMP_NUM_THREADS=1), in `--pairs` back-to-back pairs: each pair runs both environments in a random order and, within
-each, the baseline and the rows in a random order, every measurement a fresh trial interpreter as a study runs it
+each, the baseline and the rows in a random order, every measurement a fresh trial interpreter as a study runs it,
+from a pool of interpreters started for that visit alone
 (throughput only, the study's own budget). Per pair, a row's change is its log speed-up under B minus under A: the
 pairs' mean with a t interval on pairs - 1 degrees of freedom is the change measured directly, paired in time, and
 so with none of the drift between two studies. The comparison's interval should cover it; a direct point outside
@@ -69,22 +70,22 @@ def measure(trials: dict[str, TrialSpec], env_b: dict[str, str], pairs: int, see
                 os.environ[k] = v
 
     out: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
-    pools = {}
-    for side in ("A", "B"):
-        use(side)
-        pools[side] = Interpreters()
     try:
         for p in range(pairs):
             for side in rng.sample(["A", "B"], 2):
                 use(side)
-                for label in rng.sample(list(trials), len(trials)):
-                    m = run_in_fresh_process(trials[label], interpreters=pools[side])
-                    out[side].setdefault(label, []).append(math.log(m["throughput"]))
-                    print(f"pair {p + 1}/{pairs} {side} {label}: {m['throughput']:.0f}/s", flush=True)
+                # A pool of its own for each visit, closed on leaving: a trial stops only its own pool's importing
+                # interpreters, so the other side's, still importing, ran beside its first trials. With one pool per
+                # side for the whole check, its A side read workers(2) at x0.98 of the baseline where both studies had
+                # read x0.79 and x0.81; back to back from one pool it read x0.93, and a study of the two x0.89
+                # [0.82, 0.96] (the Xeon, 2026-11-29).
+                with Interpreters() as pool:
+                    for label in rng.sample(list(trials), len(trials)):
+                        m = run_in_fresh_process(trials[label], interpreters=pool)
+                        out[side].setdefault(label, []).append(math.log(m["throughput"]))
+                        print(f"pair {p + 1}/{pairs} {side} {label}: {m['throughput']:.0f}/s", flush=True)
     finally:
         use("A")
-        for pool in pools.values():
-            pool.close()
     return out
 
 
