@@ -117,6 +117,18 @@ def table(change: StudyChange, width: int = COMPACT_WIDTH) -> str:
     return "\n".join(parts)
 
 
+def _title(change: StudyChange) -> str:
+    """The page's and the picture's title: both studies by name and device, or, where those agree, what differs
+    between their environments (at most two fields: the table and the page name every one)."""
+    a, b = change.a, change.b
+    if (a.name, a.device) != (b.name, b.device):
+        return f"What changed: {a.name} on {a.device} -> {b.name} on {b.device}"
+    keys = dict.fromkeys([*a.environment, *b.environment])
+    differ = [(k, a.environment.get(k, "unknown"), b.environment.get(k, "unknown")) for k in keys]
+    said = "; ".join([f"{k} {x} -> {y}" for k, x, y in differ if x != y][:2])
+    return f"What changed: {a.name} on {a.device}, {said or 'one environment'}"
+
+
 def _who(s: Study) -> str:
     return f"{s.name} on {s.device}, torch {s.environment.get('torch', 'unknown')}"
 
@@ -317,8 +329,7 @@ def page(change: StudyChange, folder: Path) -> Path:
     from ablate.render.report import _html  # the report's page maker (and matplotlib): only where a page is made
 
     folder.mkdir(parents=True, exist_ok=True)
-    a, b = change.a, change.b
-    title = f"What changed: {a.name} on {a.device} -> {b.name} on {b.device}"
+    title = _title(change)
     figure = chart(change, folder / FIGURE, title)
     text = "\n".join(_markdown(change, title))
     md = folder / "change.md"

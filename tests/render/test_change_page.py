@@ -2,6 +2,7 @@
 words, puts the baselines' absolute throughput first, and the page and the JSON carry the same rows."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -147,6 +148,15 @@ def test_the_page_writes_markdown_html_and_its_picture(change, tmp_path):
     assert text.index(ABSOLUTE_LABEL) < text.index(ROWS[0])
     html = (folder / "change.html").read_text()
     assert "data:image/png;base64," in html and "<table>" in html
+
+
+def test_the_title_names_what_differs_where_study_and_device_agree(change, tmp_path):
+    # One study on one device: its environment's differences, the first two (torch and threads here).
+    assert page(change, tmp_path / "one").read_text().startswith(
+        "# What changed: repro16 on cpu, torch 2.10.0 -> 2.11.0; threads 32 -> 1\n")
+    elsewhere = StudyChange(change.a, dataclasses.replace(change.b, device="cuda"), change.rows, 0.05, 0.05, 0.10, [])
+    text = page(elsewhere, tmp_path / "two").read_text()
+    assert text.startswith("# What changed: repro16 on cpu -> repro16 on cuda\n")
 
 
 def test_a_change_compare_judged_renders_within_its_width():
