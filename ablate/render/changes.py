@@ -10,8 +10,7 @@ What it shows first is what an upgrade hides. A ratio of speed-ups is blind to a
 the baselines' own throughput is the first row; the environments follow only where they differ, since the fields
 that agree are most of them and say nothing; the verdicts are words with the figure they were read from, "no change
 shown" always with how far the interval still allows, because it is not "same". The terminal keeps to 100 columns
-(a path on a line of its own where it does not fit beside its label, so a terminal copies it whole); the page and
-the JSON have no width to keep, so they carry every figure (the smallest change each row could show included).
+(a path that does not fit beside its label on a line of its own); the page and the JSON carry every figure.
 """
 from __future__ import annotations
 
@@ -123,10 +122,13 @@ def _title(change: StudyChange) -> str:
     a, b = change.a, change.b
     if (a.name, a.device) != (b.name, b.device):
         return f"What changed: {a.name} on {a.device} -> {b.name} on {b.device}"
-    keys = dict.fromkeys([*a.environment, *b.environment])
-    differ = [(k, a.environment.get(k, "unknown"), b.environment.get(k, "unknown")) for k in keys]
-    said = "; ".join([f"{k} {x} -> {y}" for k, x, y in differ if x != y][:2])
+    said = "; ".join([f"{k} {x} -> {y}" for k, x, y in _sides(a.environment, b.environment) if x != y][:2])
     return f"What changed: {a.name} on {a.device}, {said or 'one environment'}"
+
+
+def _sides(left: Mapping[str, str], right: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """Each field of either side, in order, with both sides' values ("unknown" where a side lacks it)."""
+    return [(k, left.get(k, "unknown"), right.get(k, "unknown")) for k in dict.fromkeys([*left, *right])]
 
 
 def _who(s: Study) -> str:
@@ -139,12 +141,8 @@ def _environments(change: StudyChange, width: int) -> str:
     differ: list[list[str]] = []
     same: list[str] = []
     for kind, left, right in (("", a.environment, b.environment), ("setting ", a.settings, b.settings)):
-        for key in dict.fromkeys([*left, *right]):
-            pair = (left.get(key, "unknown"), right.get(key, "unknown"))
-            if pair[0] != pair[1]:
-                differ.append([kind + key, *pair])
-            else:
-                same.append(kind + key)
+        differ += [[kind + key, x, y] for key, x, y in _sides(left, right) if x != y]
+        same += [kind + key for key, x, y in _sides(left, right) if x == y]
     # Counted, not named: the fields that agree are most of them (change.json lists each side's every field).
     settings = sum(k.startswith("setting ") for k in same)
     alike = f"{count(len(same) - settings, 'environment field')} and {count(settings, 'setting')}"
