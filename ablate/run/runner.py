@@ -46,6 +46,7 @@ from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import Machine
 from ablate.trial.process import TrialFailed, run_in_fresh_process
+from ablate.workload import library_models
 
 SEARCHES = ("grid", "optuna")
 # Heartbeats have been in Optuna since 2.9 and are what its docs give for failed workers; the label is noise.
@@ -120,7 +121,8 @@ class Runner:
         self.parent = ParentRun(study, self.optuna_study, self.tracker, search,
                                 wait=self.heartbeat and not self.created)
         self.progress: tqdm | None = None
-        self.interpreters = Interpreters()  # trial interpreters started ahead (ablate.trial.interpreters)
+        # Trial interpreters started ahead (ablate.trial.interpreters), with the model's library imported too.
+        self.interpreters = Interpreters(libraries=library_models.preloads(study.model))
         self.objective = Objective(study, machine, search, self.optuna_study, self.planner, self.tracker, self.parent,
                                    self.seeds, results_dir, self.interpreters, self.recovery.stale, self._show)
         self.lines = ProgressLines(study.throughput_unit)

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import multiprocessing as mp
 import os
 import signal
 import time
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any, Callable, Iterator
 
 STOP_GRACE_S = 5.0
@@ -56,14 +57,19 @@ def _context() -> mp.context.SpawnContext:
     return mp.get_context("spawn")  # a new interpreter and address-space layout each time (ablate.trial.process)
 
 
-def _preload() -> None:
-    """What every trial imports, imported before it is handed one (`import torch` alone is most of it)."""
+def _preload(libraries: tuple[str, ...] = ()) -> None:
+    """What every trial imports, imported before it is handed one (`import torch` alone is most of it), and the
+    `libraries` its study's model is built from (`ablate.workload.library_models.preloads`)."""
     import torch  # noqa: F401
     import torchvision  # noqa: F401 - its ops import TorchDynamo and Inductor
 
     import strategies  # noqa: F401
     from ablate.trial import loop, measure  # noqa: F401
     from ablate.workload import data, models  # noqa: F401
+
+    for name in libraries:
+        with contextlib.suppress(ImportError):  # a missing extra is the trial's to report, in its own words
+            importlib.import_module(name)
 
 
 def _die_with(parent: int) -> None:
@@ -222,7 +228,8 @@ class Interpreter:
 class Interpreters:
     """The prepared interpreters of one study process; a context manager that stops the unused ones."""
 
-    preload: Callable[[], None] = _preload
+    preload: Callable[..., None] = _preload
+    libraries: tuple[str, ...] = ()  # modules the study's model needs besides (`preload` is called with them)
     keep: int = AHEAD  # interpreters kept ahead; 0 for one trial with none after it (`ablate diagnose`)
     ahead: list[Interpreter] = field(default_factory=list)
     imports: list[tuple[float, float]] = field(default_factory=list)  # every finished import, for the timeline
@@ -242,7 +249,8 @@ class Interpreters:
         ctx = _context()
         parent_end, child_end = ctx.Pipe(duplex=True)
         # Not a daemon: a trial's DataLoader workers are its children, which a daemon may not have.
-        process = ctx.Process(target=_main, args=(child_end, self.preload, os.getpid()), name="ablate-trial")
+        preload = partial(self.preload, self.libraries) if self.libraries else self.preload
+        process = ctx.Process(target=_main, args=(child_end, preload, os.getpid()), name="ablate-trial")
         began = time.perf_counter()
         with ctrl_c_blocked():  # the child inherits the blocked signal: Ctrl-C is the study's to handle
             process.start()

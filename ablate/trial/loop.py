@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from ablate.trial.phases import BACKWARD, COPY, FORWARD, OPTIMIZER
-from ablate.workload.tasks import EVAL_LOGITS_BYTES, Quality, Task
+from ablate.workload.tasks import Quality, Task, eval_budget
 from strategies import Stack
 
 
@@ -60,17 +60,19 @@ def train(
 
 
 def evaluate(task: Task, model: torch.nn.Module, loader: DataLoader, device: torch.device,
-             logits_budget: int = EVAL_LOGITS_BYTES) -> Quality:
+             logits_budget: int | None = None) -> Quality:
     """The task's held-out quality, in fp32 without autocast, within memory: the loader's batches are cut
-    into forwards whose logits fit `logits_budget` bytes (`ablate.workload.tasks.eval_rows` says why), and
+    into forwards whose logits fit `logits_budget` bytes (the device's by default:
+    `ablate.workload.tasks.eval_budget`; `ablate.workload.tasks.eval_rows` says why), and
     the loss and accuracy are running sums, so evaluation's memory does not grow with the test set.
 
     Pass the unwrapped model: a scripted or compiled wrapper shares its weights,
     and evaluating through it would trigger a recompilation for eval mode.
     """
+    budget = eval_budget(device) if logits_budget is None else logits_budget
     model.eval()
     try:
         with torch.inference_mode():
-            return task.evaluate(model, loader, device, logits_budget)
+            return task.evaluate(model, loader, device, budget)
     finally:
         model.train()

@@ -169,3 +169,27 @@ def test_an_interpreter_exits_without_finalizing_once_its_result_is_sent_and_end
         metrics = run_in_fresh_process(_spec(), leaves_a_child_and_an_exit_handler, interpreters=pool)
     assert not finalized.exists()  # the study did not wait for finalization: it was skipped
     assert not _alive(metrics["child"])
+
+
+def imports_of(libraries: tuple[str, ...] = ()) -> None:
+    """A preload that imports only the study's `libraries`."""
+    import importlib
+
+    for name in libraries:
+        importlib.import_module(name)
+
+
+def imported_before_the_trial(spec: TrialSpec) -> dict:
+    return {"imported": int("tests_library_stub" in sys.modules)}
+
+
+def test_the_models_library_is_imported_ahead_where_the_study_names_one(tmp_path, monkeypatch):
+    (tmp_path / "tests_library_stub.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))  # a spawned interpreter starts from the study's sys.path
+    for libraries, imported in ((("tests_library_stub",), 1), ((), 0)):
+        with Interpreters(preload=imports_of, libraries=libraries) as pool:
+            assert run_in_fresh_process(_spec(), imported_before_the_trial, interpreters=pool)["imported"] == imported
+
+
+def test_a_missing_library_is_left_to_the_trial_to_report():
+    interpreters._preload(("tests_no_such_library",))  # no ImportError: the trial's build says it in its words

@@ -54,6 +54,23 @@ def test_a_forward_takes_as_many_rows_as_the_logits_budget_holds_and_at_least_on
     assert tasks.eval_rows(2 * tasks.EVAL_LOGITS_BYTES) == 1  # a row beyond the budget still gets its forward
 
 
+def test_a_cpu_evaluates_one_gpt2_window_a_forward_below_glibcs_mmap_threshold():
+    gpt2_window = 63 * 50_257 * 4
+    cpu = tasks.eval_budget(torch.device("cpu"))
+    # Above 32 MiB (glibc's largest dynamic mmap threshold) each forward's logits would be mapped afresh.
+    assert gpt2_window < cpu <= 32 * 2**20 and tasks.eval_rows(gpt2_window, cpu) == 1
+    assert tasks.eval_budget(torch.device("cuda", 0)) == tasks.EVAL_LOGITS_BYTES  # its allocator keeps blocks
+
+
+def test_evaluation_without_a_budget_takes_the_devices():
+    model, task = _Counted(), tasks.build("next_token", {"seq_len": 6})
+    windows = torch.randint(50, (20_000, 6))  # 24 MB of logits: over the CPU's budget, under an accelerator's
+    evaluate(task, model, DataLoader(TensorDataset(windows, windows.roll(-1, 1)), batch_size=20_000),
+             torch.device("cpu"))
+    rows = tasks.eval_rows(6 * 50 * 4, tasks.eval_budget(torch.device("cpu")))
+    assert model.rows == [1, rows, 20_000 - 1 - rows]
+
+
 class _Counted(torch.nn.Module):
     """A linear next-token model that records how many rows each forward took."""
 

@@ -13,7 +13,7 @@ pytest.importorskip("transformers", reason="the hf extra: pip install -e '.[hf]'
 pytest.importorskip("timm", reason="the timm extra: pip install -e '.[timm]'")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the hub
 
-from ablate.workload.library_models import decoder_flops_per_token  # noqa: E402
+from ablate.workload.library_models import decoder_flops_per_token, preloads  # noqa: E402
 from ablate.workload.models import MODELS  # noqa: E402
 from ablate.workload.registry import lookup  # noqa: E402
 from ablate.workload.tasks import CausalLM, Classification  # noqa: E402
@@ -204,3 +204,12 @@ def test_without_a_tokenizer_a_vocabulary_below_256_is_refused(tmp_path, monkeyp
                                      "task: {causal_lm: {seq_len: 8}}\nspace: {amp: [off]}\n")
     with pytest.raises(study.StudyError, match="text is bytes .ids 0-255., which need vocab_size >= 256, not 100"):
         study.load(str(tmp_path / "s.yaml"), "cpu")
+
+
+def test_what_a_trial_interpreter_imports_ahead_is_the_models_library_and_it_imports():
+    import importlib
+
+    assert preloads("mnist_cnn") == () and preloads("torchvision:resnet18") == ()  # torchvision: always imported
+    assert preloads("timm:resnet18") == ("timm",)
+    for module in preloads("hf:gpt2"):  # the modules named exist in the transformers installed
+        importlib.import_module(module)
