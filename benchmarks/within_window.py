@@ -185,11 +185,11 @@ def trained(study: Study, options: tuple[Option, ...], device: str) -> Any:
 def scored(task: Any, model: Any, windows: Any, device: Any) -> tuple[np.ndarray, np.ndarray]:
     """Each prediction of each window, shape (windows, k): whether it is right, and the class predicted. The
     positions and the argmax are those the task's accuracy counts (its `_logits_and_targets`, in fp32 without
-    autocast as `ablate.trial.loop.evaluate`), each forward's logits within the task's budget (`eval_rows`)."""
+    autocast as `ablate.trial.loop.evaluate`), each forward's logits within the device's budget (`eval_budget`)."""
     import torch
     from torch.utils.data import DataLoader
 
-    from ablate.workload.tasks import eval_rows
+    from ablate.workload.tasks import eval_budget, eval_rows
 
     inputs, targets = next(iter(DataLoader(windows, batch_size=len(windows))))
     rows, start, right, predicted = 1, 0, [], []
@@ -202,7 +202,7 @@ def scored(task: Any, model: Any, windows: Any, device: Any) -> tuple[np.ndarray
             right.append((best == wanted).view(taken, -1).cpu().numpy())
             predicted.append(best.view(taken, -1).cpu().numpy())
             start += taken
-            rows = eval_rows(logits.numel() * max(logits.element_size(), 4) // taken)
+            rows = eval_rows(logits.numel() * max(logits.element_size(), 4) // taken, eval_budget(torch.device(device)))
     model.train()
     return np.concatenate(right), np.concatenate(predicted)
 
