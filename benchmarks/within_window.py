@@ -193,6 +193,7 @@ def scored(task: Any, model: Any, windows: Any, device: Any) -> tuple[np.ndarray
 
     inputs, targets = next(iter(DataLoader(windows, batch_size=len(windows))))
     rows, start, right, predicted = 1, 0, [], []
+    budget = eval_budget(torch.device(device))
     model.eval()
     with torch.inference_mode():
         while start < len(inputs):
@@ -202,7 +203,7 @@ def scored(task: Any, model: Any, windows: Any, device: Any) -> tuple[np.ndarray
             right.append((best == wanted).view(taken, -1).cpu().numpy())
             predicted.append(best.view(taken, -1).cpu().numpy())
             start += taken
-            rows = eval_rows(logits.numel() * max(logits.element_size(), 4) // taken, eval_budget(torch.device(device)))
+            rows = eval_rows(logits.numel() * max(logits.element_size(), 4) // taken, budget)
     model.train()
     return np.concatenate(right), np.concatenate(predicted)
 
