@@ -18,7 +18,8 @@ measurement's stored timeline (`ablate.trial.metrics.Mark`), each moment
 counted once for the first activity in `ACTIVITIES` that holds it; what no mark
 holds - a failed measurement, the study's own start and reports, and in a
 timeline stored before the marks (`derived`) all but start-up, compile,
-profiling and a throughput-only measurement's windows - is "other". And by protocol phase, from the
+profiling, a throughput-only measurement's windows and a trained one's
+evaluations and training - is "other". And by protocol phase, from the
 Optuna trials' own spans, the rest "outside trials". Beside them, the
 estimate `ablate run` said as it began against what the run took
 (`ablate.run.estimate`). `--from` prices a run already made (or still going)
@@ -98,7 +99,8 @@ def _span(value: object) -> tuple[float, float] | None:
 def derived(timeline: dict, metrics: dict, trained: bool) -> dict:
     """A timeline stored before the marks, with those its metrics give: the first step after the model's preparation,
     the profiling window ending the loop, and - for a throughput-only measurement, whose last measured stretch opens
-    with its first window - the windows before it. A trained one's windows, training and evaluations stay unmarked."""
+    with its first window - the windows before it; for a trained one, its evaluations (`activities` counts the rest of
+    its loop as accuracy training, its warm-up and windows in it: where they fell in the loop was not stored)."""
     measured = timeline.get(Mark.MEASURED) or []
     if Mark.FIRST_STEP in timeline or not measured or metric.FIRST_STEP_S not in metrics:
         return timeline
@@ -109,6 +111,12 @@ def derived(timeline: dict, metrics: dict, trained: bool) -> dict:
         marks[Mark.PROFILING] = [ended - profiled, ended]
     if not trained and len(measured) > 1:
         marks[Mark.WINDOWS] = [measured[-1][0], ended - profiled]
+    if trained and metric.TRAIN_TIME_S in metrics:
+        # Training time is the loop's less its evaluations and profiling window (ablate.trial.measure): what else the
+        # loop's span held was evaluating. One span before the profiling window: the sum is exact, the place is not.
+        loop_end = ended - profiled
+        if (evaluating := loop_end - began - metrics[metric.TRAIN_TIME_S]) > 0:
+            marks[Mark.EVALUATING] = [[loop_end - evaluating, loop_end]]
     return {**timeline, **marks}
 
 
@@ -129,6 +137,8 @@ def activities(timeline: dict, trained: bool) -> list[tuple[str, float, float]]:
             spans.append(("warm-up", first[1], windows[0]))
         if trained and ended is not None:
             spans.append(("accuracy training", windows[1], ended))
+    elif trained and first and ended is not None:  # stored before the marks (`derived`): its warm-up and windows too
+        spans.append(("accuracy training", first[1], ended))
     if began is not None:
         spans.append(("start-up", timeline[Mark.LAUNCHED], began))  # launch, data, model, waits for imports
     if (exited := timeline.get(Mark.EXITED)) is not None:
@@ -184,8 +194,9 @@ def print_split(found: dict, epoch_s: float | None = None) -> None:
     wall = found["wall_s"] or 1.0
     epochs = " | reference epochs" if epoch_s else ""
     print(f"wall time {found['wall_s']:,.0f} s ({found['wall_from']}); of {found['timelines']} stored timelines, "
-          f"{found['without_marks']} predate the marks (compile, profiling and a throughput-only one's windows "
-          f"from their metrics; the rest: {OTHER})")
+          f"{found['without_marks']} predate the marks (compile, profiling, a throughput-only one's windows and a "
+          f"trained one's evaluations from their metrics, its warm-up and windows in accuracy training; the rest: "
+          f"{OTHER})")
     for title, parts in (("activity", found["by_activity"]), ("protocol phase", found["by_phase"])):
         print(f"| {title} | s | share{epochs} |\n|---|---:|---:|{'---:|' if epoch_s else ''}")
         for name, seconds in parts.items():

@@ -82,4 +82,20 @@ def test_a_timeline_stored_before_the_marks_gets_those_its_metrics_give():
     assert (found[Mark.FIRST_STEP], found[Mark.PROFILING], found[Mark.WINDOWS]) == ([3.0, 4.5], [28.0, 30.0],
                                                                                     [8.0, 28.0])
     assert Mark.WINDOWS not in conclusion_cost.derived(older, metrics, trained=True)  # mixed with its training
+    assert Mark.EVALUATING not in conclusion_cost.derived(older, metrics, trained=True)  # no training time stored
     assert conclusion_cost.derived(THROUGHPUT_ONLY, metrics, trained=False) is THROUGHPUT_ONLY  # marked: as stored
+
+
+def test_a_trained_timeline_before_the_marks_splits_its_loop_into_training_and_the_evaluations_its_time_leaves_out():
+    # The loop from 3 (after the model's preparation) to the profiling window at 28: 25 s, of which 20 s training.
+    older = {Mark.LAUNCHED: 0.0, Mark.MEASURED: [[2.0, 30.0]], Mark.IMPORTS: []}
+    metrics = {"prepare_model_s": 1.0, "first_step_s": 1.5, "profiled_steps": 4.0, "profiled_step_s": 0.5,
+               "train_time_s": 20.0}
+    found = conclusion_cost.derived(older, metrics, trained=True)
+    assert found[Mark.EVALUATING] == [[23.0, 28.0]]
+    painted = conclusion_cost.paint(conclusion_cost.activities(found, trained=True))
+    assert painted == pytest.approx({"start-up": 2.0, "compile": 2.5, "accuracy training": 18.5, "evaluation": 5.0,
+                                     "profiling": 2.0})
+    assert sum(painted.values()) == pytest.approx(30.0)  # the launch to the measured stretch's end, once each
+    untrained = conclusion_cost.paint(conclusion_cost.activities(conclusion_cost.derived(older, metrics, False), False))
+    assert "accuracy training" not in untrained and "evaluation" not in untrained
