@@ -5,6 +5,7 @@ own rounds and hand-overs are simulated in tests/stats/test_race_first.py."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from ablate.config import study as studies
@@ -17,8 +18,9 @@ from ablate.store.records import Record, combine
 
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 # Combination -> its accuracy group and true speed-up: one group as fast as the baseline, five far slower (bf16
-# where a CPU emulates it), and a combination that trains as the baseline does (NumWorkers).
-COMBINATIONS = {BASELINE: (BASELINE, 1.0), "workers": (BASELINE, 1.0), "fast": ("fast", 1.1),
+# where a CPU emulates it), and a combination that trains as the baseline does (NumWorkers), a little slower (so the
+# baseline trains its group: `finalists.trainers` picks the fastest member).
+COMBINATIONS = {BASELINE: (BASELINE, 1.0), "workers": (BASELINE, 0.95), "fast": ("fast", 1.1),
                 **{f"slow{i}": (f"slow{i}", 0.2 + 0.01 * i) for i in range(5)}}
 GROUPS = sorted({group for group, _ in COMBINATIONS.values()})
 
@@ -155,3 +157,19 @@ def test_a_study_stored_before_the_deferral_resumes_without_training_a_first_see
     assert [dict(p.slot.combination)["g"] for p in planned] == [BASELINE, "fast", "slow4", "slow3", "slow2"]
     combined = {r.combination: r for r in combine(stored)}
     assert combined["slow0"].accuracy == 90.0  # trained before the upgrade: its accuracy is kept and shown
+
+
+def test_a_group_trains_as_its_fastest_measured_member_and_keeps_the_one_that_trained_its_first_seed():
+    # "workers" trains to the baseline's numbers (NumWorkers changes none); measured faster than the baseline (not
+    # than the leader), it trains the baseline's group: the same verdicts for less time (a training is its steps).
+    faster = [replace(r, metrics={**r.metrics, "throughput_window_0": 1.1 * r.metrics["throughput_window_0"]})
+              if r.combination == "workers" else r for r in _screened()]
+    assert finalists.trainers(combine(faster))[BASELINE].combination == "workers"
+    assert [dict(p.slot.combination)["g"] for p in _parity(_planner(), combine(faster))][:2] == ["workers", "fast"]
+    # Once a member trained the first seed, it trains every seed, whatever is measured after.
+    stored = _screened() + [_trained(100, BASELINE, 0, 90.0)]
+    assert finalists.trainers(combine(stored))[BASELINE].number == 100
+    # Without a throughput to rank by, the group's first screened member trains it.
+    blind = [replace(r, metrics={k: v for k, v in r.metrics.items() if k != "throughput_window_0"})
+             for r in _screened()]
+    assert finalists.trainers(combine(blind))[BASELINE].combination == BASELINE
