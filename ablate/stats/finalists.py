@@ -100,26 +100,26 @@ def accuracy_unmeasured(records: list[Record]) -> str | None:
 
 def trainers(stored: Sequence[Record]) -> dict[str, Record]:
     """Accuracy group -> the measurement whose combination trains it at every seed: the one that trained its
-    first seed, else (its accuracy deferred) a measurement of the group's fastest combination, by the mean log
-    throughput of its screening, race and confirmation measurements (ties: the first screened). Every member of a
-    group trains to the same numbers, so the choice moves no verdict, only the price: a training is mostly its
-    steps (on the Xeon, in two runs of mnist_cnn, the baseline's group trained for 52-63 s a seed as
-    num_workers(2) + set_to_none + torchscript, 34-39 s as the baseline). Groups whose accuracy cannot be measured
-    (stand-in data, a loss-only task: `accuracy_note`) have none."""
+    first seed, else (its accuracy deferred) a measurement of the group's fastest combination, by its mean paired
+    difference from the baseline (`_paired_speeds`; ties: the first screened). Every member of a group trains to
+    the same numbers, so the choice moves no verdict, only the price: a training is mostly its steps (on the Xeon,
+    in two runs of mnist_cnn, the baseline's group trained for 52-63 s a seed as num_workers(2) + set_to_none +
+    torchscript, 34-39 s as the baseline). A group never screened has none, nor one whose accuracy cannot be
+    measured (stand-in data, a loss-only task: `accuracy_note`)."""
     measured = [(g, m) for r in stored for m in (r.measurements or (r,))
                 if m.complete and (g := m.accuracy_group) and not m.accuracy_note]
-    out = {g: m for g, m in measured if m.accuracy_trained and m.seed_index == 0}
-    screened = {g for g, m in measured if m.phase in (SCREEN, FULL)}  # a group never screened has no trainer
-    speeds: dict[str, dict[str, list[float]]] = {}  # group -> combination -> log throughputs, first screened first
-    first: dict[str, Record] = {}
+    trained = {g: m for g, m in measured if m.accuracy_trained and m.seed_index == 0}
+    screened = {g for g, m in measured if m.phase in (SCREEN, FULL)}
+    speed = {BASELINE: 0.0, **_paired_speeds(speedups.protocol_measurements(stored))}
+
+    def pace(m: Record) -> float:
+        return speed.get(m.combination, -math.inf)
+
+    fastest: dict[str, Record] = {}
     for g, m in sorted(measured, key=lambda gm: (gm[1].phase not in (SCREEN, FULL), gm[1].block, gm[1].position)):
-        if g in screened and g not in out and m.phase in (SCREEN, FULL, RACE, CONFIRM):
-            speeds.setdefault(g, {}).setdefault(m.combination, []).append(m.log_throughput or -math.inf)
-            first.setdefault(m.combination, m)
-    for g, by_combination in speeds.items():
-        fastest = max(by_combination, key=lambda c: statistics.fmean(by_combination[c]))  # the first of equals
-        out[g] = first[fastest]
-    return out
+        if g in screened and m.phase != PARITY and (g not in fastest or pace(m) > pace(fastest[g])):
+            fastest[g] = m  # strictly faster: the first screened of equals stays
+    return {**fastest, **trained}
 
 
 def seeds_wanted(finalists: Sequence[str], others: Sequence[str], have: Mapping[str, int],
@@ -233,8 +233,8 @@ def _legacy_out(records: Sequence[Record], found: Mapping[str, parity.Parity]) -
     return {g for g in before if g in found and found[g].ineligible}
 
 
-def _fastest_groups(ms: Sequence[Measurement[str]], group: Mapping[str, str]) -> list[str]:
-    """Accuracy groups, fastest first by their fastest combination's mean paired difference from the baseline."""
+def _paired_speeds(ms: Sequence[Measurement[str]]) -> dict[str, float]:
+    """Each combination but the baseline: its mean log-throughput difference from its blocks' baselines."""
     base: dict[int, list[float]] = {}
     for m in ms:
         if m.combination == BASELINE:
@@ -243,10 +243,15 @@ def _fastest_groups(ms: Sequence[Measurement[str]], group: Mapping[str, str]) ->
     for m in ms:
         if m.combination != BASELINE and m.block in base:
             diffs.setdefault(m.combination, []).append(m.log_throughput - statistics.fmean(base[m.block]))
+    return {c: statistics.fmean(ds) for c, ds in diffs.items()}
+
+
+def _fastest_groups(ms: Sequence[Measurement[str]], group: Mapping[str, str]) -> list[str]:
+    """Accuracy groups, fastest first by their fastest combination's mean paired difference from the baseline."""
     best: dict[str, float] = {}
-    for c, ds in diffs.items():
+    for c, speed in _paired_speeds(ms).items():
         g = group.get(c, c)
-        best[g] = max(best.get(g, -float("inf")), statistics.fmean(ds))
+        best[g] = max(best.get(g, -float("inf")), speed)
     return sorted(best, key=lambda g: (-best[g], g))
 
 
