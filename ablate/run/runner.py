@@ -37,7 +37,7 @@ from ablate.run.recovery import Recovery
 from ablate.run.stored_study import analyse_and_report
 from ablate.stats import diagnosis
 from ablate.stats.planner import Planned, Planner
-from ablate.store import claim, records, seeds, study_record
+from ablate.store import claim, plan, records, seeds, study_record
 from ablate.store.records import State
 from ablate.store.storage import create_study, metric_names, optuna_study_name, shared, sqlite_path
 from ablate.tracking.parent_run import ParentRun
@@ -161,11 +161,11 @@ class Runner:
     def _expect(self) -> None:
         """What the study should cost (`ablate.run.estimate`), said before its first measurement and stored as it
         was first said."""
-        plan = estimate.plan(self.planner, self.search)
-        self.cost = estimate.Session(plan)
-        study_record.set_cost(self.optuna_study, estimate=plan.stored())
+        expected = estimate.plan(self.planner, self.search)
+        self.cost = estimate.Session(expected)
+        study_record.set_cost(self.optuna_study, estimate=expected.stored())
         if self.progress:
-            self.progress.write(terminal.wrapped(plan.sentence()))
+            self.progress.write(terminal.wrapped(expected.sentence()))
         self._refine()
 
     def _refine(self, counted: list[tuple[FrozenTrial, records.Record]] | None = None) -> None:
@@ -281,6 +281,7 @@ class Runner:
     def _next_step(self) -> str:
         """"run" (a queued measurement, or one for TPE to pick), "wait" (others' trials run) or "done"."""
         self.recovery.stale()
+        plan.complete(self.optuna_study)  # a plan a stop left part-queued (ablate.store.plan)
         trials = self.optuna_study.get_trials(deepcopy=False)
         if self.search == "grid" and not any(records.from_trial(t).has_slot for t in trials):
             return self._queue(self.planner.screening())
@@ -302,9 +303,9 @@ class Runner:
         return [r for r in records.load(self.optuna_study) if r.device == self.machine.device_name]
 
     def _queue(self, planned: list[Planned]) -> str:
-        for p in planned:
-            records.queue(self.optuna_study, dict(p.slot.combination), p.slot.block, p.slot.position, p.slot.phase,
-                          self.study.combination(dict(p.slot.combination)).label, p.seed_index)
+        plan.queue(self.optuna_study, [
+            plan.Queued(dict(p.slot.combination), p.slot.block, p.slot.position, p.slot.phase,
+                        self.study.combination(dict(p.slot.combination)).label, p.seed_index) for p in planned])
         return "run"
 
     def _planned(self) -> int:

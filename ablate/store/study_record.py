@@ -28,6 +28,9 @@ BITWISE_ATTR = "bitwise"  # {device name: {accuracy group: [the group it trains 
 # "measurements", "accuracy_trainings"}, one per `ablate run` that measured]}. Added in format 1: older code
 # ignores it, and a study stored before it has none.
 COST_ATTR = "cost"
+# A plan being queued (`ablate.store.plan`): its slots, written before the first is queued and cleared after the last;
+# a stop in between leaves them for the resume. Added in format 1: older code ignores it.
+PLAN_ATTR = "pending_plan"
 # The stored format's version, written when a study is created (`ablate.store.storage.create_study`). A store
 # without it was written before it existed, in the format that became version 1 (46e5984's stores resume:
 # tests/end_to_end/test_before_the_move.py). Raised only by a change older code cannot read; a store of a higher
@@ -49,6 +52,7 @@ class StudyRecord:
     bitwise: Mapping[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION  # the stored format it was written in (FORMAT_ATTR)
     cost: Mapping[str, Any] = field(default_factory=dict)  # expected and actual (COST_ATTR); {} before it existed
+    pending_plan: Sequence[Mapping[str, Any]] = ()  # slots of a plan a stop left part-queued (PLAN_ATTR)
 
     @property
     def cost_summary(self) -> dict[str, Any] | None:
@@ -90,7 +94,7 @@ def from_study(optuna_study: optuna.Study) -> StudyRecord:
                        runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()},
                        bitwise={device: {group: (trains_as, why) for group, (trains_as, why) in checks.items()}
                                 for device, checks in a.get(BITWISE_ATTR, {}).items()},
-                       cost=a.get(COST_ATTR, {}))
+                       cost=a.get(COST_ATTR, {}), pending_plan=a.get(PLAN_ATTR, ()))
 
 
 def set_file_hash(optuna_study: optuna.Study, file_hash: str) -> None:
@@ -124,6 +128,10 @@ class RaceStanding(Protocol):
 def set_race(optuna_study: optuna.Study, race: RaceStanding) -> None:
     optuna_study.set_user_attr(RACE_ATTR, {"leader": race.leader, "why": race.why, "race_blocks": race.race_blocks,
                                            "confirm_blocks": race.confirm_blocks, "pending": list(race.pending)})
+
+
+def set_pending_plan(optuna_study: optuna.Study, slots: Sequence[Mapping[str, Any]]) -> None:
+    optuna_study.set_user_attr(PLAN_ATTR, [dict(s) for s in slots])
 
 
 def set_parent_run(optuna_study: optuna.Study, run_id: str) -> None:

@@ -368,6 +368,8 @@ ADDED = {
     "tiny/optuna.db:trial_user_attrs:profiling",
     # What a study costs (ablate.run.estimate): the estimate said as it began, its first in minutes, and the actual.
     "tiny/optuna.db:study_user_attrs:cost",
+    # A plan being queued, cleared once queued (ablate.store.plan): a kill part-way leaves it for the resume.
+    "tiny/optuna.db:study_user_attrs:pending_plan",
     *(f"tiny/report/grid/summary.json:keys:cost{k}" for k in (
         "", ".estimate", ".estimate.measurements", ".estimate.accuracy_trainings", ".estimate.by_phase",
         *(f".estimate.by_phase.{p}" for p in ("screen", "race", "parity", "confirm")),
