@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 STUDY  ?= mnist_cnn
 ARGS   ?=
 
-.PHONY: ablation test bench gpu ui list clean
+.PHONY: ablation test test-all bench gpu ui list clean
 
 # `make gpu` runs where the project is not pip-installed too (a lent GPU machine: docs/gpu.md).
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
@@ -20,7 +20,12 @@ $(STAMP): pyproject.toml
 ablation: $(STAMP)  ## make ablation STUDY=mnist_cnn [ARGS="--search optuna --trials 20"]
 	$(BIN)/ablate run $(STUDY) $(ARGS)
 
-test: $(STAMP)  ## the linter, the type check, then the suite (all configured in pyproject.toml)
+test: $(STAMP)  ## the linter, the type check, then the fast tier: every test not marked slow (pyproject.toml)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -m "not slow" $(ARGS)
+
+test-all: $(STAMP)  ## the linter, the type check, then the whole suite, slow tier included (what CI runs)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(ARGS)

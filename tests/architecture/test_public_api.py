@@ -57,6 +57,7 @@ def test_import_strategies_pulls_in_torch_alone() -> None:
     assert loaded == ["torch"]
 
 
+@pytest.mark.slow
 def test_every_public_name_is_its_modules_object_after_every_submodule_is_imported() -> None:
     """Importing a submodule binds it on its package, which used to hide a public name of the same name (trial's
     `train`, a function then in trial/train.py): every package's names are checked once every module is imported."""

@@ -11,6 +11,7 @@ from benchmarks.sections import rewrite as _rewrite
 KEPT = "A hand-written record that must survive."
 
 
+@pytest.mark.slow
 def test_bench_writes_every_section_for_this_device(tmp_path, mnist):
     out = tmp_path / "RESULTS.md"
     out.write_text(f"# Benchmark records\n\n{KEPT}\n")

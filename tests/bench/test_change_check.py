@@ -67,6 +67,7 @@ def test_no_row_is_called_inconsistent_where_none_disagrees_but_at_the_family_ra
     assert _bounds(outside)[0] > 0.15
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("off", "at_least"), [(1.33, 0.30), (1.5, 0.75)])
 def test_the_power_to_call_a_row_off_by_a_third_or_a_half_inconsistent(off, at_least):
     shift = np.zeros(ROWS)

@@ -133,6 +133,7 @@ def test_next_runs_the_plan_and_merge_records_it_so_the_next_lease_goes_on(lent,
     assert _plan("NVIDIA A100")[:len(planned)] == [n for n in STEPS][:len(planned)]
 
 
+@pytest.mark.slow
 def test_a_step_stopped_at_its_limit_leaves_the_finished_steps_merged_and_itself_not_done(lent, tmp_path):
     lent.setattr(gpu, "STEPS", standins("quick", {"catalogue-eager": "hang"}))
     for name in ("STOP_GRACE_S", "REPORT_RESERVE_S", "END_RESERVE_S", "MIN_STEP_S"):
@@ -150,6 +151,7 @@ def test_a_step_stopped_at_its_limit_leaves_the_finished_steps_merged_and_itself
                          TORCH) == (0, "stopped at its limit last time")
 
 
+@pytest.mark.slow
 def test_a_command_whose_every_step_must_be_stopped_and_killed_still_ends_within_its_budget(lent, tmp_path):
     # The worst a command can meet: every step ignores SIGTERM until killed, and every stopped study's report hangs.
     lent.setattr(gpu, "STEPS", standins("hang"))
@@ -328,6 +330,7 @@ def test_l5_a_warm_machine_does_not_reinstall_the_wheels(tmp_path, warm):
 
 # -- L6: the import check imports what the steps import; pip check and pip list come back -----------------------
 
+@pytest.mark.slow
 def test_l6_the_import_check_imports_what_the_steps_import():
     found = re.search(r"python3 -c '(import [^']+)' \|\| exit 1;", gpu.PREFIX)
     assert found, "the device command has no import check"

@@ -82,6 +82,7 @@ def test_an_unwritable_results_folder_is_one_line_before_anything_is_written(tmp
     assert (tmp_path / "afile").read_text() == "not a folder"
 
 
+@pytest.mark.slow
 def test_an_empty_data_folder_offline_is_one_line_naming_the_files_and_the_variable(tmp_path):
     empty = tmp_path / "data"
     empty.mkdir()

@@ -88,6 +88,7 @@ def test_a_missing_extra_names_the_pip_install(module, model, extra, tmp_path):
                          f"pip install 'ablate[{extra}]'")
 
 
+@pytest.mark.slow
 def test_new_writes_a_study_that_loads_and_refuses_to_overwrite_it(tmp_path, monkeypatch, in_process):
     done = _cli(tmp_path, "new", "hf:llama")
     assert done.returncode == 0 and "wrote llama.yaml" in done.stdout, done.stderr

@@ -39,6 +39,7 @@ sys.exit(cli.main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "log"), [
     (["list"], ""),  # names no study: the results folder's log
     (["new", "no_such_model"], ""),
@@ -83,6 +84,7 @@ def test_a_command_where_no_library_spoke_makes_no_log(tmp_path):
     assert done.returncode == 0 and not results.exists()
 
 
+@pytest.mark.slow
 def test_a_study_file_for_a_library_model_is_written_with_one_line_in_the_terminal(tmp_path):
     """`ablate new hf:gpt2` imports torch, transformers and (through the strategies) torchao, whose import logs
     warnings through torch's own stderr handler: the terminal gets the one line that says what was written."""

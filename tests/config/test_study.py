@@ -133,6 +133,7 @@ def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
     assert (load(str(path), "cuda").budget.windows, load(str(path), "cuda").budget.seed) == (5, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, expected", [
     (["run", "nope"], "unknown study 'nope'"),
     (["run", "mnist_cnn", "--search", "bayes"], "unknown choice 'bayes'; choose one of: grid, optuna"),
@@ -149,6 +150,7 @@ def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(args, expected, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_missing_data_is_one_line_naming_files_and_the_variable(tmp_path):
     env = {**os.environ, "ABLATE_DATA_DIR": str(tmp_path / "nowhere"), "ABLATE_RESULTS_DIR": str(tmp_path / "results")}
     done = subprocess.run([sys.executable, "-m", "ablate", "run", str(TINY)], capture_output=True, text=True, env=env)

@@ -38,6 +38,7 @@ def stored_before_the_move():
     shutil.rmtree(STORED_AT, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_study_stopped_before_the_move_resumes_and_keeps_its_measurements(stored_before_the_move, mnist,
                                                                           monkeypatch, capsys):
     storage = f"sqlite:///{stored_before_the_move / 'tiny' / 'optuna.db'}"

@@ -29,6 +29,7 @@ def results(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_cpu_runs_what_it_can_and_skips_the_rest_with_reasons(results):
     storage = f"sqlite:///{results / 'tiny_hardware' / 'optuna.db'}"
     trials = optuna.load_study(study_name="tiny_hardware:grid:cpu", storage=storage).get_trials()
@@ -46,6 +47,7 @@ def test_cpu_runs_what_it_can_and_skips_the_rest_with_reasons(results):
     assert len({t.user_attrs["accuracy_group"] for t in complete}) == 1
 
 
+@pytest.mark.slow
 def test_the_table_mlflow_and_report_carry_the_reasons(results):
     rows = list(csv.DictReader((results / "tiny_hardware" / "grid-cpu.csv").open()))
     skipped = [r for r in rows if r["reason"]]

@@ -23,6 +23,7 @@ def _children(results: Path, name: str):
     return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not KJV.is_file(), reason=f"the KJV corpus is not at {KJV} (set ABLATE_DATA_DIR)")
 def test_the_tiny_transformer_study_runs_end_to_end_in_tokens_per_second(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(terminal, "live", lambda stream: True)  # the bar a terminal redraws, not a log's plain line
@@ -54,6 +55,7 @@ def test_the_tiny_transformer_study_runs_end_to_end_in_tokens_per_second(tmp_pat
     assert "MFU" not in report  # no peak known for this CPU
 
 
+@pytest.mark.slow
 def test_a_users_own_loss_function_is_trained_and_judged_on_its_held_out_loss(tmp_path, mnist):
     study = tmp_path / "own_loss.yaml"
     # tiny.yaml on a small CNN (tests/support/tiny_mnist.py): a loss is a loss on any model, in a fraction of the time.

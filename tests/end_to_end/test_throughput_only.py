@@ -5,6 +5,7 @@ import csv
 from pathlib import Path
 
 import optuna
+import pytest
 from mlflow.tracking import MlflowClient
 
 from ablate.cli import main
@@ -12,6 +13,7 @@ from ablate.cli import main
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "stand_in.yaml"
 
 
+@pytest.mark.slow
 def test_accuracy_not_measured_is_said_in_the_table_the_report_and_mlflow(tmp_path, capsys):
     assert main(["run", str(STUDY), "--device", "cpu", "--results", str(tmp_path)]) == 0
     trials = optuna.load_study(study_name="stand_in:grid:cpu",

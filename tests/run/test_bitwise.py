@@ -74,6 +74,7 @@ def bitwise_run(tmp_path_factory, mnist):
     return results, study
 
 
+@pytest.mark.slow
 def test_groups_train_as_the_check_found_and_accuracy_is_trained_once_per_merged_group(bitwise_run):
     results, study = bitwise_run
     (device, answers), = study_record.from_study(study).bitwise.items()
@@ -115,6 +116,7 @@ def test_groups_train_as_the_check_found_and_accuracy_is_trained_once_per_merged
         assert (f"**{group}** trained as {into}" if into != group else f"{group} trained apart") in report
 
 
+@pytest.mark.slow
 def test_a_resume_checks_nothing_again(bitwise_run, capsys):
     results, study = bitwise_run
     before = study_record.from_study(study).bitwise
@@ -123,6 +125,7 @@ def test_a_resume_checks_nothing_again(bitwise_run, capsys):
     assert "accuracy group torchscript:" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_group_that_differs_keeps_its_own_accuracy(tmp_path, mnist, monkeypatch):
     differs = {"control_equal": 1.0, "equal": 0.0, "steps": 8.0, "largest_difference": 0.5}
     probes: list[object] = []

@@ -39,6 +39,7 @@ def _mlflow_run(results: Path, run_id: str):
     return MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}").get_run(run_id)
 
 
+@pytest.mark.slow
 def test_a_failed_trial_is_recorded_and_the_study_goes_on(mnist, tmp_path, capsys):
     assert main(["run", str(FAULTY), "--device", "cpu", "--results", str(tmp_path)]) == 0
     trials = {t.params["graph"]: t for t in _trials(tmp_path, "faulty")}
@@ -163,6 +164,7 @@ def _finished(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.Froze
     return [t for t in trials if t.user_attrs.get("state") in ("complete", "skipped")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(stopped, how):
     stops, code, trials = stopped.stops, stopped.code, stopped.trials
@@ -184,6 +186,7 @@ def test_stopping_marks_the_running_trial_killed_and_says_how_to_resume(stopped,
     assert _slot(running) in slots  # the stopped one ran again
 
 
+@pytest.mark.slow
 def test_a_study_killed_outright_resumes_with_its_finished_trials_kept_and_the_lost_one_run_again(stopped):
     """SIGKILL mid-trial: the study and its trial process gone at once, the trial left RUNNING in the storage and its
     MLflow run RUNNING. The resume marks it interrupted and its run KILLED, runs it again, and runs no finished trial

@@ -88,6 +88,7 @@ def _wait(workers: list[subprocess.Popen]) -> None:
         assert w.returncode == 0, out
 
 
+@pytest.mark.slow
 def test_three_workers_started_at_once_run_every_combination_exactly_once_also_when_one_is_killed_mid_trial(
         mnist, postgres, mlflow_server, tmp_path):
     """Three workers started at the same moment share the study, and the one killed in the middle of a trial has its
@@ -121,6 +122,7 @@ def test_three_workers_started_at_once_run_every_combination_exactly_once_also_w
     assert run.info.status == "KILLED"
 
 
+@pytest.mark.slow
 def test_run_with_workers_spreads_the_study_over_processes_and_ctrl_c_stops_every_worker_then_it_resumes(
         mnist, postgres, mlflow_server, tmp_path):
     """`ablate run --workers 2` on this machine: Ctrl-C stops every worker, and the same command run again spreads
@@ -165,6 +167,7 @@ def test_run_with_workers_spreads_the_study_over_processes_and_ctrl_c_stops_ever
     assert "baseline" in again.stdout and "recommended:" in again.stdout  # the table and report, once all finished
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
 def test_a_trial_a_worker_left_without_parameters_is_failed_after_the_grace_period(mnist, postgres, tmp_path):
     # A worker killed inside Optuna's ask() leaves a RUNNING trial with no parameters and no heartbeat,

@@ -97,6 +97,7 @@ def band(noise: float, pairs: int, first: int = SEED) -> Band:
     return Band(tuple(sums), tuple(scored), {k: tuple(v) for k, v in z2.items()}, cvs)
 
 
+@pytest.mark.slow
 def test_two_pairs_are_scored_as_the_benchmark_scores_a_real_pair():
     """The smoke test: two pairs at the quiet noise, every row of the full grid scored, and the sum what `compare`
     prints."""

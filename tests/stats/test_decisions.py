@@ -132,6 +132,7 @@ def test_parity_at_the_tolerance_errs_either_way_at_most_as_the_interval_allows(
     assert sum(p.low <= -0.50 <= p.high for p in found) / len(found) >= 0.95
 
 
+@pytest.mark.slow
 def test_a_group_three_times_noisier_is_judged_on_its_own_spread():
     """The group at the tolerance has three times the others' seed SD: the spread pooled alone passed it `ok` in
     10.4% of these studies (and flagged it `below` at -0.40 in 3.7%, passed it at -0.60 in 5.5%). Now `ok` at most
@@ -171,6 +172,7 @@ def test_parity_passes_groups_with_no_change_and_flags_those_clearly_below():
     assert _lower(_studies(20, 2000, -1.5), parity.BELOW) >= 0.94
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("one_seed", list(ONE_SEED), ids=["kept at one seed, others at two",
                                                          "kept at one seed, others at three"])
 def test_a_group_kept_at_one_seed_is_judged_on_the_others_spread(one_seed):
@@ -206,6 +208,7 @@ TIE4 = {BASE: 0.0, "a": math.log(1.3), "b": math.log(1.3), "c": math.log(1.3), "
         "e": math.log(1.1), "f": math.log(1.0), "g": math.log(0.9)}
 
 
+@pytest.mark.slow
 def test_the_recommendation_is_the_race_leader_unbiased_and_covered():
     """A four-way tie: the leader is the luckiest of four, yet its confirmed estimate is unbiased (the share of
     studies where it reads high is within 0.5 +- 0.118, 99% under no bias: a bias of 0.3 standard errors fails it
@@ -240,6 +243,7 @@ def _two(ratio: float, seed: int) -> bool:
     return standing.leader == "a" and "b" in standing.eliminated
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ratio, power", [(1.13, 0.74), (1.15, 0.83)])
 def test_two_contenders_13_or_15_percent_apart_are_told_apart_by_the_race(ratio, power):
     """The power beside "told apart and dropped", established (Clopper-Pearson lower bound over 300 races; seen:
@@ -266,6 +270,7 @@ def _tie(ways: int, seed: int) -> bool:
     return not set(tied) <= {standing.leader, *standing.contenders}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ways, studies", [(2, 800), (6, 300)])
 def test_a_true_tie_is_declared_broken_at_most_5_percent_of_the_time_over_the_whole_race(ways, studies):
     """Established: the Clopper-Pearson upper bound of the rate is at most 5% (seen: 2.6% of 800 two-way ties with the
@@ -290,6 +295,7 @@ def _hetero_truth() -> tuple[dict[str, float], dict[str, float]]:
     return truth, sigma
 
 
+@pytest.mark.slow
 def test_noisy_and_quiet_screened_combinations_are_both_covered_near_95_percent():
     truth, sigma = _hetero_truth()
     hits = {True: [0, 0], False: [0, 0]}

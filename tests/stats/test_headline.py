@@ -84,6 +84,7 @@ def grid() -> dict[float, list[tuple[DeviceComparisons, dict]]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma", [0.06, 0.10])
 def test_the_headline_is_truly_within_the_margin_of_the_race_leader(grid, sigma):
     """The recommended stack's true speed-up is within `equivalence_margin` of the race leader's in >= 95% of
@@ -99,6 +100,7 @@ def test_the_headline_is_truly_within_the_margin_of_the_race_leader(grid, sigma)
     assert bound <= 0.04, (short.mean(), bound)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma", [0.06, 0.10])
 def test_summary_json_pairs_each_speedup_with_its_own_compose_line(grid, sigma):
     """summary.json's recommendation and each member of the set: one combination's speed-up, interval, parity and
@@ -118,6 +120,7 @@ def test_summary_json_pairs_each_speedup_with_its_own_compose_line(grid, sigma):
             assert m["recommended"] == (m["combination"] == found["combination"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma", [0.06, 0.10])
 def test_each_printed_decision_has_the_interval_that_decided_it_and_an_adjusted_p(grid, sigma):
     """Beside "could not tell these apart" the interval includes x1.00, beside "told apart and dropped" it excludes
@@ -147,6 +150,7 @@ def test_each_printed_decision_has_the_interval_that_decided_it_and_an_adjusted_
     assert contradicted > 0, "the pointwise intervals never contradicted a verdict here: the note below is stale"
 
 
+@pytest.mark.slow
 def test_the_leaders_confirmed_estimate_is_unbiased_and_covered(grid):
     """The recommendation rests on blocks its selection never saw: at each noise level the share of studies where
     the leader's confirmed estimate reads high is within 0.5 +- 0.129 (99% under no bias; a bias of 0.3 standard
@@ -184,6 +188,7 @@ def _pair(gap: float, sigma: float, seed: int) -> verdicts.Recommendation:
     return found
 
 
+@pytest.mark.slow
 def test_a_simpler_member_truly_at_the_margin_stands_in_for_the_leader_at_most_5_percent_of_the_time():
     """The equivalence decision's error: "a" truly 2% slower than the leader "a + b" (the margin: the worst case for
     a test of "at most 2% slower") is recommended in its place in <= 5% of studies (Clopper-Pearson; seen: 2 of 200,
@@ -209,6 +214,7 @@ def test_a_truly_equivalent_simpler_member_stands_in_for_the_leader_with_stated_
     assert all(r.pick.combination == "a" for r in found if r.leader.combination == "a")  # already the simplest
 
 
+@pytest.mark.slow
 def test_members_that_never_got_a_race_seat_are_named_with_their_screening_estimate(grid):
     """A field member never raced is neither told apart nor pending: before, it vanished from the answer."""
     named = 0

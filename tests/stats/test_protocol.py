@@ -141,6 +141,7 @@ def test_full_blocks_recover_the_planted_speedups_under_drift_and_a_lucky_baseli
 
 # 2. Coverage by simulation, default Settings (screening + racing).
 
+@pytest.mark.slow
 def test_coverage_of_the_default_design_is_near_95_percent():
     counts = coverage()
     print("coverage (no lucky baseline):", {k: (round(float(a / b), 3), b) for k, (a, b) in counts.items()})
@@ -148,17 +149,20 @@ def test_coverage_of_the_default_design_is_near_95_percent():
     assert 0.90 <= rate(counts["screened"]) <= 0.99, counts
 
 
+@pytest.mark.slow
 def test_coverage_of_the_raced_combinations_is_near_95_percent():
     counts = coverage()
     assert 0.90 <= rate(counts["raced"]) <= 0.99, counts
 
 
+@pytest.mark.slow
 def test_coverage_of_the_recommended_leader_is_near_95_percent():
     counts = coverage()
     assert counts["leader"][1] == N_STUDIES
     assert 0.90 <= rate(counts["leader"]) <= 0.99, counts
 
 
+@pytest.mark.slow
 def test_a_lucky_screening_baseline_does_not_reach_the_raced_estimates():
     """Race blocks have baselines of their own: a lucky baseline process in screening block 0 must not move the
     raced combinations' or the leader's intervals (their screening estimates it does move: see the report)."""
@@ -433,6 +437,7 @@ def test_a_combination_noisier_than_the_rest_gets_its_own_wider_interval():
     assert hits_pooled / n < 0.80, hits_pooled / n
 
 
+@pytest.mark.slow
 def test_workers_with_different_hash_seeds_plan_the_same_race_block():
     """Workers are separate processes: string keys (set order varies with PYTHONHASHSEED) must not change
     the next race block or its order."""

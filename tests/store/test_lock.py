@@ -30,6 +30,7 @@ def _wait_for_holder(lock: Path, process: subprocess.Popen, seconds: float = 120
     pytest.fail(f"the first run never took the lock (exit status {process.poll()})")
 
 
+@pytest.mark.slow
 def test_a_second_run_of_the_same_study_refuses_and_a_killed_run_leaves_no_lock(mnist, tmp_path, capsys):
     results = tmp_path / "results"
     first = subprocess.Popen([sys.executable, "-m", "ablate", "run", str(TINY), "--device", "cpu",

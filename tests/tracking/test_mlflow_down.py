@@ -69,6 +69,7 @@ def test_a_tracking_failure_mid_study_turns_the_tracker_offline(tmp_path, capsys
     assert "server went away" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_study_runs_with_mlflow_down_and_sync_pushes_the_runs_later(mnist, tmp_path, monkeypatch, mlflow_down,
                                                                      capsys):
     study_file = tmp_path / "down.yaml"

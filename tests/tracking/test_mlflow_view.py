@@ -48,6 +48,7 @@ def test_the_pointer_names_the_command_that_opens_this_runs_store(run):
                         r"&viewStateShareKey=ablate", url)
 
 
+@pytest.mark.slow
 def test_a_real_mlflow_ui_on_the_store_answers_the_url_with_one_row_per_combination_fastest_first(run, tmp_path):
     results, output = run
     command, url = _printed(output)

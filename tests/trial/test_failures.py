@@ -31,6 +31,7 @@ def _failure(spec: TrialSpec) -> str:
     return str(failed.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model, expected", [
     ("faulty:Raises", "error: ValueError: injected failure in forward"),
     ("faulty:Diverges", "diverged: the training loss became NaN or infinite by step 1"),
@@ -41,6 +42,7 @@ def test_a_failing_trial_is_reported_with_its_kind(mnist, model, expected):
     assert _failure(_spec(model)).startswith(expected)
 
 
+@pytest.mark.slow
 def test_after_running_out_of_memory_the_next_trial_runs(mnist):
     assert _failure(_spec("faulty:RunsOutOfMemory")).startswith("oom:")
     metrics = run_in_fresh_process(_spec())  # the failed trial's process, and its memory, are gone
@@ -62,6 +64,7 @@ def test_a_dataloader_worker_that_dies_fails_the_trial(mnist):
     assert reason.startswith("worker: ") and "exited unexpectedly" in reason
 
 
+@pytest.mark.slow
 def test_a_dataloader_worker_that_hangs_fails_the_trial_within_its_timeout(mnist):
     reason = _failure(_spec(dataset="faulty:hanging_workers", options=(Option("num_workers", (("n", 1),)),),
                             loader_timeout_s=2.0))

@@ -60,6 +60,7 @@ def _alive(pid: int) -> bool:
     return _state(pid) != "Z"
 
 
+@pytest.mark.slow
 def test_interpreters_importing_are_stopped_while_a_trial_measures_and_continued_after():
     with Interpreters(preload=busy_preload) as pool:
         metrics = run_in_fresh_process(_spec(), asks_to_measure, interpreters=pool)
@@ -85,6 +86,7 @@ def test_overlaps_finds_an_import_that_shares_a_moment_with_a_measured_span():
     assert overlaps([(0.0, 1.0), (5.0, 6.0)], [(0.5, 2.0), (2.0, 5.0)]) == [((0.0, 1.0), (0.5, 2.0))]
 
 
+@pytest.mark.slow
 def test_a_prepared_interpreter_killed_while_waiting_is_replaced_and_close_leaves_none(tmp_path):
     with Interpreters(preload=slow_preload) as pool:
         pool.refill()
@@ -120,6 +122,7 @@ def test_an_interpreter_that_never_says_armed_is_stopped_not_waited_on_for_ever(
     assert pool.ahead == [] and not _alive(stuck.process.pid)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stopped", [False, True], ids=["waiting", "stopped while importing"])
 def test_prepared_interpreters_exit_when_the_study_process_is_killed(stopped):
     script = (

@@ -170,6 +170,7 @@ def test_a_cpu_peak_is_reset_to_what_the_process_holds_now():
     assert memory.peak_memory_mb(cpu) < held - 200
 
 
+@pytest.mark.slow
 @_LINUX_PEAK
 def test_a_cpu_peak_is_the_trial_process_s_own_not_that_of_the_process_that_started_it():
     # getrusage's ru_maxrss in a new interpreter starts from its parent's high-water mark: every trial of a study
@@ -273,6 +274,7 @@ def test_a_window_of_a_slow_run_closes_at_the_first_step_past_window_seconds(fak
     assert [w.samples for w in uncapped.windows] == [10 * BATCH] * 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cap_in_steps", [0.5, 2.5, 6.0])
 def test_closing_windows_by_time_biases_log_throughput_no_more_than_a_ratio_of_as_many_steps(fake_time, cap_in_steps):
     """Step times with a 10% spread (lognormal, mean 1 s): the windows' geometric mean, which the speed-ups

@@ -97,6 +97,7 @@ def fails(spec: TrialSpec) -> dict:
     raise ValueError("injected")
 
 
+@pytest.mark.slow
 def test_a_trial_marks_its_launch_and_exit_and_the_hand_off_from_the_one_before_failed_or_not():
     with Interpreters(preload=no_preload, keep=1) as pool:
         first = run_in_fresh_process(_spec(), answers, interpreters=pool)[TIMELINE]

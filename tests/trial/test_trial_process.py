@@ -71,6 +71,7 @@ def _says_then_dies(spec):
     os._exit(3)
 
 
+@pytest.mark.slow
 def test_the_trial_tells_the_study_what_it_is_doing_and_a_death_after_that_is_still_a_death():
     heard = []
     assert run_in_fresh_process(_spec(), _says_what_it_does, on_phase=heard.append)["throughput"] == 1.0

@@ -43,6 +43,7 @@ def _load(tmp_path: Path, proxy: str, **env: str) -> subprocess.CompletedProcess
                           timeout=120)  # without a time limit on the download this would hang: the test fails here
 
 
+@pytest.mark.slow
 def test_a_download_that_gets_no_answer_gives_up_and_the_stand_in_is_used(tmp_path, silent_proxy):
     proxy, seen = silent_proxy
     done = _load(tmp_path, proxy)
