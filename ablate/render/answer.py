@@ -233,7 +233,7 @@ def _named(name: str, value: str) -> list[str]:
 def evaluated(records: list[Record]) -> list[str]:
     """What the accuracy trainings evaluated, as a paragraph (none where they did not record it): how many test
     samples of the split, and the sampling error that leaves in a paired accuracy difference."""
-    found = [m.metrics for r in records for m in (r.measurements or (r,)) if metric.TEST_SPLIT_SAMPLES in m.metrics]
+    found = [m.metrics for r in records for m in r.every_measurement if metric.TEST_SPLIT_SAMPLES in m.metrics]
     if not found:
         return []
     most = max(found, key=lambda f: f[metric.TEST_SAMPLES])

@@ -51,7 +51,7 @@ ABSOLUTE_LABEL = "baseline throughput"  # the absolute row, as the table names i
 
 
 @dataclass(frozen=True)
-class Study:
+class ComparedStudy:
     """One side as `ablate compare` read it."""
 
     label: str  # "A" or "B"
@@ -75,8 +75,8 @@ class Study:
 class StudyChange:
     """Two studies set side by side, row by row (`ablate.stats.changes.compare`)."""
 
-    a: Study
-    b: Study
+    a: ComparedStudy
+    b: ComparedStudy
     rows: Sequence[Change]  # incl. the absolute-throughput row, `BASELINE_ABSOLUTE`
     margin: float  # "same": shown within +-margin (a fraction)
     alpha: float  # the family's level
@@ -131,7 +131,7 @@ def _sides(left: Mapping[str, str], right: Mapping[str, str]) -> list[tuple[str,
     return [(k, left.get(k, "unknown"), right.get(k, "unknown")) for k in dict.fromkeys([*left, *right])]
 
 
-def _who(s: Study) -> str:
+def _who(s: ComparedStudy) -> str:
     return f"{s.name} on {s.device}, torch {s.environment.get('torch', 'unknown')}"
 
 
@@ -218,9 +218,9 @@ def _threshold(change: StudyChange) -> str | None:
     return f"exit status 1: moved beyond +-{100 * change.threshold:g}% (--fail-above; marked !): {rows}"
 
 
-def _headlines(a: Study, b: Study) -> list[str]:
+def _headlines(a: ComparedStudy, b: ComparedStudy) -> list[str]:
     """Each study's recommendation, and whether B's is A's."""
-    def one(s: Study) -> str:
+    def one(s: ComparedStudy) -> str:
         if s.headline is None or s.headline_speedup is None:
             return f"recommended in {s.label}: none"
         return f"recommended in {s.label}: {s.headline} ({factor(*s.headline_speedup)})"
@@ -237,7 +237,7 @@ def _parity(change: StudyChange) -> str:
         "accuracy parity: no verdict changed"
 
 
-def _phases(a: Study, b: Study) -> str:
+def _phases(a: ComparedStudy, b: ComparedStudy) -> str:
     """The baselines' step, phase by phase, A above B."""
     if a.baseline_phases is None and b.baseline_phases is None:
         return "where the baselines' time went: neither study profiled its baseline"
@@ -254,7 +254,7 @@ def _speedup(side: Side | None, row: str) -> str:
     return ("~" if side.predicted else "") + factor(math.exp(side.log))
 
 
-def _throughput(study: Study, side: Side | None, row: str) -> float | None:
+def _throughput(study: ComparedStudy, side: Side | None, row: str) -> float | None:
     """A row's throughput in one study: the baseline's level the absolute row compares, else the combination's."""
     if side is None:
         return None
@@ -296,7 +296,7 @@ def as_json(change: StudyChange) -> dict[str, Any]:
     }
 
 
-def _study_json(s: Study) -> dict[str, Any]:
+def _study_json(s: ComparedStudy) -> dict[str, Any]:
     top = s.headline_speedup
     return {"label": s.label, "source": s.source, "name": s.name, "device": s.device, "unit": s.unit,
             "environment": dict(s.environment), "settings": dict(s.settings),
@@ -306,7 +306,7 @@ def _study_json(s: Study) -> dict[str, Any]:
             "mlflow_parent_run": s.mlflow_run}
 
 
-def _side_json(study: Study, side: Side | None, row: str) -> dict[str, Any] | None:
+def _side_json(study: ComparedStudy, side: Side | None, row: str) -> dict[str, Any] | None:
     if side is None:
         return None
     absolute = row == BASELINE_ABSOLUTE

@@ -57,7 +57,7 @@ def section(d: Explanation, recommended: str | None) -> list[str]:
         out += ["The baseline's step was not profiled, so no technique's effect is predicted; the picture shows the "
                 "combinations that were.", ""]
     else:
-        runs = len([m for m in d.profiled[0].record.measurements or (d.profiled[0].record,)
+        runs = len([m for m in d.profiled[0].record.every_measurement
                     if metric.PROFILED_STEP_S in m.metrics])
         cost = "" if d.cost is None else (f" The profiled steps took x{d.cost:.2f} the timed windows' time per "
                                           "sample (what profiling costs; x1.00: nothing).")

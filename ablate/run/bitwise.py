@@ -46,7 +46,7 @@ STEPS = 8  # past TorchScript's profiling runs (its optimised graph runs from th
 
 
 @dataclass(frozen=True)
-class Check:
+class BitwiseCheck:
     """One accuracy group's answer: the group it trains as (itself unless bitwise equal), and why."""
 
     group: str
@@ -70,7 +70,7 @@ def candidates(combinations: Iterable[Sequence[Option]],
 
 
 def check(todo: dict[str, Candidate], study: Study, device: str, interpreters: Interpreters,
-          show: Callable[[str], None]) -> list[Check]:
+          show: Callable[[str], None]) -> list[BitwiseCheck]:
     """Every candidate group's answer on this machine, each checked in a fresh trial interpreter."""
     checks = []
     for n, (group, (numeric, core, core_group)) in enumerate(sorted(todo.items()), 1):
@@ -80,20 +80,20 @@ def check(todo: dict[str, Candidate], study: Study, device: str, interpreters: I
             # A partial of a module-level function: it travels to the interpreter by pickle.
             found = run_in_fresh_process(spec, functools.partial(probe, core=core), interpreters=interpreters)
         except TrialFailed as error:
-            checks.append(Check(group, group, f"not checked: {error}"))
+            checks.append(BitwiseCheck(group, group, f"not checked: {error}"))
             continue
         checks.append(answer(group, core_group, found))
     return checks
 
 
-def answer(group: str, core: str, found: dict[str, Any]) -> Check:
+def answer(group: str, core: str, found: dict[str, Any]) -> BitwiseCheck:
     """The check's verdict from `probe`'s findings."""
     if not found["control_equal"]:
-        return Check(group, group, f"not told: {core} itself did not train bitwise alike twice here")
+        return BitwiseCheck(group, group, f"not told: {core} itself did not train bitwise alike twice here")
     if found["equal"]:
-        return Check(group, core, f"bitwise equal to {core} after {found['steps']:g} training steps")
-    return Check(group, group, f"differs from {core} (largest weight difference {found['largest_difference']:.3g} "
-                 f"after {found['steps']:g} steps)")
+        return BitwiseCheck(group, core, f"bitwise equal to {core} after {found['steps']:g} training steps")
+    return BitwiseCheck(group, group, f"differs from {core} (largest weight difference "
+                                      f"{found['largest_difference']:.3g} after {found['steps']:g} steps)")
 
 
 def probe(spec: TrialSpec, core: Sequence[Option]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ablate.config.choices import BASELINE
 from ablate.config.validate import StudyError
-from ablate.render.changes import FIGURE, Study, StudyChange, as_json, page, table
+from ablate.render.changes import FIGURE, ComparedStudy, StudyChange, as_json, page, table
 from ablate.stats import changes
 from ablate.stats.changes import Side
 from ablate.tracking.change_run import log_change
@@ -87,7 +87,7 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str, ...]:
     return device + tuple(k for k in dict.fromkeys([*flat_a, *flat_b]) if flat_a.get(k) != flat_b.get(k))
 
 
-def study(written: Mapping[str, Any], label: str, source: Path) -> Study:
+def study(written: Mapping[str, Any], label: str, source: Path) -> ComparedStudy:
     """One side as the render shows it."""
     machine = written.get("machine") or {k: written.get(k, UNKNOWN) for k in ("torch", "commit")}  # before format 1
     entries = {e["combination"]: e for e in written["speedups"]}
@@ -96,7 +96,7 @@ def study(written: Mapping[str, Any], label: str, source: Path) -> Study:
     workload = _flat(written.get("workload") or {})
     settings = {"study": str(written.get("study")), **{k: str(v) for k, v in workload.items()},
                 "protocol": str(written.get("protocol", {}).get("description", UNKNOWN))}
-    return Study(
+    return ComparedStudy(
         label, str(source), str(written.get("study")), str(written.get("device")),
         {name: str(machine.get(key, UNKNOWN)) for key, name in ENVIRONMENT}, settings,
         next((str(e["throughput_unit"]) for e in entries.values() if "throughput_unit" in e), "samples/s"),

@@ -61,7 +61,7 @@ MODEL_FORMS = "hf:ARCH, timm:NAME, torchvision:NAME or package.module:Class"
 
 
 @dataclass(frozen=True)
-class Source:
+class Target:
     """What a target names: the study, the text of its file (for a model: what `ablate new` writes), the model."""
 
     study: Study
@@ -79,7 +79,7 @@ class Candidate:
     reason: str | None  # why none runs here
 
 
-def source(target: str, device_type: str) -> Source:
+def source(target: str, device_type: str) -> Target:
     """The study `target` names (module docstring); `StudyError` for one that names none."""
     from ablate.config import study as studies
     from ablate.workload.models import MODELS
@@ -87,7 +87,7 @@ def source(target: str, device_type: str) -> Source:
     path = Path(target)
     if path.suffix in (".yaml", ".yml") or path.parent != Path(".") or target in catalogue.available():
         found = studies.load(target, device_type)
-        return Source(found, found.path.read_text(encoding="utf-8"), None)
+        return Target(found, found.path.read_text(encoding="utf-8"), None)
     if not (library_models.is_library(target) or ":" in target or target in MODELS):
         raise StudyError(unknown("study or model", [target], {*catalogue.available(), *MODELS},
                                  tail=f", a path to a study file, or a model as {MODEL_FORMS}"))
@@ -96,10 +96,10 @@ def source(target: str, device_type: str) -> Source:
         text = scaffold.study_text(target, written)
     except LookupError as error:  # a library model that cannot be had here: its one line
         raise StudyError(str(error).strip('"')) from None
-    return Source(scaffold.loaded(text, written, device_type, shown=target), text, target)
+    return Target(scaffold.loaded(text, written, device_type, shown=target), text, target)
 
 
-def weigh(found: Source, device: torch.device) -> list[Candidate]:
+def weigh(found: Target, device: torch.device) -> list[Candidate]:
     """Every registered strategy with its choices that run on `device`, in the registry's order."""
     from ablate.config.choices import parse, targets_of
     from strategies import REGISTRY
@@ -129,7 +129,7 @@ def _choices(name: str, study: Study) -> tuple[Any, ...]:
     return CHOICES[name]
 
 
-def _own_choices(found: Source, device_type: str) -> dict[str, list[Any]]:
+def _own_choices(found: Target, device_type: str) -> dict[str, list[Any]]:
     """The strategies the study's space names on `device_type`, each with its choices as the file spells them."""
     from ablate.config.choices import parse
 
@@ -162,7 +162,7 @@ def dimensions(names: Sequence[str]) -> list[tuple[str, list[str]]]:
     return [("_or_".join(g), g) for g in groups]
 
 
-def study_text(found: Source, chosen: Iterable[Prediction], weighed: Sequence[Candidate], path: Path,
+def study_text(found: Target, chosen: Iterable[Prediction], weighed: Sequence[Candidate], path: Path,
                by: str) -> str:
     """The study file `--write-study` writes: `found`'s study with a space of the `chosen` strategies' choices
     (each dimension after the predictions of its strategies, as comments)."""
@@ -191,7 +191,7 @@ def study_text(found: Source, chosen: Iterable[Prediction], weighed: Sequence[Ca
 class Diagnosis:
     """The baseline's profile on one device, and every strategy weighed against it."""
 
-    found: Source
+    found: Target
     device_type: str
     device_name: str
     metrics: Mapping[str, Any]  # the baseline's trial's
@@ -225,7 +225,7 @@ class Diagnosis:
                                          [c.name for c in self.weighed if not c.choices], self.device_type)
 
 
-def diagnose(found: Source, device: torch.device) -> Diagnosis:
+def diagnose(found: Target, device: torch.device) -> Diagnosis:
     """Measure `found`'s baseline on `device` (`ablate.run.baseline_profile`), inspect its model's parts (built on
     the meta device: no memory), and weigh every strategy against both. Raises `TrialFailed` where the trial
     failed, `StudyError` where it left no profile."""

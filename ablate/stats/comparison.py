@@ -168,7 +168,7 @@ class DeviceComparisons:
     @property
     def energy_counted(self) -> bool:
         """Whether any measurement on this device counted energy; where none did, nothing here can."""
-        return any(metric.ENERGY_J_PER_SAMPLE in m.metrics for r in self.records for m in (r.measurements or (r,)))
+        return any(metric.ENERGY_J_PER_SAMPLE in m.metrics for r in self.records for m in r.every_measurement)
 
     @property
     def baseline(self) -> Comparison | None:
@@ -228,7 +228,7 @@ def _one_device(device: str, records: list[Record], tolerance: float, protocol: 
         change = p.change if p else (r.accuracy - base_acc if r.accuracy is not None and base_acc is not None
                                      else None)
         rows.append(Comparison(r, s, rate, p, change, energy_of.get(r.combination),
-                               diagnosis.profile(m.metrics for m in (r.measurements or (r,)) if m.complete),
+                               diagnosis.profile(m.metrics for m in r.every_measurement if m.complete),
                                unmeasured.get(r.combination)))
     rows.sort(key=lambda c: (c.point is None, -(c.point or 0), -(c.throughput or 0)))
     rec = verdicts.recommendation(records, tolerance, protocol, speedup_of, verdict, screened)

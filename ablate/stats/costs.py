@@ -97,7 +97,7 @@ def break_even(records: list[Record], study: Study, found: dict[str, Speedup] | 
             mine, theirs = found.get(r.combination), found.get(eager.combination)
             factor = mine.over(theirs) if mine and theirs else None
             point = factor.point if factor else rate / eager_rate
-            spread = _half_width([m.log_throughput for m in eager.measurements or (eager,)
+            spread = _half_width([m.log_throughput for m in eager.every_measurement
                                   if m.log_throughput is not None and m.phase != PARITY])
             # Steps fall as the eager step time and the speed-up grow: each bound takes both at their matching ends
             # (two 95% intervals: the pair covers at least 90%, and in practice more, since the ends rarely meet).
@@ -142,10 +142,10 @@ def time_to_target(records: list[Record]) -> list[TimeToTarget]:
     """Every accuracy group's time to the target accuracy (or loss), one value per training seed, fastest first;
     end to end as a fresh start pays it, compiling cold (`records.fresh_start_extra_s`)."""
     found: dict[str, dict[int, tuple[float | None, float | None]]] = {}
-    by_number = {m.number: m for r in records for m in r.measurements or (r,)}
+    by_number = {m.number: m for r in records for m in r.every_measurement}
     for r in records:  # its own cold measurement, else the sibling's it borrowed its one-off cost from
         cold = cold_measurement(r.measurements) or (None if r.one_off_from is None else by_number.get(r.one_off_from))
-        for m in r.measurements or (r,):
+        for m in r.every_measurement:
             if m.complete and m.accuracy_trained and metric.TARGET_REACHED in m.metrics:
                 reached, e2e = bool(m.metrics[metric.TARGET_REACHED]), m.metrics.get(metric.TIME_TO_TARGET_E2E_S)
                 found.setdefault(m.accuracy_group or m.combination, {}).setdefault(m.seed_index, (

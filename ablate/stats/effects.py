@@ -70,7 +70,7 @@ class Observation:
 def throughput_observations(records: list[Record]) -> list[Observation]:
     """Every complete measurement's log throughput, with its block."""
     return [Observation(dict(m.levels), m.log_throughput, m.block)
-            for r in records for m in (r.measurements or (r,))
+            for r in records for m in r.every_measurement
             if m.log_throughput is not None and m.phase != PARITY]
 
 

@@ -91,6 +91,12 @@ def resolution(contrast: Contrast, blocks: int, alpha: float, margin: float | No
     return Resolution(used, smallest, blocks, blocks_for(used, block_sd, contrast.df, alpha), margin is not None)
 
 
+def effective_margin(design: Resolution | None, margin: float | None) -> float:
+    """The margin a decision uses: its design's (`resolution`), else the study's own `margin`, else `CAP` (no
+    contrast with a spread to derive one from)."""
+    return design.margin if design else margin or CAP
+
+
 def bound(contrast: Contrast, alpha: float = EQUIVALENCE_ALPHA) -> float | None:
     """The one-sided upper bound at `alpha` of how much faster either of a pair may be than the other, a factor
     (1.08: up to 8%), the gap as observed. None without a spread."""

@@ -109,7 +109,7 @@ def explain(study: Study, compared: DeviceComparisons) -> Explanation:
     pick = compared.get(rec.pick.combination) if rec else None
     said = (diagnosis.sentence(pick.combination, base, pick.profile)
             if base and pick and pick.profile and not pick.is_baseline else None)
-    costs = [m.metrics[metric.PROFILE_COST] for m in (base_row.record.measurements or (base_row.record,))
+    costs = [m.metrics[metric.PROFILE_COST] for m in base_row.record.every_measurement
              if metric.PROFILE_COST in m.metrics] if base_row else []
     return Explanation(base, profiled, tuple(checks), said, statistics.fmean(costs) if costs else None)
 

@@ -71,7 +71,7 @@ TOL = 1e-9
 
 
 @dataclass(frozen=True)
-class Prediction:
+class CellPrediction:
     log: float  # predicted log speed-up over the baseline
     se: float  # its standard error (robust: HC3 on the weighted fit; unscreened cells: with the aliases' spread)
     df: int
@@ -93,7 +93,7 @@ class _Term:
 
 @dataclass(frozen=True)
 class Fit(Generic[Key]):
-    predictions: Mapping[Key, Prediction]  # every cell passed in, measured or not
+    predictions: Mapping[Key, CellPrediction]  # every cell passed in, measured or not
     df: int  # residual df
     lack_of_fit_p: float | None  # residual spread vs the baselines' pure error; None: cannot test
     active_aliases: tuple[str, ...]  # aliased two-factor chains told apart from zero
@@ -261,7 +261,7 @@ def _fitted(y: np.ndarray, x: np.ndarray, weights: np.ndarray, n_blocks: int, gr
     predictions = {}
     for k in known:
         log, se = out.contrast(k, baseline)
-        predictions[k] = Prediction(log, se, df, k in screened)
+        predictions[k] = CellPrediction(log, se, df, k in screened)
     object.__setattr__(out, "predictions", predictions)  # they are the fit's own contrasts
     return out
 

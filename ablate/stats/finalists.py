@@ -71,7 +71,7 @@ def accuracies(records: Sequence[Record], before: int | None = None) -> dict[str
     trial number `before`, where given)."""
     out: dict[str, dict[int, float]] = {}
     for r in records:
-        for m in r.measurements or (r,):
+        for m in r.every_measurement:
             if m.complete and m.accuracy_trained and m.accuracy is not None and (before is None or m.number < before):
                 out.setdefault(group_of(m), {}).setdefault(m.seed_index, m.accuracy)
     return out
@@ -79,7 +79,7 @@ def accuracies(records: Sequence[Record], before: int | None = None) -> dict[str
 
 def parity_sample_size(records: Sequence[Record]) -> int | None:
     """The test set's size (the paired binomial error's n), where the trials recorded it."""
-    sizes = [m.metrics.get(metric.TEST_SAMPLES) for r in records for m in (r.measurements or (r,))]
+    sizes = [m.metrics.get(metric.TEST_SAMPLES) for r in records for m in r.every_measurement]
     return int(max(s for s in sizes if s)) if any(sizes) else None
 
 
@@ -106,7 +106,7 @@ def trainers(stored: Sequence[Record]) -> dict[str, Record]:
     in two runs of mnist_cnn, the baseline's group trained for 52-63 s a seed as num_workers(2) + set_to_none +
     torchscript, 34-39 s as the baseline). A group never screened has none, nor one whose accuracy cannot be
     measured (stand-in data, a loss-only task: `accuracy_note`)."""
-    measured = [(g, m) for r in stored for m in (r.measurements or (r,))
+    measured = [(g, m) for r in stored for m in r.every_measurement
                 if m.complete and (g := m.accuracy_group) and not m.accuracy_note]
     trained = {g: m for g, m in measured if m.accuracy_trained and m.seed_index == 0}
     screened = {g for g, m in measured if m.phase in (SCREEN, FULL)}
@@ -178,7 +178,7 @@ def _rounds(records: Sequence[Record]) -> list[tuple[set[int], int]]:
     """The race and confirmation blocks of each round, in order, with the trial number its first race block was
     queued as: a race block queued after a parity training that was itself queued after the round's own race
     blocks starts the next round (trial numbers are queue order)."""
-    ms = sorted((m for r in records for m in (r.measurements or (r,))
+    ms = sorted((m for r in records for m in r.every_measurement
                  if m.phase in (RACE, CONFIRM, PARITY)), key=lambda m: m.number)
     out: list[tuple[set[int], int]] = [(set(), 0)]
     trained_since = False
@@ -197,7 +197,7 @@ def _known_out(records: Sequence[Record], found: Mapping[str, parity.Parity], be
     """Accuracy groups that can headline nothing: ineligible by their verdict (`found`), or trained without one
     (failed); from the trainings queued before trial number `before` where given - what was known as a round began
     (`found` then the verdicts of those trainings alone)."""
-    tried = {group_of(m) for r in records for m in (r.measurements or (r,))
+    tried = {group_of(m) for r in records for m in r.every_measurement
              if m.phase == PARITY and (before is None or m.number < before)}
     return {g for g, p in found.items() if p.ineligible} | {g for g in tried if g not in found and g != BASELINE}
 
@@ -225,11 +225,11 @@ def _wanted(leader: str, tested: Mapping[str, Equivalence], group: Mapping[str, 
 def _legacy_out(records: Sequence[Record], found: Mapping[str, parity.Parity]) -> set[str]:
     """A study stored by an ablate that trained accuracy before the race: the groups its race already kept out
     (ineligible, trained before the first race block), so the replay is the race it ran."""
-    numbers = [m.number for r in records for m in (r.measurements or (r,)) if m.phase == RACE]
+    numbers = [m.number for r in records for m in r.every_measurement if m.phase == RACE]
     first = min(numbers, default=None)
     if first is None:
         return set()
-    before = {group_of(m) for r in records for m in (r.measurements or (r,)) if m.phase == PARITY and m.number < first}
+    before = {group_of(m) for r in records for m in r.every_measurement if m.phase == PARITY and m.number < first}
     return {g for g in before if g in found and found[g].ineligible}
 
 
@@ -340,7 +340,7 @@ def unmeasured(records: Sequence[Record], groups: Collection[str]) -> dict[str, 
     baseline's own training failed: `accuracy_unmeasured`)."""
     if not groups:
         return {}
-    failed = {group_of(m) for r in records for m in (r.measurements or (r,)) if m.phase == PARITY and not m.complete}
+    failed = {group_of(m) for r in records for m in r.every_measurement if m.phase == PARITY and not m.complete}
     return {r.combination: TRAINING_FAILED if group_of(r) in failed else NOT_NEEDED for r in records
             if r.complete and r.accuracy is None and not r.accuracy_note and r.combination != BASELINE
             and group_of(r) not in groups}

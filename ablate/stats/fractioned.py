@@ -72,7 +72,7 @@ def of(study: Study, records: Sequence[Record]) -> Fractioned | None:
         return None
     label = {levels: c for c, levels in cells.items()}
     part, rest = {label[levels] for levels in found.cells}, {label[levels] for levels in found.rest}
-    screened = {r.combination for r in records for m in (r.measurements or (r,))
+    screened = {r.combination for r in records for m in r.every_measurement
                 if m.phase == SCREEN and m.state != State.SKIPPED}
     if screened not in (part, part | rest):
         return None

@@ -172,7 +172,7 @@ class Planner:
     def _fold_over(self, stored: list[records.Record], screened: fractioned.Fractioned) -> list[Planned]:
         """The fold-over's screening blocks (`fraction.rest`, numbered after screening's), where the model on the
         fraction calls for it and nothing past screening was measured yet; else none."""
-        every = [m for r in stored for m in (r.measurements or (r,))]
+        every = [m for r in stored for m in r.every_measurement]
         if any(m.phase != SCREEN for m in every) or not screened.fold_over(
                 speedups.protocol_measurements(stored)):
             return []

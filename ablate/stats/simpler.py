@@ -73,7 +73,7 @@ def equivalence_tests(found: dict[str, tuple[Contrast[str], str]], margin: float
     alpha = EQUIVALENCE_ALPHA / max(1, len(found))
     designs = [d for k, _ in found.values() if (d := equivalence.resolution(k, k.blocks, alpha, margin))]
     design = max(designs, key=lambda d: d.smallest, default=None)
-    used = design.margin if design else margin or equivalence.CAP
+    used = equivalence.effective_margin(design, margin)
     out = {}
     for c, (k, data) in found.items():
         bound = k.upper(alpha)

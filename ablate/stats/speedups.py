@@ -79,7 +79,7 @@ class Speedup:
 def protocol_measurements(records: Sequence[Record]) -> list[Measurement[str]]:
     """The complete measurements of combination records, as the protocol reads them (keyed by combination)."""
     return [Measurement(r.combination, m.block, m.phase, m.log_throughput)
-            for r in records for m in (r.measurements or (r,))
+            for r in records for m in r.every_measurement
             if m.log_throughput is not None and m.phase != PARITY]
 
 
@@ -101,7 +101,7 @@ def energy_ratios(records: list[Record]) -> dict[str, Estimate]:
     take part (`ablate.trial.energy`), so a combination has a ratio only where it and the baseline counted in a
     block they shared. Below 1: less energy per sample than the baseline."""
     counted = [Measurement(r.combination, m.block, m.phase, math.log(joules))
-               for r in records for m in (r.measurements or (r,))
+               for r in records for m in r.every_measurement
                if m.complete and m.phase != PARITY
                and (joules := m.metrics.get(metric.ENERGY_J_PER_SAMPLE, 0.0)) > 0]
     return estimates(counted, BASELINE)

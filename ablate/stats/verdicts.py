@@ -150,7 +150,7 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
                           verdicts.get(headline.combination), headline, tested,
                           {c.other: c for c in standing.dropped_by},
                           tuple(c for c in standing.not_raced if not _out(c, verdicts)),
-                          design.margin if design else protocol.equivalence_margin or equivalence.CAP,
+                          equivalence.effective_margin(design, protocol.equivalence_margin),
                           accuracy_unmeasured(records), tuple(c for c in standing.two_level if c in order),
                           found.round + 1, design)
 

@@ -97,6 +97,11 @@ class Record:
         return self.state == State.COMPLETE
 
     @property
+    def every_measurement(self) -> tuple[Record, ...]:
+        """The measurements it stands for: a combination's record its measurements, a measurement's record itself."""
+        return self.measurements or (self,)
+
+    @property
     def throughput(self) -> float | None:
         return self.metrics.get(metric.THROUGHPUT)
 

@@ -31,7 +31,7 @@ SIDE_TAG = "ablate.change.{side}_parent_run"  # a side's study parent run ("a", 
 
 
 @dataclass(frozen=True)
-class Logged:
+class LoggedChange:
     """The change's run, the compare-runs address, and the sides whose parent run the store does not hold."""
 
     run_id: str
@@ -41,10 +41,10 @@ class Logged:
 
 
 def log_change(results: Path, study: str, name: str, parents: Mapping[str, str | None],
-               metrics: Mapping[str, float], artifacts: Sequence[Path], port: int = view.UI_PORT) -> Logged | str:
+               metrics: Mapping[str, float], artifacts: Sequence[Path], port: int = view.UI_PORT) -> LoggedChange | str:
     """The change logged to the results folder's store (`tracking_uri`) as a run named `name` in
     `ablate-changes/study`, linking `parents` (side label -> that study's parent run id, None where its summary
-    recorded none); a `Logged`, or why MLflow could not take it (one line)."""
+    recorded none); a `LoggedChange`, or why MLflow could not take it (one line)."""
     uri = tracking_uri(results)
     try:
         if uri.startswith("sqlite:///"):
@@ -61,9 +61,9 @@ def log_change(results: Path, study: str, name: str, parents: Mapping[str, str |
                 client.log_artifact(run.info.run_id, str(path))
             client.set_terminated(run.info.run_id)
             linked = dict([*held.values(), (run.info.run_id, experiment)])  # A and B may share one parent run
-    except Exception as error:  # noqa: BLE001 - unreachable, refused, misconfigured: all mean "not in MLflow now"
+    except Exception as error:  # unreachable, refused, misconfigured: all mean "not in MLflow now"
         return f"MLflow at {uri} is unreachable ({why(error)})"
-    return Logged(run.info.run_id, view.compare_url(uri, list(linked), list(linked.values()), port=port), uri,
+    return LoggedChange(run.info.run_id, view.compare_url(uri, list(linked), list(linked.values()), port=port), uri,
                   tuple(side for side in parents if side not in held))
 
 
@@ -71,7 +71,7 @@ def _experiment_of(client: MlflowClient, run_id: str) -> str | None:
     """The experiment of `run_id` in this store; None where the store does not hold it."""
     try:
         return str(client.get_run(run_id).info.experiment_id)
-    except Exception:  # noqa: BLE001 - MLflow raises its own error for a run it does not hold
+    except Exception:  # MLflow raises its own error for a run it does not hold
         return None
 
 

@@ -107,7 +107,7 @@ class StepClock:
     _energy: energy.Tally = field(init=False)  # the device's joules over the windows (`ablate.trial.energy`)
     profiling: bool = False  # in the profiling window (`ablate.trial.phases`): the loop marks its phases (`mark`)
     profiled: phases.Phases | None = None  # what the profiling window found
-    _profile: phases.Profile | None = None
+    _profile: phases.ProfilingWindow | None = None
     marks: dict[str, Any] = field(default_factory=dict)  # its spans, for the trial's timeline (`metrics.Mark`)
 
     def __post_init__(self, evaluate: Callable[[], Quality] | None) -> None:
@@ -195,7 +195,7 @@ class StepClock:
             self.held_out.end(self.samples, self._paused_to_evaluate)
         self._sync()  # CUDA: the window's first step starts from an idle queue, with no earlier kernel in its trace
         self.on_phase("profiling where a step's time goes")
-        self._profile, self.profiling = phases.Profile(self.budget, self.device, time.perf_counter), True
+        self._profile, self.profiling = phases.ProfilingWindow(self.budget, self.device, time.perf_counter), True
 
     def _add_loss(self, loss: torch.Tensor | None) -> None:
         # One kernel a step: the loss is never negative, so the sum is finite until a loss is NaN or

@@ -65,7 +65,7 @@ class Phases:
         return out
 
 
-class Profile:
+class ProfilingWindow:
     """One profiling window, open: stamps at each step's boundaries, read when it closes."""
 
     def __init__(self, budget: Budget, device: torch.device, now: Callable[[], float]) -> None:

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from ablate.render import changes as render
-from ablate.render.changes import ABSOLUTE_LABEL, Study, StudyChange, as_json, page, table, verdict
+from ablate.render.changes import ABSOLUTE_LABEL, ComparedStudy, StudyChange, as_json, page, table, verdict
 from ablate.stats import changes
 from ablate.stats.changes import BASELINE_ABSOLUTE, Change, Side
 
@@ -24,11 +24,11 @@ def _address(line: str) -> bool:
     return " " not in word and ("/" in word or "://" in word)
 
 
-def _study(label: str, torch: str, threads: str, rows: list[str], phases: dict[str, float] | None) -> Study:
+def _study(label: str, torch: str, threads: str, rows: list[str], phases: dict[str, float] | None) -> ComparedStudy:
     environment = {"device name": "AMD EPYC 9354 32-Core Processor", "host": "bench-01", "python": "3.12.3",
                    "torch": torch, "threads": threads, "cuda": "unknown", "cudnn": "unknown", "driver": "unknown",
                    "gpu uuid": "unknown", "commit": f"{label.lower() * 7}0123456789abcdef0123456789abcdef0"}
-    return Study(label, f"/work/results-{label}/a-rather-long-folder-name-for-the-results-of-a-torch-upgrade/"
+    return ComparedStudy(label, f"/work/results-{label}/a-rather-long-folder-name-for-the-results-of-a-torch-upgrade/"
                         "repro16/report/grid/summary.json", "repro16", "cpu", environment,
                  {"study": "repro16", "model": "resnet18", "budget.train_samples": "2048"}, "samples/s",
                  "amp(dtype=bf16)", (1.52, 1.40, 1.65),

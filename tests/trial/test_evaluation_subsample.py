@@ -186,7 +186,9 @@ def test_the_progress_line_counts_what_it_says(monkeypatch, train_samples, train
 
 def test_the_report_states_the_evaluation_s_size_and_sampling_error():
     stored = {metric.TEST_SAMPLES: 1270.0, metric.TEST_SPLIT_SAMPLES: 6881.0, metric.TEST_SAMPLING_ERROR: 0.2}
-    records = [SimpleNamespace(measurements=(), metrics={}), SimpleNamespace(measurements=(), metrics=stored)]
-    said = " ".join(answer.evaluated(records))  # the two fields it reads
+    records = [SimpleNamespace(metrics={}), SimpleNamespace(metrics=stored)]
+    for r in records:  # each a measurement's own record: the one field it reads
+        r.every_measurement = (r,)
+    said = " ".join(answer.evaluated(records))
     assert said.startswith("Accuracy on 1,270 of 6,881 test samples") and "+-0.20 points sampling error" in said
     assert answer.evaluated([]) == []
