@@ -6,6 +6,7 @@ protocol's statistics (scipy: about a second of every trial interpreter's start-
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Mapping
 
 from ablate.config.validate import StudyError
 from ablate.words import count
@@ -129,3 +130,21 @@ def resumed(stored: dict[str, object], protocol: ProtocolSettings) -> tuple[Prot
             and v in FORMER_DEFAULTS.get(k, ())]
     protocol = replace(protocol, **{k: planned[k] for k in kept})
     return (protocol, kept) if asdict(protocol) == planned else (None, [])
+
+
+def resume(stored_protocol: Mapping[str, object] | None, protocol: ProtocolSettings, stored_hash: str | None, *,
+           file_hash: str, name: str, file: str, where: str) -> tuple[ProtocolSettings, str | None]:
+    """Whether the stored study `name` goes on, and under which protocol: `protocol`, or the stored study's
+    (`resumed`), with the line that says which settings it keeps (None: nothing to say). StudyError, naming its
+    `file` and its store `where`, when the file changed since its measurements, or they follow another protocol."""
+    if stored_hash and stored_hash != file_hash:
+        raise StudyError(f"{file} changed since its stored results were measured (hash {stored_hash} -> {file_hash}); "
+                         f"move {where} away or pass --storage to start afresh")
+    if not stored_protocol:
+        return protocol, None
+    going_on, kept = resumed(dict(stored_protocol), protocol)
+    if going_on is None:
+        raise StudyError(f"the stored measurements of {name} follow another protocol ({stored_protocol}); "
+                         "run with the same protocol, or pass --results or --storage to start afresh")
+    said = ", ".join(f"{k}={stored_protocol[k]!r}" for k in kept)
+    return going_on, f"resuming under the stored study's {said}: the default it was measured with" if kept else None

@@ -66,7 +66,7 @@ def load(name_or_path: str, device_type: str) -> Study:
     except OSError as error:
         raise StudyError(f"{path} cannot be read ({error.strerror})") from None
     try:
-        raw = yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader: no tag runs code
+        raw = yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: no tag runs code
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         at = f" at line {where.line + 1}" if where else ""

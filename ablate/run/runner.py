@@ -25,9 +25,8 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from ablate.config.choices import accuracy_group, levels_of, targets_of
-from ablate.config.design import ProtocolSettings, resumed
+from ablate.config.design import ProtocolSettings, resume
 from ablate.config.schema import Study
-from ablate.config.validate import StudyError
 from ablate.render import report, terminal
 from ablate.render.diagnosis import run_start
 from ablate.run import baseline_profile, bitwise, estimate
@@ -93,20 +92,10 @@ class Runner:
             study_name=optuna_study_name(study, search, machine.device_type),
             directions=["maximize", "maximize"])  # throughput, accuracy
         stored = study_record.from_study(self.optuna_study)
-        if stored.file_hash and stored.file_hash != study.file_hash:
-            raise StudyError(f"{study.path} changed since its stored results were measured (hash {stored.file_hash} "
-                             f"-> {study.file_hash}); move {results_dir / study.name} away or pass --storage to start "
-                             "afresh")
-        if planned := stored.protocol:
-            protocol, kept = resumed(dict(planned), self.protocol)
-            if protocol is None:
-                raise StudyError(f"the stored measurements of {study.name} follow another protocol ({planned}); "
-                                 f"run with the same protocol, or pass --results or --storage to start afresh")
-            if kept:
-                print(terminal.wrapped(f"resuming under the stored study's "
-                                       f"{', '.join(f'{k}={planned[k]!r}' for k in kept)}: the default it was "
-                                       f"measured with"), flush=True)
-            self.protocol = protocol
+        self.protocol, said = resume(stored.protocol, self.protocol, stored.file_hash, file_hash=study.file_hash,
+                                     name=study.name, file=str(study.path), where=str(results_dir / study.name))
+        if said:
+            print(terminal.wrapped(said), flush=True)
         study_record.set_file_hash(self.optuna_study, study.file_hash)
         study_record.set_protocol(self.optuna_study, self.protocol)
         self.seeds = seeds.resolve(stored.seeds, study.budget.seed if study.seed_pinned else None)
@@ -258,7 +247,7 @@ class Runner:
 
         try:
             return data.throughput_only(self.study.dataset, **self.study.dataset_kwargs)
-        except Exception:  # noqa: BLE001 - unreadable data fails the trials, with their own message
+        except Exception:  # unreadable data fails the trials, with their own message
             return None
 
     def _work(self) -> None:

@@ -102,7 +102,7 @@ def _tolerant(method: Callable[..., T]) -> Callable[..., T | None]:
             return None
         try:
             return method(self, *args, **kwargs)
-        except Exception as error:  # noqa: BLE001 - any tracking failure: the results are safe in Optuna
+        except Exception as error:  # any tracking failure: the results are safe in Optuna
             self._go_offline(error)
             return None
     return wrapper
@@ -121,7 +121,7 @@ class Tracker:
             self.client = MlflowClient(tracking_uri=self.uri)
             with quick_requests():
                 self.experiment_id = self._experiment(f"ablate/{study.name}", results)
-        except Exception as error:  # noqa: BLE001 - unreachable, refused, misconfigured: all mean "no MLflow now"
+        except Exception as error:  # unreachable, refused, misconfigured: all mean "no MLflow now"
             self._go_offline(error)
 
     def _experiment(self, name: str, results: Path) -> str:
@@ -198,7 +198,7 @@ class Tracker:
             return False
         try:
             return self.client.get_run(run_id).info.experiment_id == self.experiment_id
-        except Exception:  # noqa: BLE001 - a run deleted by the user, or one logged elsewhere, is not here
+        except Exception:  # a run deleted by the user, or one logged elsewhere, is not here
             return False
 
     @_tolerant

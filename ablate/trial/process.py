@@ -268,7 +268,7 @@ def serve(conn: Any, target: Callable[[TrialSpec], dict[str, Any]], spec: TrialS
             metrics[metric.COMPILE_CACHE_WARM] = float(compile_cache.warm(hits, misses))
             metrics[metric.COMPILE_CACHE_HITS], metrics[metric.COMPILE_CACHE_MISSES] = float(hits), float(misses)
         conn.send(("ok", metrics))
-    except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
+    except BaseException as error:  # everything goes back to the parent as data
         conn.send(("error", failures.describe(error), traceback.format_exc()))
     finally:
         conn.close()

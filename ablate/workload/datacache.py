@@ -39,7 +39,7 @@ def cached(key: str, sources: Sequence[Path], build: Callable[[], dict[str, torc
     if path.is_file():
         try:
             return torch.load(path, mmap=True, weights_only=True)
-        except Exception:  # noqa: BLE001 - unreadable (a foreign or damaged file): build it again
+        except Exception:  # unreadable (a foreign or damaged file): build it again
             pass
     tensors = build()
     try:

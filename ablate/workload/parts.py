@@ -73,5 +73,5 @@ def parts_of(factory: Callable[..., Any], kwargs: dict[str, Any]) -> Parts | Non
     try:
         with torch.device("meta"):
             return parts(factory(**kwargs))
-    except Exception:  # noqa: BLE001 - a constructor that needs real tensors: its parts stay unknown
+    except Exception:  # a constructor that needs real tensors: its parts stay unknown
         return None

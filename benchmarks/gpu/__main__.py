@@ -238,7 +238,7 @@ def _run_step(step: Step, limit: float, reserve: float, scratch: Path) -> tuple[
                     outcome += "; its report could not be rebuilt in time"
     try:
         return _judged(step, outcome, scratch, log_path)
-    except Exception as error:  # noqa: BLE001 - a summary that cannot be read must not lose the next steps
+    except Exception as error:  # a summary that cannot be read must not lose the next steps
         return outcome, [f"- the step's results could not be summarised: {type(error).__name__}: {error}"]
 
 

@@ -1,10 +1,13 @@
 """A stored study resumes under the protocol it was measured with where only a default changed since (an upgrade
-must not strand a half-measured study), and refuses where the study's own settings differ."""
+must not strand a half-measured study), and refuses where the study's own settings differ or its file changed."""
 from __future__ import annotations
 
 from dataclasses import asdict
 
-from ablate.config.design import ProtocolSettings, resumed
+import pytest
+
+from ablate.config.design import ProtocolSettings, resume, resumed
+from ablate.config.validate import StudyError
 
 
 def _stored(**changes: object) -> dict[str, object]:
@@ -31,3 +34,25 @@ def test_a_margin_the_study_now_sets_or_another_changed_setting_is_refused():
 def test_the_same_settings_resume_keeping_nothing():
     assert resumed(_stored(equivalence_margin=0.02), ProtocolSettings(equivalence_margin=0.02)) == (
         ProtocolSettings(equivalence_margin=0.02), [])
+
+
+def _resume(stored_protocol: dict[str, object] | None, stored_hash: str | None = "abc"):
+    return resume(stored_protocol, ProtocolSettings(), stored_hash, file_hash="abc", name="tiny", file="tiny.yaml",
+                  where="results/tiny")
+
+
+def test_a_new_study_goes_on_under_its_own_protocol_and_says_nothing():
+    assert _resume(None, stored_hash=None) == (ProtocolSettings(), None)
+
+
+def test_a_resume_under_a_former_default_says_the_setting_it_keeps():
+    protocol, said = _resume(_stored(equivalence_margin=0.02))
+    assert protocol == ProtocolSettings(equivalence_margin=0.02)
+    assert said == "resuming under the stored study's equivalence_margin=0.02: the default it was measured with"
+
+
+def test_a_changed_file_or_another_protocol_is_one_error_naming_what_to_do():
+    with pytest.raises(StudyError, match=r"tiny.yaml changed since .* \(hash xyz -> abc\); move results/tiny away"):
+        _resume(_stored(), stored_hash="xyz")
+    with pytest.raises(StudyError, match="the stored measurements of tiny follow another protocol"):
+        _resume(_stored(race_blocks=4))

@@ -31,7 +31,7 @@ def _trials(results: Path, name: str) -> list[optuna.trial.FrozenTrial]:
     try:
         study = optuna.load_study(study_name=f"{name}:grid:cpu", storage=f"sqlite:///{results / name / 'optuna.db'}")
         return study.get_trials(deepcopy=False)
-    except Exception:  # noqa: BLE001 - the storage may not exist yet
+    except Exception:  # the storage may not exist yet
         return []
 
 

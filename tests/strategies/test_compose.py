@@ -144,7 +144,7 @@ def test_stack_metrics_are_prefixed(model, batch):
 def test_repr_rebuilds_an_equal_stack(stack):
     text = repr(stack)
     assert text.startswith("compose(")
-    rebuilt = eval(text, vars(strategies))  # noqa: S307 - our own repr
+    rebuilt = eval(text, vars(strategies))  # our own repr
     assert isinstance(rebuilt, Stack)
     assert rebuilt.params() == stack.params()
     assert [type(m) for m in rebuilt] == [type(m) for m in stack]
