@@ -279,9 +279,9 @@ def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: floa
     pair = next((c for c in standing["contrasts"] if c.other == closest and c.se is not None), None)
     still = [c for c in standing["contrasts"] if c.other in contenders]
     simpler = sum(len(techniques(c)) < len(techniques(leader)) for c in contenders)
-    design = pair and equivalence.resolution(pair, protocol.confirm_blocks or pair.blocks,
-                                             EQUIVALENCE_ALPHA / max(1, simpler), protocol.equivalence_margin)
-    margin = equivalence.effective_margin(design or None, protocol.equivalence_margin)
+    design = equivalence.resolution(pair, protocol.confirm_blocks or pair.blocks, EQUIVALENCE_ALPHA / max(1, simpler),
+                                    protocol.equivalence_margin) if pair else None
+    margin = equivalence.effective_margin(design, protocol.equivalence_margin)
     allowed = equivalence.bound(pair) if pair else None
     tie = (f"not shown equivalent to {closest} (the data allow up to +{100 * (allowed - 1):.1f}%)"
            if allowed is not None and allowed > 1 + margin else
