@@ -1,13 +1,11 @@
 """A plan of measurements stored whole: written ahead in one write, queued slot by slot, then cleared.
 
-Optuna queues one trial a write (`enqueue_trial`), so a plan of 48 slots is 48
-writes. A run killed among them left the rest unplanned, and the resume, which
-plans screening only where no trial holds a slot yet, measured what was queued
-and ended with exit status 0: a study reported finished with 1 of 48 slots
-measured. So a plan is first stored as the study's pending plan (one write of the
-study's user attrs, which is atomic in every Optuna storage), and `complete`
-queues whichever of its slots no trial holds. Queueing a slot twice is harmless
-(`ablate.store.claim` runs it once), so two workers completing one plan is too.
+Optuna queues one trial per write (`enqueue_trial`), so a stop part-way through a plan left the rest of it
+unplanned, and a resume that found some slots planned took the plan for whole: it measured those and reported the
+study finished. So a plan is first stored as the study's pending plan (one write of the study's user attrs, atomic
+in every Optuna storage), and `complete` queues whichever of its slots no trial holds
+(tests/store/test_plan.py). Queueing a slot twice is harmless (`ablate.store.claim` runs it once), so two
+workers completing one plan is too.
 """
 from __future__ import annotations
 
