@@ -116,7 +116,7 @@ def single_pass(protocol: ProtocolSettings) -> ProtocolSettings:
 
 # Defaults a release has changed: setting -> the values it took by default before. A study stored under one of them
 # resumes under it (`resumed`), rather than refusing because this release's default differs.
-# equivalence_margin: 0.02 until issue 47 derived it from the design.
+# equivalence_margin: 0.02 before its default was derived from the design (`ablate.stats.equivalence`).
 FORMER_DEFAULTS: dict[str, tuple[object, ...]] = {"equivalence_margin": (0.02,)}
 
 

@@ -8,8 +8,8 @@ of two one-sided tests at an alpha shared over the members tested
 (`ablate.stats.verdicts`); a parity verdict is a non-inferiority test
 (`ablate.stats.parity`). Two lines that had no test behind them are gone: the
 "within +-X% of no effect" list (printed only where an interval covered x1.00,
-so wrong in 17-81% of the cases printed for true effects of 2.5-3.5 standard
-errors; summary.json keeps a family-wise bound for every combination) and a
+so often wrong for real effects: docs/measuring.md, "Confirmation blocks and
+the recommendation"; summary.json keeps a family-wise bound for every combination) and a
 Levene warning on the raced combinations' spreads (its groups share each
 block's baseline, and the race chose them).
 """

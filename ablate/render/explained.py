@@ -1,8 +1,8 @@
 """Where the time goes (`ablate.stats.explained.Explanation`), as the report's section, summary.json's `diagnosis`,
 the MLflow parent run's metrics and the terminal's line under the answer.
 
-The report puts the section right after the Recommendation, as its own section: issue 38 made the answer come
-first, and the diagnosis is what explains that answer (and what a user can act on where the answer is "could not
+The report puts the section right after the Recommendation, as its own section: the answer comes first, and the
+diagnosis is what explains that answer (and what a user can act on where the answer is "could not
 tell these apart"), so it comes before the table and the effects it explains, not after the method.
 """
 from __future__ import annotations

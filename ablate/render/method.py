@@ -2,7 +2,7 @@
 trials, the protocol the run followed, the host's noise, the compile cache, the seeds, and how a speed-up and an
 accuracy change are estimated.
 
-A section of its own because the report answers first (issue 38) and explains its method last: the answer
+A section of its own because the report answers first and explains its method last: the answer
 (`ablate.render.report`) and the method share only the findings they render (`ablate.stats.findings`).
 """
 from __future__ import annotations

@@ -38,8 +38,8 @@ def entry(c: Comparison, unit: str, counted: bool) -> dict[str, Any]:
     """One combination, as summary.json carries it (`c` has a speed-up estimate; `counted`: some measurement on its
     device counted energy, else its energy fields say "not counted here"). `within_of_no_effect` is always
     null, kept so that scripts reading it do not break: the bound it held (two one-sided tests, given only where the
-    interval covered x1.00) had no control over the many combinations, and given selectively it was wrong in
-    17-81% of the cases given for true effects of 2.5-3.5 standard errors; the interval says as much."""
+    interval covered x1.00) had no control over the many combinations, and given selectively it was often wrong for
+    real effects (docs/measuring.md, "Confirmation blocks and the recommendation"); the interval says as much."""
     s = c.speedup
     assert s is not None, c.combination
     e, r, p, j = s.estimate, c.record, c.parity, c.energy_interval

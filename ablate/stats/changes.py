@@ -1,4 +1,4 @@
-"""What changed between two studies of one workload, row by row: B's speed-up over A's, with a verdict (issue 50).
+"""What changed between two studies of one workload, row by row: B's speed-up over A's, with a verdict.
 
 A *change* is two studies side by side: the same study after a torch upgrade, on another machine, with a new model
 version (`ablate compare`; `ablate.stats.comparison` stays one combination against its baseline). Each row is a
@@ -20,9 +20,8 @@ hides an upgrade that slows everything, its absolute throughput does not. Readin
   the interval at that step's level, 1 - alpha/(m - j), which excludes zero. The first step's is Bonferroni's.
 - **Same**: a row not moved is the same where its interval lies within +-`margin` (|log ratio| < log(1 + margin)):
   two one-sided tests, each at alpha/(2m) (intersection-union; Bonferroni over the family), so P(any row called same
-  while it moved by the margin or more) <= alpha/2. Each test at alpha/m, as first asked, would judge "same" on an
-  interval narrower than the one printed (1 - 2 alpha/m); the printed one decides instead, for agreement, and costs
-  little: at noise 0.01 over 12 blocks it shows 14.95 of 16 rows the same where nothing moved.
+  while it moved by the margin or more) <= alpha/2. Each test at alpha/m would judge "same" on an interval narrower
+  than the one printed (1 - 2 alpha/m); the printed one decides instead, for agreement, at little cost in power.
 - **Neither**: `NOT_SHOWN`, with `bound`: what the interval still allows either way, exp(max(|low|, |high|)) - 1,
   "no change shown (up to +-X%)", and `detectable`: the change the row would be called moved at 80% power,
   exp((t_{1-alpha/(2m)} + t_{0.80}) se) - 1 on its df (Bonferroni's first step: a floor on Holm's power).
@@ -32,21 +31,12 @@ hides an upgrade that slows everything, its absolute throughput does not. Readin
   can show is said instead: each row's `showable` (the smallest margin its interval could show were d none, as
   `equivalence.showable` for a race's pair), and `design_margin` over the rows.
 
-Simulated (tests/stats/test_changes.py, ABLATE_FULL_SIMULATIONS=1: 4,000 pairs of independent studies a case; rates
-with one-sided 95% Clopper-Pearson bounds) on repro16's grid, 16 rows (15 speed-ups and the absolute row), drift 0.05
-between blocks; `full`: 12 blocks of every combination, `typical`: the default protocol simplified (two screening
-blocks, six raced in six blocks, the leader confirmed in three).
-- Nothing changed, any row moved: full 152 (3.8%, upper 4.3%) at noise 0.08, 151 (3.8%, 4.3%) at 0.15; typical 181
-  (4.5%, 5.1%) and 143 (3.6%, 4.1%). The 95th percentile of the rows moved is 0 in all four: issue 50's k is 0 (at
-  most one row in the next 5%).
-- One row 15% slower, called moved: full 39.8% (lower 38.5%) at 0.08, 7.0% (6.3%) at 0.15; typical (the row screened
-  once in most studies) 8.1% (7.4%) and 1.4% (1.1%). 15% is not what these designs can see: `detectable` says so per
-  row (about 20% at full 0.08). The others then: typical at 0.08, 215 of 4,000 (5.4%, lower 4.8%), the top rows
-  (raced in one study, screened in the other) the most often; within 5% elsewhere.
-- Every throughput 15% lower in B, the absolute row moved: full 61.6% (lower 60.3%) at 0.08, 15.2% (14.2%) at 0.15;
-  typical 59.5% (58.2%), 14.9% (14.0%); the speed-ups stay within the family rate.
-- Every row moved by exactly the margin (5%), noise 0.01 over 12 blocks: any row called same in 2 of 4,000 pairs
-  (upper 0.16%; by design at most alpha/2).
+Simulated on pairs of independent studies of a 16-row grid (tests/stats/test_changes.py; ABLATE_FULL_SIMULATIONS=1
+runs the full counts): with nothing changed, any row reads moved within the family rate; one row changed by less
+than its `detectable` is seldom called moved; a change of every throughput moves the absolute row while the
+speed-ups stay within the family rate; a row moved by exactly the margin is called same within alpha/2. The rates:
+docs/measuring.md, "Evidence: comparing two studies".
+
 The absolute row's standard error is across one study's blocks: a machine that drifts between days (which two
 studies do not share) reads moved there more often than the family rate; the simulations hold no such drift.
 """

@@ -3,9 +3,9 @@
 Why: contenders share every race block (and its baseline), so the difference
 of two contenders' log throughputs within a block cancels the block's drift
 and its baseline entirely. Comparing their separate intervals ("they overlap")
-ignores that pairing and is about twice as strict: a real run kept racing a
-combination 38% slower than its leader (paired p = 0.002) because the
-intervals overlapped. So:
+ignores that pairing and is about twice as strict: a combination far slower
+than its leader kept racing because the intervals overlapped
+(docs/measuring.md, "Evidence: the race"). So:
 
 - **The contrast** of the leader with another combination is the mean, over
   the race blocks both ran in, of the difference of their log throughputs,
@@ -14,9 +14,10 @@ intervals overlapped. So:
 - **K comparisons, and a leader the data chose:** the leader is whichever
   combination looks fastest, so "leader against each other" is not a fixed
   set of K hypotheses: in a six-way tie the leader is the luckiest of six,
-  and Holm's procedure on those contrasts broke the tie in 14% of simulated
-  races. Each contrast is judged instead against the studentized range of
-  all the combinations in the look (Tukey's simultaneous test, with each
+  and Holm's procedure on those contrasts broke such ties far above its alpha
+  (docs/measuring.md, "Paired contrasts decide who drops out"). Each contrast
+  is judged instead against the studentized range of all the combinations in
+  the look (Tukey's simultaneous test, with each
   pair's own variance as in Games-Howell), which covers every pair at once
   and so also the pairs the data picked: the chance that any true tie is
   declared broken is at most the look's alpha. With two combinations it is
@@ -31,16 +32,16 @@ intervals overlapped. So:
   amounts to: the difference plus or minus the studentized range's quantile
   over sqrt(2) standard errors. "Told apart" is exactly "its simultaneous
   interval lies above zero", so the interval printed beside a verdict never
-  contradicts it (a pointwise 95% interval excluded x1.00 in about 58% of the
-  races that could not tell a 13% gap apart). `p_adjusted` is the same
-  decision as a p-value: below `ALPHA` exactly when told apart.
+  contradicts it (a pointwise 95% interval often excluded x1.00 where the race
+  could not tell a gap apart: docs/measuring.md, "Evidence: the race").
+  `p_adjusted` is the same decision as a p-value: below `ALPHA` exactly when
+  told apart.
 - **Two-level processes:** bf16 emulated on a CPU runs at one of two speeds
-  about 40% apart per process (+-0.17 in log throughput). A run of processes
-  at one level gives a pair a large mean difference and a small spread
-  together, which the t and the range test (mean and spread independent)
-  read as a real gap: a simulated tie with such a member was broken in 10%
-  of races. So on `GUARDED_BLOCKS` shared race blocks or fewer (where all
-  of them drew one level in 2 / 2**5 = 6% of races or more) a contrast is
+  about 40% apart per process. A run of processes at one level gives a pair a
+  large mean difference and a small spread together, which the t and the range
+  test (mean and spread independent) read as a real gap (docs/measuring.md,
+  "Two-level processes"). So on `GUARDED_BLOCKS` shared race blocks or fewer
+  (where all of them drew one level in 2 / 2**5 = 6% of races or more) a contrast is
   `guarded`: told apart only where a test such a run cannot fool agrees,
   the range test against a lead of `HALF_GAP` (half the gap between the two
   levels: as far as a run at one level moves the mean), or the exact
@@ -49,15 +50,14 @@ intervals overlapped. So:
   can reject only from 2 / 2**values, so it decides where a pair shares
   many blocks. From the sixth block on, the range test alone decides, with
   the pair's shared screening block in its spread (a process at the other
-  level there widens it): guarding the sixth too cost most of the race's
-  power on normal noise (simulated: a 15% gap told apart in 62% of races
-  rather than 80%, a 13% gap in 50% rather than 67%). The interval printed
-  beside a guarded decision is the range's widened by `HALF_GAP` either
-  side, or where the sign flips decided, the hull of theirs and the
-  range's. Simulated (tests/stats/test_bimodal_race.py): such a tie is
-  broken in 4.1% of races, nearly all at the sixth block: six race blocks
-  at one level (3% of races) look like a gap to the range test there, and
-  screening's block shows the other level in only half of those.
+  level there widens it): guarding the sixth too cost much of the race's
+  power on normal noise. The interval printed beside a guarded decision is
+  the range's widened by `HALF_GAP` either side, or where the sign flips
+  decided, the hull of theirs and the range's. Such a tie is still broken
+  within the bound, nearly all at the sixth block: six race blocks at one level
+  look like a gap to the range test there, and screening's block shows the
+  other level in only half of those (tests/stats/test_bimodal_race.py;
+  docs/measuring.md, "Two-level processes" and "Evidence: the race").
 - **Equivalence:** `upper(alpha)` is the one-sided upper bound of how much
   faster the leader is (the upper end of a TOST interval); `ablate.stats.verdicts`
   headlines a simpler member only where it is within the study's
@@ -176,18 +176,17 @@ def paired(leader: Mapping[int, float], other: Mapping[int, float], key: Key,
     summed, `ablate.stats.variance`) and its degrees of freedom. Its many degrees of freedom buy power that a pair's
     own few blocks cannot (t quantile 2.4 rather than 3.4 at 6 blocks, final look); the pair's own spread is
     used instead where an F test at NOISIER_ALPHA says it is noisier than the model, so a pair noisier than the
-    model says is not declared apart on the model's word. (Taking the wider of the two always cost too much:
-    two contenders 15% apart were told apart in 49% of simulated races, against 70% required.)
+    model says is not declared apart on the model's word. (Taking the wider of the two always cost too much power:
+    docs/measuring.md, "Evidence: the race".)
 
     `seen`: the pair's differences in the other blocks both ran in (screening). They count in the own spread and,
     on a guarded look (GUARDED_BLOCKS race blocks or fewer: `judged`), in the sign-flip test (`flip_p`), never in
     the mean (screening chose the field): a two-level process whose race blocks all drew one level may show the
     other there. On a guarded look the own spread replaces the model's only where the F test says so at
     NOISIER_GUARDED_ALPHA (`guarded`: guard it whatever its blocks): the lead must clear HALF_GAP there, which a
-    pair noisier than the model reaches by
-    chance only rarely (a simulated tie of SD 0.3 against 0.06: broken in 75 of 2000 races, 76 at 0.25), while at
-    0.25 a spread from three or four values that came out wide by chance held up a clear winner (x1.5, the next
-    x1.05, process noise 0.03): 79 of 200 such races took five race blocks or six, 19 at 0.05.
+    pair noisier than the model reaches by chance only rarely at either level, while at NOISIER_ALPHA a spread from
+    three or four values that came out wide by chance held up a clear winner for blocks (docs/measuring.md,
+    "Evidence: the race").
     """
     shared = sorted(set(leader) & set(other))
     ds = [leader[b] - other[b] for b in shared]

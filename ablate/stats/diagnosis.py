@@ -22,18 +22,17 @@ technique is measured whether it can matter, and after, which phase moved.
 - **The check** of a measured speed-up's 95% interval against the ceiling says "within its ceiling" only where the
   whole interval is at or under it; an interval that straddles it is consistent with the ceiling and says so, naming
   that it reaches above.
-- **Which phase moved**: of a combination against the baseline, the phase whose time per sample fell the most
-  beyond what the rest of the step did, as the shares of the step before and after ("waiting for data 52% -> 4% of
-  the step"). Per sample, not per step: a bigger batch makes every step longer and still each sample cheaper.
-  Beyond the rest: a process that ran faster throughout (this VM's processes run at levels a few percent to 40%
-  apart, ablate/stats/levels.py) makes every phase cheaper alike, and so does a technique that speeds the whole
-  step; naming the largest phase then would name the machine. The rest of the step is the control: phase p's
-  excess is its baseline time scaled by how the other phases changed, less its time now. A phase is named only
-  where both its plain drop and its excess are over `MOVED_FLOOR` of the baseline's step: the phases are a few
-  steps' means with no interval, and a phase that does not scale with the processor (a sleep standing in for
-  I/O) has an excess whenever the rest of the step ran slower. (Measured, benchmarks/RESULTS.md: compute_bound's
-  workers row ran a 7% faster step on the same shares, which the plain drop named "the backward pass 60% -> 59%";
-  slow_data's set_to_none ran its compute slower, which the excess alone named "waiting for data 64% -> 58%".)
+- **Which phase moved**: of a combination against the baseline, the phase whose time per sample fell the most beyond
+  what the rest of the step did, as the shares of the step before and after ("waiting for data 52% -> 4% of the
+  step"). Per sample, not per step: a bigger batch makes every step longer and still each sample cheaper. Beyond the
+  rest: a process that ran faster throughout (a shared machine's processes can run at levels a few percent to 40%
+  apart: docs/measuring.md, "Two-level processes") makes every phase cheaper alike, and so does a technique that
+  speeds the whole step; naming the largest phase then would name the machine. The rest of the step is the control:
+  phase p's excess is its baseline time scaled by how the other phases changed, less its time now. A phase is named
+  only where both its plain drop and its excess are over `MOVED_FLOOR` of the baseline's step: the phases are a few
+  steps' means with no interval, and a phase that does not scale with the processor (a sleep standing in for I/O) has
+  an excess whenever the rest of the step ran slower. (Each rule alone misnamed a row of the diagnosis's known
+  answers: docs/measuring.md, "Evidence: which phase moved".)
 """
 from __future__ import annotations
 
@@ -47,12 +46,11 @@ from ablate.workload.parts import Parts
 UNLIKELY_BELOW = 1.05  # a ceiling under x1.05: unlikely to help, at most 5% even were its phases free
 # A phase "moved" only where its time per sample fell by more than this share of the baseline's step per sample.
 # Why 5%: a profile is the mean of a few steps (`budget.profile_steps`, 20 by default) per measurement, with no
-# interval, and the same combination profiled twice differs by a few percent of its step: one process to the next
-# moves the baseline by about 3% on a 2-core VM (ablate/stats/levels.py), and the profiled stretch
-# against the same trial's timed windows read 0.93 to 1.15 on 9 of the tiny study's 14 measurements
-# (docs/measuring.md, `profile_cost`). A smaller drop is within that: naming its phase would name noise. It is a
-# floor, not a bound: on the H200 one measurement moved by up to a quarter (benchmarks/RESULTS.md), so there only a
-# mean over blocks is worth reading.
+# interval, and the same combination profiled twice differs by a few percent of its step, from one process to the
+# next and against the same trial's timed windows (docs/measuring.md, "Before a technique is measured" and "The
+# instrumentation's cost"). A smaller drop is within that: naming its phase would name noise. It is a floor, not a
+# bound: on a GPU one measurement moved by far more (benchmarks/RESULTS.md, "Sections: GPU"), so there only a mean
+# over blocks is worth reading.
 MOVED_FLOOR = 0.05
 # What a loop phase is to the strategies' targets (strategies.base.PHASES); launch on CUDA comes from the idle share.
 TARGET_OF = {"data": "data", "copy": "copy", "forward": "compute", "backward": "compute", "optimizer": "optimizer"}

@@ -1,10 +1,10 @@
-"""The equivalence margin a design can show, and whether more race blocks could settle a near tie (issue 47).
+"""The equivalence margin a design can show, and whether more race blocks could settle a near tie.
 
 Why: a simpler member of the race's final set stands in for its leader only where a one-sided bound shows the
 leader at most the margin faster (`ablate.stats.verdicts`). That bound is the observed difference plus t standard
 errors, so no margin below t standard errors can ever be shown: at 8% process noise, three confirmation blocks
-(a block's difference SD 0.08 x sqrt(2), over sqrt(3)) show nothing below about 11%, and the 2% margin of before
-never fired while the race spent up to six extra blocks of two members chasing a tie no block could settle. So:
+(a block's difference SD 0.08 x sqrt(2), over sqrt(3)) show nothing below about 11%: a fixed 2% margin never
+fires there, and extra race blocks of two members would chase a tie no block could settle. So:
 
 - **The default margin** is the smallest the design can show, at most `CAP`: the bound of the test it will run
   (its blocks, its share of `EQUIVALENCE_ALPHA`, at the measured noise) where the difference observed is none.
@@ -17,10 +17,10 @@ never fired while the race spent up to six extra blocks of two members chasing a
   over them: whichever of them is truly fastest, the leader is at most the margin slower). Stopping also where the
   blocks left could not show the pair *equivalent* (two-sided, the gap as observed) was simulated and rejected: at 8%
   noise no twelve blocks show 5% either way, so every race stopped at its planned six, a 6% near tie included,
-  and mnist_cnn's pairs agreed in 52 of 60 rather than 57 (tests/stats/test_repeat.py). The rule kept agrees in 57
-  and saves what it can: at 8% noise 2.6 of the 76.4 measurements a study took on mnist_cnn's grid, 3.1 of the 18
-  extra ones on its set_to_none-only tie (tests/stats/test_margin.py), none at 15%. A tie's blocks are the price
-  of the near ties beside it: at this noise a 6% gap reads as a tie after six blocks as often as not.
+  and two runs agreed less often. The rule kept agrees as often as every extra block does and saves a few
+  measurements. A tie's blocks are the price of the near ties beside it: at this noise a 6% gap reads as a tie
+  after six blocks as often as not. Figures: docs/measuring.md, "Evidence: the equivalence margin"
+  (tests/stats/test_repeat.py, test_margin.py).
 """
 from __future__ import annotations
 
@@ -116,10 +116,9 @@ def behind(contrast: Contrast, alpha: float) -> float | None:
 def could_tell_apart(contrast: Contrast, left: int, alpha: float, k: int) -> bool:
     """Whether `left` more blocks of a pair could tell it apart were its gap as large as the data allow (`bound`):
     the range test at `alpha` over `k` combinations (the last look's) on the standard error all of them would give.
-    The gap as observed instead cost the race its power on real gaps: a pair still in after the planned blocks is
-    one whose gap read low, and two contenders 13% apart at 6% noise were told apart in 191 of 300 races rather than
-    236 (tests/stats/test_decisions.py). Optimistic where the look is guarded (its half gap and sign flips are not
-    asked). A pair without a spread yet: it could."""
+    The gap as observed instead cost the race its power on real gaps, since a pair still in after the planned blocks
+    is one whose gap read low (docs/measuring.md, "Evidence: the equivalence margin"). Optimistic where the look is
+    guarded (its half gap and sign flips are not asked). A pair without a spread yet: it could."""
     allowed = bound(contrast)
     if allowed is None or contrast.se is None:
         return True

@@ -20,10 +20,10 @@ kernel, say) is predicted to do nothing there, not given a ceiling to be checked
 **What "as predicted" claims.** It is said only of a technique predicted unlikely to help (a ceiling under
 `diagnosis.UNLIKELY_BELOW`) whose interval lies wholly below that same x1.05: the upper end of a two-sided 95%
 interval, so a technique whose true speed-up is x1.05 or more is called so at most 2.5% of the time by construction
-(simulated at x1.05, the worst case, on the protocol's estimator: 2.45% of 8000 studies, under 3% established;
-tests/stats/test_explained.py). "Within its ceiling" is the same construction at the ceiling: the interval's upper
-end at or under it, wrong for a technique worth its ceiling or more at most 2.5% of the time (simulated at the
-ceiling: 2.46% of 8000 studies); an interval that reaches above the ceiling is only consistent with it.
+(simulated at x1.05, the worst case, on the protocol's estimator: tests/stats/test_explained.py). "Within its
+ceiling" is the same construction at the ceiling: the interval's upper end at or under it, wrong for a technique
+worth its ceiling or more at most 2.5% of the time (simulated at the ceiling); an interval that reaches above the
+ceiling is only consistent with it. The simulated rates: docs/measuring.md, "Evidence: the explanation's check".
 """
 from __future__ import annotations
 

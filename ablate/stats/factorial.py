@@ -5,8 +5,9 @@ ranked. Log throughput is close to additive in the techniques, so a model of mai
 two-factor interactions the data show, fitted to the screened cells, predicts the unscreened ones, and the
 race opens on the cells the model cannot tell apart from its best (`race_field`), measured or not. The model
 pools every measurement into each prediction, where measuring each cell once gives one noisy process per
-cell: simulated (tests/stats/test_factorial.py), the true best cell opened the race in 97.6% of studies from
-the half fraction, against 53% when every cell was screened once.
+cell, so the race opens on the true best cell far more often from the half fraction than from every cell
+screened once (tests/stats/test_factorial.py; figures for this and each choice below: docs/measuring.md,
+"Evidence: the screening model").
 
 - **Blocks.** The model is fitted to every screening measurement's log throughput with the block as a
   factor (a column per block, as in `ablate.stats.effects.fit_effects`), so drift between blocks cancels as
@@ -19,12 +20,10 @@ the half fraction, against 53% when every cell was screened once.
   the screened cells, as in `fit_effects`) enters only where the data show it: forward selection, the most
   significant first, each at `PAIR_ALPHA` shared over the candidates (Bonferroni). Every pair the design can
   estimate is 17 terms for mnist_cnn's 24 cells, and so nearly saturated a model predicts almost as noisily as
-  the cells' own processes: the true best opened the race in 85% (noise 0.08) and 78% (0.15) of 200
-  simulated studies, against 97.6% and 92.2% of 1000 with selection (effect sparsity and heredity: Box, Hunter
-  & Hunter, Statistics for Experimenters, 2nd ed., ch. 5-6; Wu & Hamada, Experiments, 2nd ed., ch. 4-5).
-  Main effects alone did as well there but not where a pair reverses a technique (workers a loss alone, a
-  gain with bf16): 47% against 83%. Choosing by leave-one-out error (PRESS) or shrinking every pair
-  towards zero (REML ridge) came in between (91-95%).
+  the cells' own processes (effect sparsity and heredity: Box, Hunter & Hunter, Statistics for Experimenters,
+  2nd ed., ch. 5-6; Wu & Hamada, Experiments, 2nd ed., ch. 4-5). Main effects alone fail where a pair reverses
+  a technique (workers a loss alone, a gain with bf16). Choosing by leave-one-out error (PRESS) or shrinking
+  every pair towards zero (REML ridge) did worse than selection.
 - **Aliases.** In a resolution IV fraction pairs come in alias chains (num_workers x batch_size =
   set_to_none x amp on mnist_cnn's half; Montgomery, Design and Analysis of Experiments, 8th ed., 8.2), found
   from the screened cells themselves (one pair's centred column is another's up to sign once the main effects
@@ -40,11 +39,11 @@ the half fraction, against 53% when every cell was screened once.
   errors and the tests of terms are HC3 (MacKinnon & White 1985: robust to unequal variances, the least
   biased in small samples), since at screening the variance model has no technique terms yet and a bf16
   process on a CPU varies several times as much as the baseline's: with the model's variance, or HC2, a
-  chain with no effect called the fold-over in 10-14% of simulated studies (HC3: 3.6%).
+  chain with no effect called the fold-over several times as often as with HC3.
 - **Lack of fit** (the weighted residual's spread against the pure error of the baselines' replicates within
   blocks, an F test) is reported, not acted on: the pure error is the baseline's alone (three degrees of
-  freedom on mnist_cnn), so a technique noisier than the baseline reads as lack of fit (p < 0.05 in 17% of
-  simulated studies of a purely additive truth), and a big aliased pair moved it little (25%).
+  freedom on mnist_cnn), so a technique noisier than the baseline reads as lack of fit even where the truth is
+  purely additive, and a big aliased pair moves it little.
 """
 from __future__ import annotations
 

@@ -9,21 +9,21 @@ seed-to-seed spread fewer than `parity.NOISE_DF` degrees of freedom, the next-fa
 
 - **The leader's accuracy allows it** (neither `below` nor probably below: `parity.Parity.ineligible`): its
   confirmation blocks are measured. Confirmation waits for accuracy because a leader put out would have had its
-  blocks for nothing (9 measurements a round on repro16's grid); they are still blocks its selection never saw,
-  since no accuracy moves a throughput. Then the members simpler than it are tested for equivalence
-  (`ablate.stats.simpler`), and the simplest one shown within the margin headlines once its accuracy, trained
-  now, allows it (where it does not, it leaves the tests and the next shown one is asked); none shown, the
-  leader headlines.
+  blocks for nothing; they are still blocks its selection never saw, since no accuracy moves a throughput. Then
+  the members simpler than it are tested for equivalence (`ablate.stats.simpler`), and the simplest one shown
+  within the margin headlines once its accuracy, trained now, allows it (where it does not, it leaves the tests
+  and the next shown one is asked); none shown, the leader headlines.
 - **Else a new round.** The race runs again, with every group known to be out (ineligible, or its training
   failed) left out, on screening and the new round's own blocks: the earlier round's eliminations were against
   a leader now out, so they prove nothing. Rounds are told apart in the stored records by the parity trainings
   queued between them. Handing the lead to the next eligible member in race order instead was simulated and
-  rejected: members waiting past the planned blocks are ranked on few blocks, so on repro16's grid it named the
-  truly fastest eligible stack in 48 of 68 hand-overs (the new rounds: 19 of 19; tests/stats/test_race_first.py).
+  rejected: members waiting past the planned blocks are ranked on few blocks, so it named the truly fastest
+  eligible stack less often than a new round does.
 
 So a member of the final set neither leading nor shown as fast is never trained: it could headline only were the
-leader out, and then the race runs again. Before, every final-set member's group was trained: on repro16's
-simulated grid 11.7 trainings a study where these make 9.25, to the same headlines (tests/stats/test_race_first.py).
+leader out, and then the race runs again. Training every final-set member's group costs more trainings for the same
+headlines. Both simulated in tests/stats/test_race_first.py; figures in docs/measuring.md, "Accuracy last, and only
+where it decides" and "Evidence: the final set".
 
 Why the order biases nothing. The field, the eliminations and the final set read throughputs only, which the
 seeds' accuracies do not move (each accuracy training is a process of its own, after the race): a trained
@@ -36,9 +36,9 @@ the tolerance is bounded by simulation through this function (tests/stats/test_r
 Worst case, with G accuracy groups besides the baseline's: at most G + 1 rounds (each after the first puts at
 least one more group out; the baseline's group is never out), each of at most `race_blocks + extra_race_blocks`
 race blocks and `confirm_blocks` confirmation blocks; and never more
-trainings than every group at `seeds` seeds, (G + 1) x `seeds`, what accuracy-first could train. On
-benchmarks/studies/repro16.yaml, where batch_size(128)'s groups are fast and 2 points below a tolerance of 1:
-two rounds, 9 to 12 trainings (4 groups x 3 seeds at most, what accuracy-first trained).
+trainings than every group at `seeds` seeds, (G + 1) x `seeds`, what accuracy-first could train. A fast group
+below the tolerance makes two rounds (the simulated case: docs/measuring.md, "Accuracy last, and only where it
+decides").
 
 A pure function of the stored records: workers sharing a storage plan alike.
 """
@@ -102,10 +102,10 @@ def trainers(stored: Sequence[Record]) -> dict[str, Record]:
     """Accuracy group -> the measurement whose combination trains it at every seed: the one that trained its
     first seed, else (its accuracy deferred) a measurement of the group's fastest combination, by its mean paired
     difference from the baseline (`_paired_speeds`; ties: the first screened). Every member of a group trains to
-    the same numbers, so the choice moves no verdict, only the price: a training is mostly its steps (on the Xeon,
-    in two runs of mnist_cnn, the baseline's group trained for 52-63 s a seed as num_workers(2) + set_to_none +
-    torchscript, 34-39 s as the baseline). A group never screened has none, nor one whose accuracy cannot be
-    measured (stand-in data, a loss-only task: `accuracy_note`)."""
+    the same numbers, so the choice moves no verdict, only the price: a training is mostly its steps, so the
+    fastest member trains the group cheapest (docs/measuring.md, "Trials, caches and what is timed"). A group never
+    screened has none, nor one whose accuracy cannot be measured (stand-in data, a loss-only task:
+    `accuracy_note`)."""
     measured = [(g, m) for r in stored for m in r.every_measurement
                 if m.complete and (g := m.accuracy_group) and not m.accuracy_note]
     trained = {g: m for g, m in measured if m.accuracy_trained and m.seed_index == 0}

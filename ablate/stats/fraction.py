@@ -21,7 +21,7 @@ as a regular fraction, estimate the same model (`ablate.stats.factorial`) and ra
   of pairs, and every pair with a dimension of three or more levels (crossed in full, so each of its levels
   holds the same fraction of the others).
 - **When not.** A grid where a conflict removed cells is no product of factors, so no regular fraction of it
-  exists: every runnable cell is screened, as before; likewise with fewer than four two-level dimensions (no
+  exists: every runnable cell is screened; likewise with fewer than four two-level dimensions (no
   resolution IV fraction of three is smaller than their grid), more than the table's eight, or where no design
   leaves the model its spare cells (four two-level dimensions alone: 8 cells for 8 terms).
 """

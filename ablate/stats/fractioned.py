@@ -44,8 +44,8 @@ class Fractioned:
         """The screening model the race's field comes from, fitted to the screening measurements: on the fraction;
         after a fold-over, on every combination, which separates the aliased pairs. Kept after a fold-over even
         where its lack-of-fit test rejects: that test's pure error is the baselines' alone, so a noisy technique
-        (bf16 on a CPU) reads as lack of fit, and the model opened the race with the true best in 97.6% of simulated
-        studies where each cell's own screening estimate did in 53% (tests/stats/test_factorial.py). None where
+        (bf16 on a CPU) reads as lack of fit, and the model opens the race on the true best far more often than each
+        cell's own screening estimate does (docs/measuring.md, "Evidence: the screening model"). None where
         the model has too few cells for its terms: the race opens on the screening estimates then."""
         screened = [m for m in measurements if m.phase == SCREEN]
         return factorial.fit(screened, BASELINE, self.cells, None if self.folded else self.fraction)

@@ -1,7 +1,7 @@
 """Whether a combination's processes ran at two speed levels: a flag for the report, not a decision of the race.
 
-Why: bf16 emulated on a CPU runs at one of two speeds about 40% apart, each fresh process drawing one (measured
-on a 2-core VM: +-0.17 in log throughput, where the baseline moved by 3%). Such a combination's mean speed-up is
+Why: bf16 emulated on a CPU runs at one of two speeds about 40% apart, each fresh process drawing one, where the
+baseline moves by a few percent (docs/measuring.md, "Two-level processes"). Such a combination's mean speed-up is
 no typical process's, and a user who deploys it gets one level or the other. The race guards its decisions against
 such processes (`ablate.stats.contrasts`); this says which combinations showed two levels.
 
@@ -10,9 +10,8 @@ high group (two values or more each), take the one whose means are furthest apar
 pooled SD about their own means; flag it where that separation is beyond what FLAG_ALPHA of normal samples of
 the same size show (their quantile, simulated once per size with a fixed seed, so the flag is a pure function of
 the measurements). So the false-flag rate on normal noise is FLAG_ALPHA whatever the noise's size. With few values
-it has little power: simulated (tests/stats/test_bimodal_race.py), a +-0.17 process against a baseline of SD 0.06
-was flagged in 41% of studies from its seven blocks (screening's and six race blocks), 65% with three confirmation
-blocks more; a normal one (SD 0.06) in 2.6%.
+it has little power (tests/stats/test_bimodal_race.py; docs/measuring.md, "The two-level flag" and "Evidence: the
+two-level flag").
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Accuracy parity as a test: `ok`, `below` or `uncertain`, with an interval, over shared training seeds.
 
-Why: one training seed against a hard cut misleads both ways. The baseline's
-test accuracy moves by about 0.13 points from seed to seed on MNIST, so a
-group 0.4 points worse with a 0.5-point tolerance is flagged about a third of
-the time, and a group truly 0.6 points worse passes as often.
+Why: one training seed against a hard cut misleads both ways. Test accuracy
+moves from seed to seed, so a group 0.4 points worse with a 0.5-point
+tolerance is flagged about a third of the time, and a group truly 0.6 points
+worse passes as often (docs/measuring.md, "Accuracy parity is a test").
 
 - **Shared seeds.** Every accuracy group (combinations that change the numbers
   alike) is trained with the same seeds as the baseline: the same
@@ -18,15 +18,14 @@ the time, and a group truly 0.6 points worse passes as often.
   pooled degrees of freedom.
 - **Its own spread.** Groups' seed noise can differ (fewer steps, half
   precision): pooled alone, a group whose seed SD is three times the others'
-  (0.45 against 0.15 points) was passed `ok` at the tolerance in 10% of
-  studies, nominal 2.5%. So a group's variance is the larger of the pooled one
+  was passed `ok` at the tolerance about four times as often as the nominal
+  2.5%. So a group's variance is the larger of the pooled one
   and its own over F(`WIDEN_AT`), the F distribution's 35% quantile at its and
   the others' degrees of freedom: an upper bound on its own variance, read at
   the level that holds the noisier group to the nominal rate. Not the pooled
-  one times its F against the others (the rule before): the pooled variance
-  already holds its own spread, and where the others' changes barely moved
-  that product grew without bound (a leader at +0.08 points read
-  [-5.19, +5.34] on three seeds whose own spread gives [-0.80, +0.95]). A
+  one times its F against the others: the pooled variance already holds its
+  own spread, and where the others' changes barely move that product grows
+  without bound (docs/measuring.md, "Evidence: accuracy parity"). A
   group at one seed has no spread of its own: it is judged on the pooled one,
   as if its noise were the others'.
 - **The verdict** is a non-inferiority test at the tolerance: `ok` when the
@@ -36,12 +35,11 @@ the time, and a group truly 0.6 points worse passes as often.
   -tolerance. It keeps its verdict (the interval did not decide it), but like
   a `below` one it is never raced or recommended (`Parity.ineligible`): its
   best estimate says it loses more than the tolerance, and an interval widened
-  by its own spread must not make it a candidate. Before this, eligibility
-  read the verdict alone, so a group 2.1 points down at a tolerance of 1 was
-  out in one run (`below`, [-3.24, -1.25]) and in the recommended stack of
-  the next (`uncertain`, [-4.17, +0.02]; benchmarks/studies/repro16.yaml). It still
-  gets its further seeds, as every `uncertain` group does: one more may
-  move its estimate back within the tolerance.
+  by its own spread must not make it a candidate. Eligibility by the verdict
+  alone put a group 2 points down at a tolerance of 1 out of one run and into
+  the recommended stack of the next (docs/measuring.md, "Accuracy parity is a
+  test"). It still gets its further seeds, as every `uncertain` group does:
+  one more may move its estimate back within the tolerance.
 - **The parity race:** every group worth it is trained at `MIN_SEEDS` seeds
   (from its first, where screening did not train it); one still `uncertain`
   gets another seed (and the baseline with it) until it is decided or has
@@ -53,33 +51,14 @@ the time, and a group truly 0.6 points worse passes as often.
   baseline, then the next-fastest groups only as far as the spread needs
   for `NOISE_DF` degrees of freedom).
 
-Why this rule. Simulated as in tests/stats/test_decisions.py: three groups beside the baseline, seed SD 0.15
-points, tolerance 0.5, `seeds` 3; rates over 20,000 studies at the tolerance, 4,000-10,000 elsewhere.
-- The spread pooled alone passed a group three times noisier `ok` at the tolerance in 10.4% of studies; this rule in
-  2.6% of 20,000 (0.8% with noise alike; pooled 2.1%), the pooled variance times its F (the rule before) in 3.0%
-  (0.9%).
-- Its price is power: a group with no change is passed in 69% of studies (the rule before: 70%; pooled: 91%), one
-  1.0 point down flagged in 62% (64%; 81%), the rest `uncertain`. No rule does much better at three seeds: the most
-  powerful test on a group's mean, its own spread (2 degrees of freedom) and the others' (4), with thresholds
-  optimised per F to hold the noisier group to 3%, passes about 71% with no change.
-- A heterogeneity test that switches to a group's own variance (an F test of its spread against the others' at level
-  0.5) cannot see a five-fold variance (the paired change's, with a three-fold seed SD) at one or two degrees of
-  freedom: 3.8% at the tolerance and 64% passed with no change, worse on both counts.
-- Under the rule before, which erred as much or more at every point above: `OK_SEEDS`: passed at two seeds, on one
-  degree of freedom of its own, the noisier group got through in 5.0% of studies; holding `ok` for a third seed
-  costs about one training a study (12 where the pooled race took 10, three groups and the baseline), and no power.
-- With `seeds` 4 (more looks; the rule before): 3.5% at the tolerance, 87% passed with no change; with 2: 3.6% and
-  41%.
-- Probably below (tests/stats/test_probably_below.py, the same studies; 95% Clopper-Pearson bounds). Since `ok`
-  puts the mean change above -tolerance and `below` under it, a group is now eligible exactly where its mean
-  paired change is at or above -tolerance: the interval still says how sure that is (the verdict, and the
-  seeds it gets), not whether it may be raced. A group 1.0 point down (twice the tolerance) is kept out in 4,000
-  of 4,000 studies (bound 99.93%; `below` alone: 61.0%), three times noisier in 97.0% (bound 96.5%; 26.5%). A
-  group with no change is kept out in 0 of 4,000 (bound 0.075%), three times noisier in 3.2% of 10,000 (bound
-  3.5%; `below` alone 0.01%): its mean over three seeds has an SD of about 0.27 points. Exactly at the tolerance
-  it is eligible in 52.0% of 4,000 (50.3% noisier), where the verdict alone let it through in 99.9% (96.8%).
-  The price is paid within the tolerance: 0.4 points down, kept out in 20% of 10,000 studies (36% noisier;
-  `below` alone: 0.07%, 1.5%; one seed against the cut: about a third, above), 0.25 down in 2.1% (18%).
+Why this rule. Simulated as in tests/stats/test_decisions.py and tests/stats/test_probably_below.py, against the
+spread pooled alone, the pooled variance times its F, a heterogeneity test, and other seed counts: it holds a group
+three times noisier than the others near the nominal rate at the tolerance, where pooling alone passes it four
+times as often. It pays for that in power, though no rule at three seeds does much better. `OK_SEEDS` costs about
+one training a study and no power. Probably below makes a group eligible exactly where its mean paired
+change is at or above -tolerance (`ok` puts the mean above it, `below` under it): the interval still says how sure
+that is (the verdict, and the seeds it gets), not whether it may be raced; the price is paid within the tolerance.
+The rates: docs/measuring.md, "Accuracy parity is a test" and "Evidence: accuracy parity".
 """
 from __future__ import annotations
 

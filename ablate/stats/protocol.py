@@ -240,8 +240,8 @@ def _own_process(pairs: list[tuple[float, int]], base_var: float | None) -> floa
     so the baselines' share is taken off where their variance is known (a noisy combination is not averaged
     with a quiet baseline); else sigma^2 (1 + 1/n) with one sigma for both. Never below half of var(d): the
     baselines' variance rests on a few within-block pairs, and where it came out high, taking it off left
-    contenders a tenth of their true variance, so the race told true ties apart (a six-way tie was broken in 6%
-    of simulated races with a floor of a tenth, 2% with a half)."""
+    contenders a tenth of their true variance, so the race told true ties apart (docs/measuring.md, "Evidence: the
+    race")."""
     if base_var is None:
         return _own_noise(pairs)
     raw = _var([d for d, _ in pairs])
@@ -270,17 +270,15 @@ def estimates(measurements: Iterable[Measurement[Key]], baseline: Key,
     which the model was fitted to too) with its own spread (s^2 on d: its
     paired differences about their phase's mean, pooled over its race and confirmation blocks, `_own_spread`) as
     a moderated variance (`variance.moderated`, after Smyth 2004): (d0 s0^2 + d s^2) / (d0 + d) on d0 + d
-    degrees of freedom ("moderated"). Taking the wider of the two on its own few degrees of freedom, as before,
-    gave a headline confirmed in three blocks t on 2 df (4.30). Its mean stays its confirmation blocks'.
+    degrees of freedom ("moderated"). Taking the wider of the two on its own few degrees of freedom would give a
+    headline confirmed in three blocks t on 2 df (4.30). Its mean stays its confirmation blocks'.
 
-    Noise differs between combinations beyond what the model by technique can say (measured: bf16 autocast with
-    a doubled batch moved between two levels 40% apart from one process to the next, where the baseline moved by
-    3%), so the prior is a robust one: its own spread alone where an F test at NOISIER_ALPHA says it is noisier
-    than the model ("own"), and d0 at most PRIOR_DF. Simulated on repro16's grid (tests/stats/test_moderated.py):
-    with the true best alone two-level, where it headlined, its interval covered the truth in 893 of 980 studies
-    with plain moderation, 916 as built, 894 with the wider of the two at 1.75 times the width (process noise
-    0.08); with every bf16-with-doubled-batch stack two-level, the headline in 951 of 1000 and 949 of 998 at noise
-    0.08 and 0.15.
+    Noise differs between combinations beyond what the model by technique can say (bf16 autocast with a doubled
+    batch can run at two levels 40% apart from one process to the next), so the prior is a robust one: its own
+    spread alone where an F test at NOISIER_ALPHA says it is noisier than the model ("own"), and d0 at most
+    PRIOR_DF. That keeps the headline's interval near its nominal coverage with two-level stacks, narrower than the
+    wider of the two (tests/stats/test_moderated.py; figures in docs/measuring.md, "One estimator, and noise per
+    combination" and "Evidence: noise per combination").
     """
     measurements = list(measurements)
     techniques = techniques or default_techniques(baseline)
@@ -335,8 +333,8 @@ def baseline_cv(measurements: Iterable[Measurement[Key]], baseline: Key) -> floa
 def baseline_level(measurements: Iterable[Measurement[Key]], baseline: Key) -> Estimate | None:
     """The baseline's own level: its mean log throughput over its blocks' means, with the standard error of that mean
     across blocks (df: blocks - 1; None where it ran in one block). Not a speed-up: the absolute figure two studies
-    compare (issue 50), where a ratio of speed-ups hides a slower baseline. Across blocks rather than within,
-    since a block's own conditions (drift, a neighbour's load) are what a second study does not share."""
+    compare (`ablate.stats.changes`), where a ratio of speed-ups hides a slower baseline. Across blocks rather than
+    within, since a block's own conditions (drift, a neighbour's load) are what a second study does not share."""
     ys = _block_means(measurements, baseline)
     if not ys:
         return None

@@ -27,13 +27,13 @@
   apart, up to `extra_race_blocks` more blocks of the leader and its closest
   contender only (re-ranked after each; the rest wait, still in the field), so
   that a near tie at the top is settled by more measurements rather than named
-  by whichever process was luckier: a second run names the same stack (a pair
-  of runs at 1b9c6ef did not). Their looks spend `EXTRA_SHARE` of the race's
+  by whichever process was luckier, and a second run names the same stack
+  (docs/measuring.md, "Past the planned blocks"). Their looks spend `EXTRA_SHARE` of the race's
   alpha and are guarded as the first five blocks are (a two-level process's
   runs at one level come with more looks too). Only while the blocks left
   could settle the tie (`ablate.stats.equivalence.settles`: tell the pair
   apart, or show them within the margin, the gap as observed): a true tie at
-  8% noise never could, and mnist_cnn's took six blocks of two for nothing.
+  8% noise never could, and its extra blocks would be spent for nothing.
 - **Stop**: when no contender is left after `MIN_RACE_BLOCKS`, or after
   `race_blocks` and the extra blocks. Then `confirm_blocks` blocks of the leader, the simplest
   member of the final set and the baseline, which no selection saw: the
@@ -245,9 +245,8 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
         # Stopped already: why, as decided before confirmation's spreads reached the variance model. Where those
         # spreads revive a contender the last look had dropped (a two-level process's spread, seen at last), it is
         # listed as not told apart, on all the evidence, and the race does not resume (a resumed race could change
-        # the leader after its confirmation). Leaving confirmation out of the race's variance model kept the
-        # contender out and told a pair 13% apart in 255 of 300 races rather than 236, but broke a tie with a
-        # two-level member in 203 of 4000, over its 5% bound (tests/stats/test_decisions.py, test_bimodal_race.py).
+        # the leader after its confirmation). Leaving confirmation out of the race's variance model gained power but
+        # broke ties with a two-level member past the 5% bound (docs/measuring.md, "Evidence: the race").
         before = race([m for m in measurements if m.phase != CONFIRM], baseline, eligible, protocol, techniques,
                       screen)
         revived = [str(c) for c in survivors if c not in before.contenders]

@@ -1,9 +1,9 @@
 """Process noise per combination: a variance model by technique, and a test of equal spreads.
 
-Why: combinations are not equally noisy from one process to the next
-(measured: bf16 combinations' residual SD 0.158 against 0.099 for the rest).
-One pooled variance gives a noisy combination screened once too narrow an
-interval (it covered 86% of the time) and a quiet one too wide (99.7%).
+Why: combinations are not equally noisy from one process to the next (bf16
+ones the most), so one pooled variance gives a noisy combination screened once
+too narrow an interval and a quiet one too wide (docs/measuring.md, "Evidence:
+noise per combination").
 
 The model: a process's log-throughput variance is multiplicative in the
 techniques switched on, log(sigma^2) = b0 + sum of b_t over its techniques,
@@ -138,8 +138,8 @@ def fit(sources: Sequence[Source]) -> Model | None:
     y = np.array([s.variance for s in sources])
     # Backward elimination: a technique keeps its term only while the data show it (Wald test at TERM_ALPHA).
     # A term fitted on a few sources by chance extrapolates to combinations no source measured: a screened
-    # combination of two such techniques got a third of its true standard error, and its interval covered
-    # the truth in under 60% of simulated studies.
+    # combination of two such techniques got a third of its true standard error (docs/measuring.md, "Evidence:
+    # noise per combination").
     while columns:
         x = np.array([[1.0] + [float(t in s.techniques) for t in columns] for s in sources])
         try:

@@ -5,10 +5,10 @@ again without its group (`ablate.stats.finalists`: race first, accuracy last). T
 little power by design, so *not told apart* from the leader is not *as fast*: a simpler member (fewer techniques)
 of the set replaces the leader only where an equivalence test shows the leader at most the margin faster
 (`ablate.stats.simpler`): the study's `equivalence_margin`, else the smallest its design can show at the measured
-noise, at most 5% (`ablate.stats.equivalence`; a fixed 2% never fired at 8% noise, where three blocks show 11%). Before
-this, the simplest member of the set headlined: simulated on a 16-combination grid it was not the leader in 89 and
-91 of 100 studies (process noise 0.06 and 0.10) and 7.0% and 9.7% slower than the best on average
-(tests/stats/test_headline.py). Where a simpler member headlines, the leader's techniques it lacks are named with
+noise, at most 5% (`ablate.stats.equivalence`; a fixed 2% never fired at 8% noise, where three blocks show 11%).
+Headlining the set's simplest member without that test was simulated and rejected: it was seldom the leader and
+several percent slower than the best (docs/measuring.md, "Evidence: the equivalence margin";
+tests/stats/test_headline.py). Where a simpler member headlines, the leader's techniques it lacks are named with
 what leaving them out may cost: the bound of its test (`Recommendation.left_out`, `Equivalence.allowed`).
 
 The statistics live in `ablate.stats.parity` (the verdict and the parity race),

@@ -3,8 +3,9 @@
 Each measurement still runs in its own freshly exec'ed interpreter (ablate.trial.process
 says why: layout luck). What changes is when that interpreter starts. Starting
 one costs seconds - torch, and torchvision, whose `ops` import TorchDynamo and
-Inductor (2.9 s of 5.8 s on a 2-core Xeon) - and that used to sit between every
-two trials. Now interpreters are started ahead and wait, imported, for a trial.
+Inductor, about half of it (docs/measuring.md, "Evidence: trial processes") -
+which would otherwise sit between every two trials. So interpreters are
+started ahead and wait, imported, for a trial.
 
 They must not slow the trial that runs meanwhile. A trial's *measured stretch*
 runs from its model preparation (TorchScript's scripting, part of the one-off
@@ -99,12 +100,11 @@ def _main(conn: Any, preload: Callable[[], None], parent: int) -> None:
 
 
 def _leave() -> None:
-    """Exit at once once the result is sent. An interpreter that imported torch takes about 0.8 s to finalize
-    (0.94 s against 0.06 s with `os._exit` on the 2-core Xeon), and the study waits for that exit before its
-    next trial: 0.8 s of a 6.4-s eager measurement, 1.3 reference epochs of mnist_cnn's 18.6 (49b8117). Nothing
-    in finalization is the trial's: its result is sent, its compile cache removed (`process.serve`), and what
-    is left to do here is the log's flush and the children's end (DataLoader workers, as multiprocessing's own
-    exit handler would end them)."""
+    """Exit at once once the result is sent. An interpreter that imported torch takes most of a second to finalize,
+    and the study waits for that exit before its next trial: a real share of a short measurement, and of a study
+    (docs/measuring.md, "Evidence: trial processes"). Nothing in finalization is the trial's: its result is sent,
+    its compile cache removed (`process.serve`), and what is left to do here is the log's flush and the children's
+    end (DataLoader workers, as multiprocessing's own exit handler would end them)."""
     import logging
     import sys
 

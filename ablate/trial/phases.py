@@ -161,8 +161,9 @@ def device_busy_s(events: Iterable[Any], device: torch.device) -> float | None:
 def _occupies_device(event: Any) -> bool:
     """Whether a device event is work (a kernel, a copy, a memset) rather than an annotation's span.
 
-    Older torch (2.11, on the lent H200 of 2026-11-26) gives kineto's events no `activity_type`; on the device's
-    timeline such a trace holds work and user annotations, which it flags (sync events are off by default)."""
+    Older torch (2.11) gives kineto's events no `activity_type` (benchmarks/RESULTS.md, "Sections: GPU"); on the
+    device's timeline such a trace holds work and user annotations, which it flags (sync events are off by
+    default)."""
     kind = getattr(event, "activity_type", None)
     if kind is not None:
         return kind() in DEVICE_WORK

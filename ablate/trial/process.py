@@ -3,16 +3,17 @@
 A fresh process per trial keeps process-global state (compile caches in
 memory, cuDNN/TF32 flags, allocator state, a crash) from leaking between
 trials. Each trial is a new interpreter (multiprocessing's "spawn"), so it
-also gets its own randomized address-space layout. Measured on a 2-core Xeon:
-trials forked from one forkserver share its layout, and a combination's bf16
-throughput then sat at one of two levels about 20% apart for a whole run -
-consistently within the run, differently in the next - so repeats within a
-run could not see it and two runs disagreed far outside their intervals
-("layout luck": Mytkowicz et al., ASPLOS 2009; Curtsinger & Berger's
-Stabilizer). With a fresh layout per trial that variation is between
+also gets its own randomized address-space layout. Trials forked from one
+forkserver share its layout, and a combination's bf16 throughput then sat at
+one of two levels for a whole run - consistently within the run, differently
+in the next - so repeats within a run could not see it and two runs disagreed
+far outside their intervals ("layout luck": Mytkowicz et al., ASPLOS 2009;
+Curtsinger & Berger's Stabilizer; docs/measuring.md, "Trials, caches and what
+is timed"). With a fresh layout per trial that variation is between
 processes, where the blocks measure it. The price is `import torch` in every
-trial (about 3.6 s on that machine): ablate.trial.interpreters starts the interpreters
-ahead and lets them import only outside every trial's measured stretch.
+trial, seconds (docs/measuring.md, "Evidence: trial processes"):
+ablate.trial.interpreters starts the interpreters ahead and lets them import
+only outside every trial's measured stretch.
 """
 from __future__ import annotations
 

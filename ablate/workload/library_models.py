@@ -43,9 +43,9 @@ class ModelUnavailable(LookupError):
     """A library model cannot be built here (extra missing, unknown name, hub offline); the message is one line."""
 
 
-# What building a library's model imports, beyond torch and torchvision: `preloads`. On the 2-core Xeon (shared),
-# transformers' base, its Auto classes and modeling_utils took 1.8-2.2 s of a trial's start-up (a modeling module,
-# GPT-2's, 0.06 s more); timm 0.4-1.2 s.
+# What building a library's model imports, beyond torch and torchvision: `preloads`. transformers' base, its Auto
+# classes and modeling_utils take seconds of a trial's start-up, timm about one (docs/measuring.md, "Evidence: trial
+# processes"), so trial interpreters started ahead import them.
 _PRELOADS = {"hf": ("transformers", "transformers.modeling_utils", "transformers.models.auto.modeling_auto"),
              "timm": ("timm",)}
 

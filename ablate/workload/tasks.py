@@ -35,13 +35,12 @@ CPU_EVAL_LOGITS_BYTES = 16 * 2**20  # on a CPU: under glibc's largest mmap thres
 def eval_budget(device: torch.device) -> int:
     """The bytes one evaluation forward's logits may take on `device`.
 
-    On a CPU, under glibc malloc's mmap threshold, which adapts up to 32 MiB on 64-bit Linux: a larger block is
-    mapped afresh at each allocation and unmapped at its free, so every forward pays the kernel's zeroing of its
-    pages for the logits and each temporary their size, where below it the heap hands the same blocks back. On
-    the 2-core Xeon, GPT-2's head over 64-token windows evaluated at 18.6 ms a window at 256 MiB and at 9.1 at 16
-    MiB (one window a forward); with the mmap threshold raised by hand, 11.8 at 256 MiB: most of the gap is
-    the mapping, the rest the passes over logits that no longer fit the cache. An accelerator's allocator
-    keeps its blocks, and its kernels want rows, so it keeps `EVAL_LOGITS_BYTES`.
+    On a CPU, under glibc malloc's mmap threshold, which adapts up to 32 MiB on 64-bit Linux: a larger block is mapped
+    afresh at each allocation and unmapped at its free, so every forward pays the kernel's zeroing of its pages for
+    the logits and each temporary their size, where below it the heap hands the same blocks back. GPT-2's head
+    evaluated about twice as fast on a CPU at 16 MiB as at 256 MiB: most of the gap is the mapping, the rest the
+    passes over logits that no longer fit the cache (docs/measuring.md, "Evaluation sized to the decision"). An
+    accelerator's allocator keeps its blocks, and its kernels want rows, so it keeps `EVAL_LOGITS_BYTES`.
     """
     return CPU_EVAL_LOGITS_BYTES if device.type == "cpu" else EVAL_LOGITS_BYTES
 
@@ -49,15 +48,15 @@ def eval_budget(device: torch.device) -> int:
 def eval_rows(bytes_per_row: int, budget: int = EVAL_LOGITS_BYTES) -> int:
     """How many rows (samples) one evaluation forward takes so that their logits fit in `budget` bytes; >= 1.
 
-    Why a budget, and not the study's ``test_batch_size`` alone: one forward's logits are rows x positions x
-    classes numbers, and a library language model's vocabulary makes that the largest thing evaluation
-    holds. GPT-2's 50,257 words over 1,000 windows of 64 tokens are 12.7 GB of fp32 logits, and cross-entropy's
-    log-softmax is as large again: that drove a 24 GiB machine out of memory. At 256 MiB, the logits and the
-    one or two temporaries of their size (the log-softmax; a causal LM's shifted copy) stay under 1 GiB
-    beside the model on any machine that can train it, while a small head still evaluates a whole loader
-    batch in one forward (ten classes are 40 bytes a row: 6.7 million rows fit), so only large
-    vocabularies are split, and GPT-2 at 64 tokens still takes about 20 windows a forward (one on a CPU,
-    whose budget is smaller: `eval_budget`).
+    Why a budget, and not the study's ``test_batch_size`` alone: one forward's logits are rows x positions x classes
+    numbers, and a library language model's vocabulary makes that the largest thing evaluation holds. GPT-2's 50,257
+    words over 1,000 windows of 64 tokens are 12.7 GB of fp32 logits, and cross-entropy's log-softmax is as large
+    again: enough to exhaust a 24 GiB machine's memory (benchmarks/RESULTS.md, "A library model's evaluation within
+    memory"). At 256 MiB, the logits and the one or two temporaries of their size (the log-softmax; a causal LM's
+    shifted copy) stay under 1 GiB beside the model on any machine that can train it, while a small head still
+    evaluates a whole loader batch in one forward (ten classes are 40 bytes a row: 6.7 million rows fit), so only
+    large vocabularies are split, and GPT-2 at 64 tokens still takes about 20 windows a forward (one on a CPU, whose
+    budget is smaller: `eval_budget`).
     """
     return max(1, budget // max(1, bytes_per_row))
 
