@@ -135,11 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush cannot raise again
         return 141
     except Exception as error:
-        if not isinstance(error, _user_errors()):
+        from ablate.run.full_disk import said  # a full disk, however deep in the chain, is the user's to fix
+
+        full = said(error, getattr(args, "folder", getattr(args, "results", None)), args.command in ("run", "worker"))
+        if full is None and not isinstance(error, _user_errors()):
             raise
         from ablate.render.terminal import message
 
-        print(message(f"ablate: error: {error}"), file=sys.stderr)  # wrapped: a data error can run to 500 characters
+        print(message(f"ablate: error: {full or error}"), file=sys.stderr)  # wrapped: an error can run to 500 chars
         return 2
     finally:  # a command that named no study's log: results/ablate.log, made only if a library said something
         library_log.settle(getattr(args, "results", RESULTS_DIR) / library_log.LOG_NAME)
@@ -182,6 +185,7 @@ def _run(args: argparse.Namespace) -> int:
     cleared = preflight.run(args.study, args.device, args.search, args.trials, args.workers,
                             args.command == "worker" or args.workers > 1, args.storage, args.results)
     study, storage, log = cleared.study, cleared.storage, cleared.log
+    args.folder = args.results / study.name  # the folder a full disk is said of
 
     from ablate.config.design import single_pass
     from ablate.render.results import COMPACT_WIDTH, render, render_compact
@@ -220,7 +224,8 @@ def _run(args: argparse.Namespace) -> int:
     if getattr(args, "no_summary", False):
         return 0
     if not outcome.ran:
-        print("nothing to run: every combination already has a result (results are read back from the storage)")
+        print("nothing to run: the study is finished, every planned measurement has a result (the table and "
+              "report are read back from the storage)")
     full = getattr(args, "full_table", False)  # `ablate worker` has no flag: the summary
     print(render(outcome.table, study.throughput_unit) if full
           else render_compact(outcome.table, study.accuracy_tolerance, width(COMPACT_WIDTH)))
@@ -241,19 +246,23 @@ def _run(args: argparse.Namespace) -> int:
         print(f"the answer in MLflow's UI: {opener}open\n  {runner.tracker.view_url}")
     for built in outcome.reports:
         print(built.summary())
-    _warn_offline(runner.tracker, args)
+    _warn_offline(runner.tracker, args, runner.logged_late)
     return 0
 
 
-def _warn_offline(tracker: Tracker, args: argparse.Namespace) -> None:
-    """The run's last line when MLflow was unreachable: what is missing and the command that pushes it."""
+def _warn_offline(tracker: Tracker, args: argparse.Namespace, logged_late: int = 0) -> None:
+    """The run's last line when MLflow was unreachable: what is missing and the command that pushes it, or that
+    what it missed while down was logged when it answered again."""
+    from ablate.render.terminal import message
+
     if not tracker.offline:
+        if tracker.outages:
+            print(message(f"MLflow at {tracker.uri} was unreachable {tracker.outages} time(s) during the run; the "
+                          f"{logged_late} measurements it missed were logged when it answered again"))
         return
     options = [f"--search {args.search}", f"--device {args.device}"]
     options += [f"--storage {args.storage}"] if args.storage else []
     options += [f"--results {args.results}"] if args.results != RESULTS_DIR else []
-    from ablate.render.terminal import message
-
     print(message(f"ablate: warning: MLflow at {tracker.uri} was unreachable ({tracker.offline_reason}); the results "
                   f"are in the Optuna storage; when MLflow is back, log them with: ablate sync {args.study} "
                   f"{' '.join(options)}"), file=sys.stderr)
@@ -277,9 +286,14 @@ def _sync(args: argparse.Namespace) -> int:
     from ablate.run.stored_study import open_stored, sync
 
     device, study, optuna_study, _ = open_stored(args.study, args.device, args.storage, args.results, args.search)
-    pushed, tracker = sync(study, optuna_study, device, args.search, args.results)
-    print(f"logged {pushed} runs to MLflow at {tracker.uri} (experiment ablate/{study.name})" if pushed else
-          f"nothing to sync: every stored trial of {study.name} has its MLflow run at {tracker.uri}")
+    synced = sync(study, optuna_study, device, args.search, args.results)
+    where = f"MLflow at {synced.tracker.uri} (experiment ablate/{study.name})"
+    if synced.pushed:
+        print(f"logged {synced.pushed} runs to {where}")
+    if synced.ended:
+        print(f"wrote the end of the study to its parent run in {where}, and closed it")
+    if not synced.pushed and not synced.ended:
+        print(f"nothing to sync: every stored trial of {study.name} has its MLflow run at {synced.tracker.uri}")
     return 0
 
 

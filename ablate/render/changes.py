@@ -38,6 +38,7 @@ from ablate.stats.changes import (
     Change,
     Side,
 )
+from ablate.store.files import replaced
 from ablate.trial import metrics as metric
 from ablate.words import count, factor
 
@@ -322,18 +323,17 @@ def _finite(value: float | None) -> float | None:
 
 
 def page(change: StudyChange, folder: Path) -> Path:
-    """folder/change.md, folder/change.html (the report's page, the picture embedded) and folder/change.png; the
-    Markdown's path."""
+    """folder/change.md, change.html (the report's page, the picture embedded) and change.png; the Markdown's path."""
     from ablate.render.report import _html  # the report's page maker (and matplotlib): only where a page is made
 
     folder.mkdir(parents=True, exist_ok=True)
     title = _title(change)
     figure = chart(change, folder / FIGURE, title)
     text = "\n".join(_markdown(change, title))
-    md = folder / "change.md"
-    md.write_text(text)
-    (folder / "change.html").write_text(_html(text, [figure], title))
-    return md
+    for name, content in (("change.md", text), ("change.html", _html(text, [figure], title))):
+        with replaced(folder / name) as file:
+            file.write(content)
+    return folder / "change.md"
 
 
 def _markdown(change: StudyChange, title: str) -> list[str]:

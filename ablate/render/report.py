@@ -27,6 +27,7 @@ from ablate.stats.findings import Findings
 from ablate.stats.parity import Parity
 from ablate.stats.speedups import Interval, Speedup
 from ablate.store import seeds
+from ablate.store.files import replaced
 from ablate.store.records import Record, baseline
 from ablate.trial import metrics as metric
 from ablate.words import count, factor, interval, points
@@ -111,12 +112,11 @@ def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Repo
     if found.explanation.profiled:
         figures.append(plots.phases_chart(folder / explained.FIGURE, found.explanation, pick, title))
     text = "\n".join(_answer(study, found, search) + method.section(study, found))
-    md = folder / "report.md"
-    md.write_text(text)
-    html = folder / "report.html"
-    html.write_text(_html(text, figures, title))
-    summary = folder / "summary.json"
-    summary.write_text(json.dumps(summaries.summary(study, found, search), indent=2) + "\n")
+    md, html, summary = folder / "report.md", folder / "report.html", folder / "summary.json"
+    for path, content in ((md, text), (html, _html(text, figures, title)),
+                          (summary, json.dumps(summaries.summary(study, found, search), indent=2) + "\n")):
+        with replaced(path) as file:
+            file.write(content)
     return Report(device, folder, md, html, summary, figures, rec.pick if rec else None,
                   found.compose.get(rec.pick.combination) if rec else None,
                   {**_metrics(found), **explained.metrics(found.explanation)},

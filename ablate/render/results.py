@@ -18,6 +18,7 @@ from tabulate import tabulate
 from ablate.config.choices import short_label
 from ablate.stats.comparison import DeviceComparisons
 from ablate.stats.finalists import NOT_NEEDED
+from ablate.store.files import replaced
 from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
 
@@ -200,7 +201,7 @@ def save(compared: list[DeviceComparisons], study: Any, results_dir: Path, searc
 
 def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
+    with replaced(path, newline="") as f:  # a reader never finds half a table
         writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "parity", "parity low",
                                                "parity high", "parity probably below", "seeds", "energy low",
                                                "energy high", "device", "host"])

@@ -25,6 +25,7 @@ from ablate.config.validate import StudyError
 from ablate.render.changes import FIGURE, ComparedStudy, StudyChange, as_json, page, table
 from ablate.stats import changes
 from ablate.stats.changes import Side
+from ablate.store.files import replaced
 from ablate.tracking.change_run import log_change
 from ablate.tracking.view import served
 from ablate.trial import metrics as metric
@@ -151,7 +152,8 @@ def command(a_where: Path, b_where: Path, study_name: str | None, margin: float,
     change = compare(a, b, margin, threshold, pair_anyway)
     out = out or default_out(results, a, b)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "change.json").write_text(json.dumps(as_json(change), indent=2) + "\n")
+    with replaced(out / "change.json") as file:
+        file.write(json.dumps(as_json(change), indent=2) + "\n")
     print(table(change))
     md = page(change, out)
     print(f"page:\n  {md}\nfor scripts:\n  {out / 'change.json'}")

@@ -14,6 +14,7 @@ combinations (`accuracy_donor`).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from optuna.trial import Trial, TrialState
 
 from ablate.config.choices import BASELINE, Combination
 from ablate.config.schema import Study
+from ablate.run import full_disk
 from ablate.run.recorder import Recorder
 from ablate.stats.planner import Planner
 from ablate.stats.protocol import FULL, PARITY, SCREEN
@@ -108,10 +110,13 @@ class Objective:
         except (TrialFailed, KeyboardInterrupt) as error:
             if entries:  # what it compiled goes with it: no sibling starts warm from a measurement never complete
                 entries.discard_added()
-            if isinstance(error, TrialFailed):
+            full = isinstance(error, TrialFailed) and full_disk.in_words(str(error))
+            if isinstance(error, TrialFailed) and not full:
                 end.fail(error)
             else:
-                end.interrupted()  # Optuna fails it next; this says why
+                end.interrupted()  # Optuna fails it next; this says why, and a resume measures it again
+            if full:  # the machine's fault, not the combination's: the run stops in one line (ablate.run.full_disk)
+                raise OSError(errno.ENOSPC, f"a measurement ran out of disk space ({error})") from error
             raise
         timeline = metrics.pop(metric.TIMELINE)  # when it measured, and the imports beside it
         note = metrics.pop(metric.ACCURACY_NOT_MEASURED, None)  # stand-in data, or a task without an accuracy

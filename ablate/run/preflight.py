@@ -1,10 +1,10 @@
 """Pre-flight: everything a command can refuse is refused here, in one line, before anything is written.
 
-A study that fails an hour in - on a device the machine lacks, a results folder it cannot create, data that is
-not there - costs the hour; one refused before its first measurement costs a second and leaves nothing to clean
-up. So `ablate run` and `ablate diagnose` pass through these checks first (`report` and `sync` read `--device`
-here too), and each raises `StudyError`, which the command line says in one line with exit status 2
-(docs/operations.md).
+A study that fails an hour in - on a device the machine lacks, a results folder it cannot create or whose disk
+has too little room left (`ablate.run.full_disk`), data that is not there - costs the hour; one refused before its
+first measurement costs a second and leaves nothing to clean up. So `ablate run` and `ablate diagnose` pass through
+these checks first (`report` and `sync` read `--device` here too), and each raises `StudyError`, which the command
+line says in one line with exit status 2 (docs/operations.md).
 
 The write probe is one: a folder made and removed where the command will write. Permission bits cannot answer
 it, since root passes every permission check yet cannot write to /proc or a read-only mount.
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablate.config.validate import StudyError
+from ablate.run import full_disk
 from ablate.trial import library_log
 from ablate.workload.registry import unknown
 
@@ -86,6 +87,7 @@ def run(shown: str, device_text: str, search: str, trials: int | None, workers: 
         raise StudyError(f"--trials applies to --search optuna; the grid runs all {study.size} combinations of "
                          f"{study.name}: drop --trials, or add --search optuna")
     writable(results, "results folder", "--results")
+    full_disk.room(results, "--results")
     # Optuna is imported past the cheap checks: a bad option is refused before it loads, in a second.
     from ablate.store.storage import check, default_storage, shared, sqlite_path
 
@@ -101,6 +103,7 @@ def run(shown: str, device_text: str, search: str, trials: int | None, workers: 
                          f"machine has {torch.cuda.device_count()}")
     if database := sqlite_path(storage):
         writable(database.parent, "storage folder", "--storage")
+        full_disk.room(database.parent, "--storage")
     data_present(study)
     return Cleared(cleared_device, study, storage, log)
 

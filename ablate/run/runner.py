@@ -29,7 +29,7 @@ from ablate.config.design import ProtocolSettings, resume
 from ablate.config.schema import Study
 from ablate.render import report, terminal
 from ablate.render.diagnosis import run_start
-from ablate.run import baseline_profile, bitwise, estimate
+from ablate.run import baseline_profile, bitwise, estimate, outages
 from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.run.objective import Objective, ProgressLines
 from ablate.run.recovery import Recovery
@@ -79,7 +79,8 @@ class Runner:
         if database := sqlite_path(storage):
             database.parent.mkdir(parents=True, exist_ok=True)
         optuna.logging.set_verbosity(optuna.logging.ERROR)  # our progress lines say it better, failures included
-        self.tracker = Tracker(study, machine, results_dir)
+        self.tracker = Tracker(study, machine, results_dir, reconnects=True)
+        self.storage = storage
         # On a shared database a dead worker's trial is found by Optuna's heartbeat (stale after the grace
         # period) and queued again; SQLite is one process's, recovered by Recovery.interrupted.
         self.heartbeat, grace_s = shared(storage), 3 * heartbeat_s
@@ -117,6 +118,7 @@ class Runner:
         self.lines = ProgressLines(study.throughput_unit)
         self.signals = DeferredInterrupts()
         self.ran = 0
+        self.logged_late = 0  # measurements' runs MLflow missed while down, logged when it answered again
         self.diagnosed = False  # the baseline's diagnosis has been printed (`_diagnose`)
         self.cost: estimate.Session | None = None  # what this run measures, against what the study should cost
 
@@ -136,7 +138,7 @@ class Runner:
                 try:
                     self._check_bitwise()
                     self._warm_up()
-                    self._work()
+                    self._work_through_outages()
                 except KeyboardInterrupt:
                     self.recovery.interrupted()  # the trial that was running: KILLED, queued for the next run
                     self.parent.stop()
@@ -153,8 +155,7 @@ class Runner:
         expected = estimate.plan(self.planner, self.search)
         self.cost = estimate.Session(expected)
         study_record.set_cost(self.optuna_study, estimate=expected.stored())
-        if self.progress:
-            self.progress.write(terminal.wrapped(expected.sentence()))
+        self._say(expected.sentence())
         self._refine()
 
     def _refine(self, counted: list[tuple[FrozenTrial, records.Record]] | None = None) -> None:
@@ -195,14 +196,12 @@ class Runner:
             todo = {} if began else bitwise.candidates(self.planner.runnable_combinations(), accuracy_group)
             if todo and (why := self._probes_cannot_pay()):
                 todo = {}
-                if self.progress:
-                    self.progress.write(terminal.wrapped(f"accuracy groups not checked for bitwise equality: {why}"))
+                self._say(f"accuracy groups not checked for bitwise equality: {why}")
             checks = bitwise.check(todo, self.study, self.machine.device, self.interpreters, self._show)
             answers = {c.group: (c.trains_as, c.why) for c in checks}
             study_record.set_bitwise(self.optuna_study, name, answers)
-            if self.progress:
-                for c in checks:
-                    self.progress.write(terminal.wrapped(f"accuracy group {c.group}: {c.why}"))
+            for c in checks:
+                self._say(f"accuracy group {c.group}: {c.why}")
         self.planner.trains_as = {group: trains_as for group, (trains_as, _) in answers.items()}
 
     def _warm_up(self) -> None:
@@ -226,8 +225,7 @@ class Runner:
                 said = f"{got[metric.THROUGHPUT]:,.0f} {self.study.throughput_unit}/s"
             except TrialFailed as failed:
                 said = f"failed ({failed}); measuring anyway"
-            if self.progress:
-                self.progress.write(terminal.wrapped(f"warm-up trial of the baseline, thrown away: {said}"))
+            self._say(f"warm-up trial of the baseline, thrown away: {said}")
 
     def _probes_cannot_pay(self) -> str | None:
         """Why no bitwise probe is worth its trainings here, or None. Data without accuracy (synthetic, or a stand-in
@@ -250,11 +248,33 @@ class Runner:
         except Exception:  # unreadable data fails the trials, with their own message
             return None
 
+    def _work_through_outages(self) -> None:
+        """`_work`, waiting out a server database that stops answering (`ablate.run.outages`)."""
+        while True:
+            try:
+                return self._work()
+            except Exception as error:
+                if not (self.heartbeat and outages.database_lost(error)):
+                    raise
+                outages.wait_for_database(self.optuna_study, self.storage, error, self._say)
+
+    def _catch_up(self, now: bool = False) -> None:
+        """MLflow answering again after an outage: what it missed, logged between measurements."""
+        if (pushed := outages.catch_up(self.study, self.optuna_study, self.search, self.tracker, self.parent,
+                                       now)) is not None:
+            self.logged_late += pushed
+            self._say(f"MLflow at {self.tracker.uri} answers again: logged the {pushed} measurements it missed")
+
+    def _say(self, line: str) -> None:
+        if self.progress:
+            self.progress.write(terminal.wrapped(line))
+
     def _work(self) -> None:
         """Measurements, one at a time, until the protocol has planned its last and every one has a result:
         from this worker and any other sharing the storage. While only others' trials run, wait: one may die
         and its trial be queued again, or its result decide the next race block."""
         while (step := self._next_step()) != "done":
+            self._catch_up()
             if step == "wait":
                 time.sleep(claim.POLL_S * 10)
                 continue
@@ -292,6 +312,8 @@ class Runner:
         return [r for r in records.load(self.optuna_study) if r.device == self.machine.device_name]
 
     def _queue(self, planned: list[Planned]) -> str:
+        if study_record.from_study(self.optuna_study).end is not None:  # more to measure: the end moves on
+            study_record.set_end(self.optuna_study, None)
         plan.queue(self.optuna_study, [
             plan.Queued(dict(p.slot.combination), p.slot.block, p.slot.position, p.slot.phase,
                         self.study.combination(dict(p.slot.combination)).label, p.seed_index) for p in planned])
@@ -361,9 +383,15 @@ class Runner:
             self.progress.write(line)
 
     def _finish(self, ran: int) -> Outcome:
+        """The end of the study, also where a stop cut the last run's end short: every planned measurement has a
+        result, so its end is due (`study_record.END_ATTR`) until MLflow's parent run holds it."""
+        self._catch_up(now=True)
+        if study_record.from_study(self.optuna_study).end != study_record.END_LOGGED:
+            study_record.set_end(self.optuna_study, study_record.END_DUE)
+            self.parent.open()  # reopened where the end was cut short: it stays RUNNING only until `finish`
         stored = records.load(self.optuna_study)
         # As `ablate report` analyses it: under the protocol stored at the start, which is `self.protocol`.
         done = analyse_and_report(self.study, self.optuna_study, stored, self.search, self.results_dir, self.tracker,
                                   self.machine.device_type)
-        self.parent.finish(stored, done.compared, done.csv)
+        self.logged_late += self.parent.finish(stored, done.compared, done.csv)
         return Outcome(done.table, done.csv, ran, self.tracker.uri, self.parent.id, done.reports)

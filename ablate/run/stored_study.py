@@ -100,13 +100,23 @@ def rebuild(study: Study, optuna_study: optuna.Study, storage: str, device: torc
     return analyse_and_report(study, optuna_study, stored, search, results, tracker, device.type), tracker
 
 
-def sync(study: Study, optuna_study: optuna.Study, device: torch.device, search: str, results: Path
-         ) -> tuple[int, Tracker]:
+@dataclass(frozen=True)
+class Synced:
+    """What `ablate sync` logged."""
+
+    pushed: int  # measurements' runs logged now, or ended where an outage had cut their end off
+    ended: bool  # the study's end written to its parent run now (a stop or an outage had cut it short)
+    tracker: Tracker
+
+
+def sync(study: Study, optuna_study: optuna.Study, device: torch.device, search: str, results: Path) -> Synced:
     """`ablate sync`: log the stored trials that have no MLflow run, then the reports to the (maybe new) parent
-    run; how many runs were logged. Under the study's lock: a running study logs its own trials."""
+    run, and the study's end where it is due (`ablate.store.study_record.END_ATTR`). Under the study's lock: a
+    running study logs its own trials."""
     from ablate.render.results import csv_path
-    from ablate.store import records
+    from ablate.store import records, study_record
     from ablate.store.lock import study_lock
+    from ablate.tracking.parent_run import ParentRun
     from ablate.tracking.sync import push_missing
     from ablate.tracking.tracker import Tracker
     from ablate.trial.machine import describe
@@ -115,7 +125,14 @@ def sync(study: Study, optuna_study: optuna.Study, device: torch.device, search:
         tracker = Tracker(study, describe(str(device)), results, warn=False)  # push_missing says it, once
         csv = csv_path(results, study.name, search, device.type)
         pushed = push_missing(study, optuna_study, search, tracker, [study.path, csv])
+        due = study_record.from_study(optuna_study).end_due
         stored = records.load(optuna_study)
-        if pushed and any(r.complete for r in stored):
-            analyse_and_report(study, optuna_study, stored, search, results, tracker, device.type, table=False)
-    return pushed, tracker
+        if not (pushed or due) or not any(r.complete for r in stored):
+            return Synced(pushed, False, tracker)
+        done = analyse_and_report(study, optuna_study, stored, search, results, tracker, device.type, table=False)
+        if due:
+            parent = ParentRun(study, optuna_study, tracker, search, wait=False)
+            parent.open()  # reopened to take the end; `finish` closes it
+            parent.finish(stored, done.compared, done.csv)
+        ended = due and study_record.from_study(optuna_study).end == study_record.END_LOGGED
+        return Synced(pushed, ended, tracker)

@@ -81,6 +81,17 @@ def shared(storage: str) -> bool:
     return not storage.startswith("sqlite:")
 
 
+class _ServerStorage(RDBStorage):
+    """Optuna's storage on a server database, whose heartbeat misses a beat while the server restarts instead of
+    ending its thread with a traceback: the next beat, ten seconds on, tries again."""
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        try:
+            super().record_heartbeat(trial_id)
+        except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError):
+            pass
+
+
 def create_study(storage: str, heartbeat: dict[str, Any] | None, names: list[str] = METRIC_NAMES,
                  **kwargs: Any) -> tuple[optuna.Study, bool]:
     """The study, and whether this call created it: the database lets exactly one of several workers started
@@ -88,7 +99,10 @@ def create_study(storage: str, heartbeat: dict[str, Any] | None, names: list[str
     create Optuna's tables, and the losers of that get an integrity error from the database."""
     for attempt in range(CONNECT_ATTEMPTS):
         try:
-            backend = RDBStorage(storage, **heartbeat) if heartbeat is not None else storage
+            # pool_pre_ping: a connection a server restart broke is replaced when next taken from the pool,
+            # not handed to a query that fails (`ablate.run.outages` waits out the restart itself).
+            backend = (_ServerStorage(storage, engine_kwargs={"pool_pre_ping": True}, **heartbeat)
+                       if heartbeat is not None else storage)
             try:
                 created = optuna.create_study(storage=backend, **kwargs)
                 study_record.set_format_version(created)

@@ -31,6 +31,10 @@ COST_ATTR = "cost"
 # A plan being queued (`ablate.store.plan`): its slots, written before the first is queued and cleared after the last;
 # a stop in between leaves them for the resume. Added in format 1: older code ignores it.
 PLAN_ATTR = "pending_plan"
+# The study's end in MLflow (`ablate.tracking.parent_run`): "due" once every planned measurement has a result,
+# "logged" once the parent run holds the end-of-study figures and is closed. A stop between the two leaves "due",
+# and the next `ablate run` or `ablate sync` writes the end. Added in format 1: older code ignores it.
+END_ATTR, END_DUE, END_LOGGED = "end", "due", "logged"
 # The stored format's version, written when a study is created (`ablate.store.storage.create_study`). A store
 # without it was written before it existed, in the format that became version 1 (46e5984's stores resume:
 # tests/end_to_end/test_before_the_move.py). Raised only by a change older code cannot read; a store of a higher
@@ -53,6 +57,12 @@ class StudyRecord:
     format_version: int = FORMAT_VERSION  # the stored format it was written in (FORMAT_ATTR)
     cost: Mapping[str, Any] = field(default_factory=dict)  # expected and actual (COST_ATTR); {} before it existed
     pending_plan: Sequence[Mapping[str, Any]] = ()  # slots of a plan a stop left part-queued (PLAN_ATTR)
+    end: str | None = None  # END_DUE or END_LOGGED (END_ATTR); None while measurements are still planned
+
+    @property
+    def end_due(self) -> bool:
+        """Every measurement has a result, and MLflow's parent run does not hold the end of the study yet."""
+        return self.end == END_DUE
 
     @property
     def cost_summary(self) -> dict[str, Any] | None:
@@ -94,7 +104,7 @@ def from_study(optuna_study: optuna.Study) -> StudyRecord:
                        runs={int(n): run_id for n, run_id in a.get(RUNS_ATTR, {}).items()},
                        bitwise={device: {group: (trains_as, why) for group, (trains_as, why) in checks.items()}
                                 for device, checks in a.get(BITWISE_ATTR, {}).items()},
-                       cost=a.get(COST_ATTR, {}), pending_plan=a.get(PLAN_ATTR, ()))
+                       cost=a.get(COST_ATTR, {}), pending_plan=a.get(PLAN_ATTR, ()), end=a.get(END_ATTR))
 
 
 def set_file_hash(optuna_study: optuna.Study, file_hash: str) -> None:
@@ -132,6 +142,10 @@ def set_race(optuna_study: optuna.Study, race: RaceStanding) -> None:
 
 def set_pending_plan(optuna_study: optuna.Study, slots: Sequence[Mapping[str, Any]]) -> None:
     optuna_study.set_user_attr(PLAN_ATTR, [dict(s) for s in slots])
+
+
+def set_end(optuna_study: optuna.Study, end: str | None) -> None:
+    optuna_study.set_user_attr(END_ATTR, end)
 
 
 def set_parent_run(optuna_study: optuna.Study, run_id: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from ablate.config.study import Study
+from ablate.config.study import Study, StudyError
 from ablate.render import report
 from ablate.stats.comparison import DeviceComparisons
 from ablate.stats.findings import analyse_all
@@ -22,6 +22,7 @@ from ablate.store import claim, records, study_record
 from ablate.store.records import Record
 from ablate.store.study_record import StudyRecord
 from ablate.tracking import view
+from ablate.tracking.sync import push_missing
 from ablate.tracking.tracker import Tracker
 
 PARENT_WAIT_S = 30  # a worker that did not create the study waits this long for its creator's MLflow parent run
@@ -54,10 +55,17 @@ class ParentRun:
             time.sleep(claim.POLL_S * 5)
         return parent
 
-    def finish(self, stored: list[Record], compared: list[DeviceComparisons], csv: Path) -> None:
-        """The end: each measurement's run gets its combination's pooled comparisons; the parent, the table."""
-        if not self.id:
-            return
+    def finish(self, stored: list[Record], compared: list[DeviceComparisons], csv: Path) -> int:
+        """The end: each measurement's run gets its combination's pooled comparisons; the parent, the table. Once:
+        stored as logged only when MLflow took all of it, so a stop or an outage part-way leaves the end due for
+        the next `ablate run` or `ablate sync` (`ablate.store.study_record.END_ATTR`). How many measurements' runs
+        it logged or ended that MLflow had missed."""
+        if not self.id or study_record.from_study(self.optuna_study).end == study_record.END_LOGGED:
+            return 0
+        try:  # first every measurement's run: a run an outage kept MLflow from is logged, one it cut short ended
+            pushed = push_missing(self.study, self.optuna_study, self.search, self.tracker, [])
+        except StudyError:  # MLflow is away: the end stays due
+            return 0
         # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
         ids = records.run_ids(self.optuna_study)
         pooled = view.rows(compared)
@@ -67,6 +75,9 @@ class ParentRun:
                 self.tracker.log_metrics(ids[m.number], {**found.metrics, **metrics},
                                          {**found.tags_for(m.number), **tags})
         self.tracker.finish_parent(self.id, [self.study.path, csv])
+        if not self.tracker.offline:
+            study_record.set_end(self.optuna_study, study_record.END_LOGGED)
+        return pushed
 
 
 def write_reports(study: Study, compared: list[DeviceComparisons], search: str, results_dir: Path, tracker: Tracker,

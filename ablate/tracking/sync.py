@@ -31,13 +31,18 @@ def push_missing(study: Study, optuna_study: optuna.Study, search: str, tracker:
     if tracker.offline:
         raise StudyError(f"MLflow at {tracker.uri} is unreachable ({tracker.offline_reason}); nothing synced")
     known = records.run_ids(optuna_study)
+    parent = study_record.from_study(optuna_study).parent_run_id
+    # A run MLflow still shows RUNNING for a finished trial was started before an outage cut its end off, maybe
+    # before its id reached the trial (`orphans`): it is finished from the stored trial, as a missing one is logged.
+    orphans = tracker.running_children(parent) or {}
     finished = optuna_study.get_trials(deepcopy=False, states=records.FINISHED)
-    missing = [(r, built) for r in map(records.from_trial, finished)
+    missing = [(r, built, run if status == "RUNNING" else orphans.get(r.number))
+               for r in map(records.from_trial, finished)
                if r.state != records.DUPLICATE  # a concurrent duplicate never had a run of its own
-               and (built := _composed(study, r)) is not None and not tracker.has_run(known.get(r.number))]
+               and (built := _composed(study, r)) is not None
+               and (status := tracker.run_status(run := known.get(r.number))) in (None, "RUNNING")]
     if not missing:
         return 0
-    parent = study_record.from_study(optuna_study).parent_run_id
     created = not tracker.has_run(parent)
     if created:
         parent = tracker.new_parent(search)
@@ -47,9 +52,9 @@ def push_missing(study: Study, optuna_study: optuna.Study, search: str, tracker:
     by_combination = view.rows(comparison.compare_stored(study, loaded, study_record.from_study(optuna_study)))
     mapping = dict(study_record.from_study(optuna_study).runs)
     pushed = 0
-    for record, (options, stack) in missing:
+    for record, (options, stack), unfinished in missing:
         row = by_combination.get((record.device, record.combination))
-        run_id = _push(tracker, parent, record, options, stack, row)
+        run_id = _push(tracker, parent, record, options, stack, row, unfinished)
         if not run_id:
             break  # MLflow went away mid-sync: the Tracker said so; what was pushed is recorded
         mapping[record.number] = run_id
@@ -73,14 +78,16 @@ def _composed(study: Study, record: records.Record) -> tuple[tuple[Option, ...],
 
 
 def _push(tracker: Tracker, parent: str | None, record: records.Record, options: tuple[Option, ...], stack: Stack,
-          row: view.Row | None) -> str | None:
+          row: view.Row | None, unfinished: str | None = None) -> str | None:
+    """The trial's run logged whole, or `unfinished` (its run, started but never ended) ended."""
     trial = record.trial
     assert trial is not None, record.number  # a record loaded from the storage keeps its trial
     # The label `ablate run` stores with it (a function of its levels), also for a trial stopped before it had one.
     combination = combination_label(options)
     machine = Machine.from_stored(record.machine)  # an older record's: "unknown" for the fields it predates
-    run_id = tracker.start_trial(parent, record.number, combination, trial_params(record.levels, stack.params()),
-                                 machine=machine, start_time=_ms(trial.datetime_start), block=record.block)
+    run_id = unfinished or tracker.start_trial(
+        parent, record.number, combination, trial_params(record.levels, stack.params()), machine=machine,
+        start_time=_ms(trial.datetime_start), block=record.block)
     state, reason, metrics, tags = records.mlflow_payload(record)
     if row:  # its combination's pooled comparisons, and whether it is the combination's row in the view
         lent, lent_tags = row.lent(metrics) if state == "complete" else ({}, {})

@@ -45,6 +45,13 @@ T = TypeVar("T")
 # MLflow's client prints a "View run ... at" link for every run it ends on a server, between our progress
 # lines; the CLI names the server and the parent run once instead. A user's own setting wins.
 os.environ.setdefault(MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT.name, "true")
+# MLflow's client retries a request 7 times with backoff, about four minutes for a server that is down, and a
+# study would wait on it between measurements. One retry and a 10-s timeout: the tracker goes offline instead,
+# and what MLflow missed is logged when it answers again (`Tracker.reconnect`) or by `ablate sync`. A user's own
+# settings win.
+os.environ.setdefault(MLFLOW_HTTP_REQUEST_MAX_RETRIES.name, "1")
+os.environ.setdefault(MLFLOW_HTTP_REQUEST_TIMEOUT.name, "10")
+RECONNECT_S = 60  # offline in a run: how often MLflow is asked whether it answers again
 
 
 def tracking_uri(results: Path) -> str:
@@ -89,7 +96,7 @@ def quick_requests() -> Iterator[None]:
 
 def why(error: BaseException) -> str:
     """One short line: the OS error under MLflow's and urllib3's wrappers when there is one."""
-    text = " ".join(str(error).split())
+    text = " ".join(str(error).split()).split(" [SQL: ")[0]  # SQLAlchemy's statement and parameters: not the why
     found = re.search(r"\[Errno -?\d+\] [^'\")\]]+", text)
     return found.group(0) if found else text[:200] or type(error).__name__
 
@@ -109,11 +116,16 @@ def _tolerant(method: Callable[..., T]) -> Callable[..., T | None]:
 
 
 class Tracker:
-    def __init__(self, study: Study, machine: Machine, results: Path, warn: bool = True) -> None:
-        """`warn`: say on stderr when MLflow turns out unreachable (a caller that fails on it says so itself)."""
+    def __init__(self, study: Study, machine: Machine, results: Path, warn: bool = True,
+                 reconnects: bool = False) -> None:
+        """`warn`: say on stderr when MLflow turns out unreachable (a caller that fails on it says so itself).
+        `reconnects`: the caller asks `reconnect` between measurements, and the warning says so."""
         self.uri = tracking_uri(results)
-        self.study, self.machine, self.warn = study, machine, warn
+        self.study, self.machine, self.warn, self.results = study, machine, warn, results
+        self.reconnects = reconnects
         self.offline_reason: str | None = None
+        self.outages = 0  # times it went offline in this command
+        self._probed = 0.0  # when `reconnect` last asked (monotonic)
         self.experiment_id: str | None = None
         try:
             if self.uri.startswith("sqlite:///"):
@@ -123,6 +135,22 @@ class Tracker:
                 self.experiment_id = self._experiment(f"ablate/{study.name}", results)
         except Exception as error:  # unreachable, refused, misconfigured: all mean "no MLflow now"
             self._go_offline(error)
+
+    def reconnect(self, now: bool = False) -> bool:
+        """Offline: whether MLflow answers again - asked at most every RECONNECT_S unless `now` - and online again
+        if it does. The caller then logs what it missed (`ablate.tracking.sync.push_missing`)."""
+        if not self.offline or (not now and time.monotonic() - self._probed < RECONNECT_S):
+            return False
+        self._probed = time.monotonic()
+        try:
+            if not hasattr(self, "client"):
+                self.client = MlflowClient(tracking_uri=self.uri)
+            with quick_requests():
+                self.experiment_id = self._experiment(f"ablate/{self.study.name}", self.results)
+        except Exception:  # still down
+            return False
+        self.offline_reason = None
+        return True
 
     def _experiment(self, name: str, results: Path) -> str:
         """The study's experiment id, created if missing, with the tags that make MLflow's UI open on the answer
@@ -168,9 +196,15 @@ class Tracker:
 
     def _go_offline(self, error: BaseException) -> None:
         self.offline_reason = why(error)
+        self.outages += 1
+        self._probed = time.monotonic()
+        then = (f"the study goes on, and what MLflow misses is logged when it answers again (asked every "
+                f"{RECONNECT_S} s)" if self.reconnects else "nothing more is logged to it in this command")
         if self.warn:
-            print(f"ablate: warning: MLflow at {self.uri} is unreachable ({self.offline_reason}); nothing more is "
-                  "logged to it in this command, the results are kept in the Optuna storage", file=sys.stderr)
+            from ablate.render.terminal import message
+
+            print(message(f"ablate: warning: MLflow at {self.uri} is unreachable ({self.offline_reason}); {then}; "
+                          "the results are kept in the Optuna storage"), file=sys.stderr)
 
     def _tags(self, machine: Machine | None = None) -> dict[str, str]:
         return {**(machine or self.machine).tags(), "ablate.study": self.study.name,
@@ -194,12 +228,18 @@ class Tracker:
 
     def has_run(self, run_id: str | None) -> bool:
         """Whether `run_id` is a run of this study's experiment (False when offline: nothing can be said)."""
+        return self.run_status(run_id) is not None
+
+    def run_status(self, run_id: str | None) -> str | None:
+        """The status of `run_id` if it is a run of this study's experiment (RUNNING, FINISHED, ...), else None
+        (also when offline: nothing can be said)."""
         if not run_id or self.offline:
-            return False
+            return None
         try:
-            return self.client.get_run(run_id).info.experiment_id == self.experiment_id
+            run = self.client.get_run(run_id)
         except Exception:  # a run deleted by the user, or one logged elsewhere, is not here
-            return False
+            return None
+        return run.info.status if run.info.experiment_id == self.experiment_id else None
 
     @_tolerant
     def start_trial(self, parent_id: str | None, number: int, combination: str, params: dict[str, Any],
@@ -226,15 +266,24 @@ class Tracker:
         """
         for run_id in filter(None, runs.values()):
             self.finish_trial(run_id, "killed", reason)
-        unrecorded = {str(number) for number, run_id in runs.items() if not run_id}
+        unrecorded = {number for number, run_id in runs.items() if not run_id}
         if not parent_id or not unrecorded:
             return
+        for number, run_id in (self.running_children(parent_id) or {}).items():
+            if number in unrecorded:
+                self.finish_trial(run_id, "killed", reason)
+
+    @_tolerant
+    def running_children(self, parent_id: str | None) -> dict[int, str]:
+        """Trial number -> the run of `parent_id`'s still RUNNING for it. Also those no trial points at: a stop or an
+        outage between MLflow making a run and the trial storing its id."""
+        if not parent_id:
+            return {}
         found = self.client.search_runs(
             [self._online_experiment_id], max_results=1000,
             filter_string=f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'RUNNING'")
-        for run in found:
-            if run.data.tags.get("ablate.trial_number") in unrecorded:
-                self.finish_trial(run.info.run_id, "killed", reason)
+        return {int(number): run.info.run_id for run in found
+                if (number := run.data.tags.get("ablate.trial_number", "")).isdigit()}
 
     @_tolerant
     def finish_trial(self, run_id: str | None, state: str, reason: str = "", metrics: Mapping[str, float] | None = None,

@@ -56,6 +56,11 @@ class _LogFile(logging.FileHandler):
         except OSError:  # a results folder that cannot be written: the command says so; the messages are dropped
             return open(os.devnull, "w", encoding=self.encoding)  # the handler closes it
 
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], OSError):  # a full disk: the message is dropped, not printed with a traceback
+            return
+        super().handleError(record)
+
 
 def hold() -> None:
     """At a command's start: this process's library logging and warnings are held, not printed, until

@@ -370,6 +370,9 @@ ADDED = {
     "tiny/optuna.db:study_user_attrs:cost",
     # A plan being queued, cleared once queued (ablate.store.plan): a kill part-way leaves it for the resume.
     "tiny/optuna.db:study_user_attrs:pending_plan",
+    # The study's end in MLflow, due until the parent run holds it (ablate.tracking.parent_run): a kill part-way
+    # leaves it due for the next run or `ablate sync`.
+    "tiny/optuna.db:study_user_attrs:end",
     *(f"tiny/report/grid/summary.json:keys:cost{k}" for k in (
         "", ".estimate", ".estimate.measurements", ".estimate.accuracy_trainings", ".estimate.by_phase",
         *(f".estimate.by_phase.{p}" for p in ("screen", "race", "parity", "confirm")),
