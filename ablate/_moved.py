@@ -1,7 +1,7 @@
 """Old import paths that still work, each until the release it names: the shims' one table (docs/api.md, "Moved
 names").
 
-When ablate/ became packages (1c7cf22), `ablate.data` - where docs/studies.md told a study's own dataset function
+When ablate/ became packages, `ablate.data` - where docs/studies.md told a study's own dataset function
 to find `Splits` - and `ablate.train` - the loop docs/contributing.md pointed at - moved, and a user's module
 written against them stopped importing, with no word of why. Each old path is now a module of two lines that
 forwards every attribute to where it lives now and warns once, on import, naming what to import instead and the
@@ -30,7 +30,7 @@ class Moved(NamedTuple):
 MOVED: dict[str, Moved] = {
     "ablate.data": Moved("ablate.workload.data", "from ablate import Splits, DataUnavailable, DATASETS", "0.3.0"),
     "ablate.train": Moved("ablate.trial", "from ablate.trial import train, evaluate", "0.3.0"),
-    # When the top level became entry points only (issue 49): `ablate new`'s study writer and `ablate diagnose`.
+    # When the top level became entry points only: `ablate new`'s study writer and `ablate diagnose`.
     "ablate.scaffold": Moved("ablate.config.scaffold", "from ablate.config import scaffold", "0.3.0"),
     "ablate.diagnose": Moved("ablate.run.diagnose", "from ablate.run import diagnose", "0.3.0"),
 }

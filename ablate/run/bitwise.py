@@ -1,11 +1,11 @@
 """Which accuracy groups train bitwise as a simpler one on this machine: those share its accuracy, trained once.
 
 Why: accuracy is trained once per accuracy group and training seed
-(`ablate.stats.parity`), and on the 2-core Xeon those trainings were 60% of the full
-mnist_cnn grid's cost. Some strategies that may change the numbers do not, on
-a given machine and model: TorchScript on a CPU runs eager's own kernels (it
-fuses nothing there), and trained bitwise as eager did (benchmarks/bitwise.py),
-yet each of its groups was trained apart, 8 of the grid's 24 trainings.
+(`ablate.stats.parity`), and on a CPU those trainings are most of a study's
+cost. Some strategies that may change the numbers do not, on a given machine
+and model: TorchScript on a CPU runs eager's own kernels (it fuses nothing
+there) and can train bitwise as eager does, yet each of its groups would be
+trained apart (docs/measuring.md, "Evidence: accuracy groups trained once").
 
 The check, once per study and device, before the first measurement: for each
 accuracy group holding a strategy that `may_be_bitwise_equal`, its *core* is

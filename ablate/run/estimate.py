@@ -13,22 +13,22 @@ accuracy parity, confirmation (race first, accuracy last: `ablate.stats.finalist
 - confirmation: none (the baseline leads) to `confirm_blocks` blocks of three (the leader, the simplest member and
   the baseline).
 
-A new round of the race (a leader put out by its accuracy: `ablate.stats.finalists`) goes past the high end, so the
-sentence prices one (`Plan.new_round`: the race's high end again, and the new leader's group at every seed); the worst
-case, a round for each accuracy group, is the module docstring's of finalists. On repro16 two runs took 136 and 150
-measurements where the range said at most 100: batch(128)'s groups, fast and below the accuracy tolerance, led the
-first race and were put out.
+A new round of the race (a leader put out by its accuracy: `ablate.stats.finalists`) goes past the high end, so
+the sentence prices one (`Plan.new_round`: the race's high end again, and the new leader's group at every seed); the
+worst case, a round for each accuracy group, is the module docstring's of
+finalists. Real runs went well past the high end where a fast leader was put out on accuracy (docs/measuring.md,
+"Evidence: the cost estimate").
 
 **Refined** as measurements land: a stage a later one has begun and with nothing queued is over (none left); any
 other has its planned count less those done left, and at least what is queued. A race measured after an accuracy
 training is a new round: its planned count starts again, less that round's own measurements.
 
 **Minutes** come from the run's own measurements, each kind from its own mean duration: a throughput-only
-measurement and an accuracy training differ about six-fold (mnist_cnn on 2 cores). Until an accuracy training is
-timed, one is extrapolated from the throughput-only ones, their duration plus the training samples they lack at
-their own training time per sample (its evaluations left out: an underestimate until one is timed). Nothing is said
-in minutes before `FEW` measurements are timed: the study file gives samples, not a rate. The study's own
-bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
+measurement and an accuracy training differ several-fold (docs/measuring.md, "Evidence: the cost estimate"). Until
+an accuracy training is timed, one is extrapolated from the throughput-only ones, their duration plus the training
+samples they lack at their own training time per sample (its evaluations left out: an underestimate until one is
+timed). Nothing is said in minutes before `FEW` measurements are timed: the study file gives samples, not a rate.
+The study's own bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
 """
 from __future__ import annotations
 

@@ -208,12 +208,9 @@ class Runner:
         """`protocol.warm_up_trials` throughput-only trials of the baseline before this run's first measurement, each
         in a trial interpreter as a measurement is, none stored. Why: a run's first trial can read low (a cold start:
         the machine's caches or clocks, which a trial's own warm-up does not reach), and screening measures most
-        combinations once, so whichever drew the first slot kept the error. On the 2-core Xeon the first trial read
-        28% and 29% low in two runs that did not start straight after another (repro16's run 1: batch(128) at
-        x0.76, where run 2 measured x1.05 and `ablate compare` read the row moved; benchmarks/change_check.py's: 1,185
-        samples/s, its later ones about 1,670), and not in two that did (benchmarks/RESULTS.md). One trial of the
-        baseline, the cheapest stack to run: a few seconds, about 1% of repro16's run. A warm-up that fails says so and
-        the run goes on: the measurements will say why."""
+        combinations once, so whichever drew the first slot kept the error (docs/measuring.md, "A cold start"). One
+        trial of the baseline, the cheapest stack to run, costs a few seconds. A warm-up that fails says so and the run
+        goes on: the measurements will say why."""
         if not self.protocol.warm_up_trials:
             return
         spec = baseline_profile.spec(self.study, self.machine.device)

@@ -36,9 +36,9 @@ PLAN_ATTR = "pending_plan"
 # and the next `ablate run` or `ablate sync` writes the end. Added in format 1: older code ignores it.
 END_ATTR, END_DUE, END_LOGGED = "end", "due", "logged"
 # The stored format's version, written when a study is created (`ablate.store.storage.create_study`). A store
-# without it was written before it existed, in the format that became version 1 (46e5984's stores resume:
-# tests/end_to_end/test_before_the_move.py). Raised only by a change older code cannot read; a store of a higher
-# version than this code's is refused in one line rather than misread (docs/api.md, "The stored study").
+# without it was written before it existed, in the format that became version 1 (a store from before ablate/ became
+# packages resumes: tests/end_to_end/test_before_the_move.py). Raised only by a change older code cannot read; a store
+# of a higher version than this code's is refused in one line rather than misread (docs/api.md, "The stored study").
 FORMAT_ATTR, FORMAT_VERSION = "format_version", 1
 
 
