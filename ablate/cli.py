@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--workers", type=_positive, default=1, metavar="N",
                                  help="worker processes on this machine sharing --storage (a server database); "
                                       "with --device cuda, worker i runs on cuda:i (default: %(default)s)")
+            command.add_argument("--explain", action="store_true",
+                                 help="print the measurement method in full before the run (blocks, racing, "
+                                      "accuracy seeds); the report's method section says it too")
             command.add_argument("--full-table", action="store_true",
                                  help="print every column of the results table (wide; the CSV always has them) "
                                       "instead of the 100-column summary")
@@ -190,6 +193,7 @@ def _run(args: argparse.Namespace) -> int:
     from ablate.config.design import single_pass
     from ablate.render.results import COMPACT_WIDTH, render, render_compact
     from ablate.render.terminal import LINE, addressed, message, width, wrapped
+    from ablate.run.header import header
     from ablate.run.interrupts import Interrupted
     from ablate.run.runner import Runner
     from ablate.run.workers import run_workers
@@ -204,10 +208,8 @@ def _run(args: argparse.Namespace) -> int:
         library_log.to_log_file(log)  # MLflow's loggers too, and the trials' output
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
                         protocol=single_pass(study.protocol) if args.single_pass else None)
-        # the protocol as the grid runs here (screening every runnable combination, or a fraction), or TPE's picks
-        said = runner.planner.describe() if args.search == "grid" else runner.protocol.describe(args.trials)
-        print(wrapped(f"{study.name}: {study.size} combinations ({args.search}) on {machine.device_name}, "
-                      f"torch {machine.torch}; protocol: {said}"))
+        for line in header(runner, args.search, args.trials, getattr(args, "explain", False)):
+            print(wrapped(line))
         try:
             if args.workers > 1:
                 runner.parent.open()  # before the workers start, so that they all log under it

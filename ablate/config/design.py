@@ -66,6 +66,26 @@ class ProtocolSettings:
         """The race blocks a race may take past `race_blocks`: none after a race too short to decide anything."""
         return self.extra_race_blocks if self.racing and self.race_blocks >= MIN_RACE_BLOCKS else 0
 
+    def plain(self, screened: int, runnable: int, accuracy: str, picked: bool = False) -> str:
+        """The plan as a practitioner says it, for the run's header: how much of the grid is measured, whether the
+        fastest are raced, what trains for accuracy (`accuracy`: "finalists", "each group" or "none"). `screened`
+        counts the baseline among the `runnable` combinations; `picked`: Optuna's TPE picks them. The method itself
+        is `describe`."""
+        if self.full_blocks:
+            measure = f"measure all {runnable} in each of {count(self.full_blocks, 'block')}"
+        elif self.block_size >= SINGLE_BLOCK:
+            measure = f"measure all {runnable} once against one baseline (no interval)"
+        elif screened < runnable:
+            measure = f"measure {screened} of {runnable}, {'picked by TPE' if picked else 'predict the rest'}"
+        else:
+            measure = f"measure all {runnable}"
+        said = [measure]
+        if self.racing:
+            said.append(f"race the fastest {min(self.contenders, max(runnable - 1, 1))}")
+        said.append({"finalists": "then train the finalists' accuracy",
+                     "each group": "then train each group's accuracy once"}.get(accuracy, "throughput only"))
+        return ", ".join(said)
+
     def describe(self, screened: int | None = None, fraction: str | None = None) -> str:
         """The protocol in a sentence, true to the study when `screened` (the combinations screened besides the
         baseline) is given: 3 of them are "one block of 3 combinations", never "blocks of 8". `fraction`: where

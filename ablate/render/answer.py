@@ -181,8 +181,9 @@ def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], to
 
 def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[str]:
     """What the terminal prints under the compose line, a name per line so that each fits a terminal: the leader
-    where a simpler member stands in for it, the other members (their throughput over the leader's, with the
-    interval the race's decision used), and the members that never got a race seat."""
+    where a simpler member stands in for it, the other members as alternatives (named, without a second interval
+    beside the recommendation's: their contrasts with the leader are the report's), and the members that never
+    got a race seat."""
     out = []
     if rec.accuracy_unmeasured:
         out.append("accuracy could not be measured: the answer is on speed alone (see the report)")
@@ -195,16 +196,11 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
                   [f"  {leader}"])]
         if (lacks := left_out(rec)) is not None:
             out += _lines(lacks)
-    if (warning := margin_warning(rec)) is not None:
-        out += _lines(f"note: {warning}")
     others = [m for m in rec.members if m is not rec.leader and m is not rec.pick]
-    if others:
-        out.append("not told apart from the leader (throughput over the leader's, the decision's interval):")
-        for m in others:
-            c = rec.contrasts.get(m.combination)
-            bounds = c.simultaneous() if c else None
-            out += _named(m.combination, (_of_leader(c, bounds) if c and bounds else "not judged")
-                          + (f"; {LEVELS_NOTE}" if m.combination in rec.two_level else ""))
+    if others:  # one comparison, one interval: the alternatives' own intervals are the report's
+        out.append("as fast as far as the race could tell (alternatives; their figures in the report):")
+        out += [line for m in others for line in (_named(m.combination, LEVELS_NOTE) if m.combination in rec.two_level
+                                                  else [f"  {m.combination}"])]
     if rec.not_raced:
         out.append("not raced (no seat; screening's estimate only, not recommended):")
         out += [line for c in rec.not_raced for line in _named(c, _unraced(c, rec, speedup_of))]
@@ -367,3 +363,17 @@ def load_lines(load: MachineLoad) -> list[str]:
                    f"`protocol.remeasure` repeats (up to {load.most_foreign_cores:.2f} foreign cores): their "
                    "`foreign_cores` in the CSV and MLflow say which; measure again on a quieter machine.")
     return [" ".join(out), ""]
+
+
+def accuracy_words(rec: Recommendation) -> str | None:
+    """The recommendation's accuracy verdict as the run's last lines say it: is accuracy safe (None for the
+    baseline, which the verdicts are against)."""
+    if rec.pick.combination == BASELINE:
+        return None
+    if rec.accuracy_unmeasured or rec.parity is None:
+        return "accuracy not measured"
+    p = rec.parity
+    change = f"{p.change:+.2f} points [{p.low:+.2f}, {p.high:+.2f}]"
+    return {parity.OK: f"accuracy ok: {change}, within the {p.tolerance:g}-point tolerance",
+            parity.UNCERTAIN: f"accuracy uncertain: {change} straddles the {p.tolerance:g}-point tolerance"
+            }.get(p.verdict, f"accuracy {p.label}: {change}")

@@ -19,7 +19,7 @@ import markdown
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
-from ablate.render import answer, effects, explained, method, plots, summaries, terminal
+from ablate.render import answer, effects, explained, glossary, method, plots, summaries, terminal
 from ablate.render.results import NOT_COUNTED
 from ablate.stats.comparison import Comparison
 from ablate.stats.effects import EffectFit
@@ -52,24 +52,32 @@ class Report:
     lines: tuple[str, ...] = ()  # the rest of the answer, a name per line (`answer.terminal_lines`)
     why_none: str = NO_BASELINE  # without a recommendation: why
     moved: str | None = None  # where the recommended stack's time went (`explained.terminal_line`)
+    accuracy: str | None = None  # the recommendation's accuracy verdict in words (`answer.accuracy_words`)
 
     def summary(self) -> str:
-        lines = [terminal.addressed(f"report ({self.device})", self.html),
-                 terminal.addressed("summary for scripts", self.summary_json)]
-        if self.seeds:
-            lines.append(f"seeds: {seeds.describe(self.seeds)}")
+        """The run's last lines: the answer in one sentence (the stack, how much faster with its range, whether
+        accuracy is safe), the compose line, the alternatives, then where the report is."""
+        lines = []
         if self.recommended:
             m = self.metrics
             shown = "recommended.speedup.low" in m and self.recommended.combination != BASELINE
-            speedup = factor(m.get("recommended.speedup", float("nan")), m.get("recommended.speedup.low"),
-                             m.get("recommended.speedup.high")) if shown else \
-                factor(m.get("recommended.speedup", float("nan")))
-            lines.append(terminal.message(f"recommended: {self.recommended.combination} ({speedup}"
-                                          + (f" (95%, {count(m['recommended.blocks'], 'block')})" if shown else "")
-                                          + " the baseline's throughput)", indent="    "))
+            speedup = factor(m.get("recommended.speedup", float("nan")))
+            if shown:
+                speedup += (f" the baseline's throughput (95% range {m['recommended.speedup.low']:.2f} to "
+                            f"{m['recommended.speedup.high']:.2f}, {count(m['recommended.blocks'], 'block')})")
+            elif self.recommended.combination != BASELINE:
+                speedup += " the baseline's throughput"
+            else:
+                speedup = "your loop as it is; no stack was shown faster"
+            said = f"recommended: {self.recommended.combination}: {speedup}"
+            lines.append(terminal.message(said + (f"; {self.accuracy}" if self.accuracy else ""), indent="    "))
             lines += [f"  {line}" for line in (*(self.compose or ()), *self.lines, *filter(None, [self.moved]))]
         else:
             lines.append(terminal.message(f"recommended: none ({self.why_none})"))
+        lines += [terminal.addressed(f"report ({self.device})", self.html),
+                  terminal.addressed("summary for scripts", self.summary_json)]
+        if self.seeds:
+            lines.append(f"seeds: {seeds.describe(self.seeds)}")
         return "\n".join(lines)
 
 
@@ -111,7 +119,8 @@ def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Repo
     (folder / explained.FIGURE).unlink(missing_ok=True)  # an earlier report's picture must not outlive its data
     if found.explanation.profiled:
         figures.append(plots.phases_chart(folder / explained.FIGURE, found.explanation, pick, title))
-    text = "\n".join(_answer(study, found, search) + method.section(study, found))
+    said = _answer(study, found, search)
+    text = "\n".join(said + glossary.section("\n".join(said)) + method.section(study, found))
     md, html, summary = folder / "report.md", folder / "report.html", folder / "summary.json"
     for path, content in ((md, text), (html, _html(text, figures, title)),
                           (summary, json.dumps(summaries.summary(study, found, search), indent=2) + "\n")):
@@ -123,7 +132,7 @@ def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Repo
                   found.study_record.seeds, rec.leader.combination if rec else None,
                   tuple(m.combination for m in rec.members) if rec else (),
                   tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(found.records),
-                  explained.terminal_line(found.explanation, pick))
+                  explained.terminal_line(found.explanation, pick), answer.accuracy_words(rec) if rec else None)
 
 
 def _why_none(records: list[Record]) -> str:

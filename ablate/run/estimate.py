@@ -14,8 +14,8 @@ accuracy parity, confirmation (race first, accuracy last: `ablate.stats.finalist
   the baseline).
 
 A new round of the race (a leader put out by its accuracy: `ablate.stats.finalists`) goes past the high end, so
-the sentence prices one (`Plan.new_round`: the race's high end again, and the new leader's group at every seed); the
-worst case, a round for each accuracy group, is the module docstring's of
+`--explain` prices one (`Plan.caveat`: the race's high end again, and the new leader's group at every seed); the
+header's sentence keeps to the plan. The worst case, a round for each accuracy group, is the module docstring's of
 finalists. Real runs went well past the high end where a fast leader was put out on accuracy (docs/measuring.md,
 "Evidence: the cost estimate").
 
@@ -85,9 +85,12 @@ class Plan:
     def sentence(self) -> str:
         low, high = self.measurements
         trained = f" ({_range(*self.trainings, ' to ')} accuracy trainings)" if self.trainings[1] else ""
-        again = f"; a leader put out on its accuracy races again, up to {self.new_round} more" if self.new_round else ""
-        return (f"expected cost: about {_range(low, high, ' to ')} measurements{trained}{again}; minutes once {FEW} "
-                "are timed")
+        return f"expected cost: about {_range(low, high, ' to ')} measurements{trained}; minutes once {FEW} are timed"
+
+    def caveat(self) -> str | None:
+        """What the range leaves out, for `ablate run --explain`."""
+        return (f"a leader put out on its accuracy races again: up to {self.new_round} more measurements"
+                if self.new_round else None)
 
 
 def plan(planner: Planner, search: str) -> Plan:

@@ -118,6 +118,16 @@ class Planner:
         screened = len(part.cells) if part else len(self.runnable_combinations())
         return self.protocol.describe(screened - 1, part.describe() if part else None)
 
+    def plain(self) -> str:
+        """The plan in the run's header, in a practitioner's words (`ProtocolSettings.plain`)."""
+        runnable = len(self.runnable_combinations())
+        accuracy = ("none" if not self.study.task.has_accuracy or self.study.budget.throughput_only
+                    else "finalists" if self.defer_accuracy else "each group")
+        if self.n_trials:  # TPE's picks and the baseline
+            return self.protocol.plain(min(self.n_trials + 1, runnable), runnable, accuracy, picked=True)
+        part = self.screened_fraction()
+        return self.protocol.plain(len(part.cells) if part else runnable, runnable, accuracy)
+
     @property
     def tpe_block_size(self) -> int:
         """`--search optuna`: TPE's picks per screening block (no more than it picks in all)."""

@@ -46,3 +46,15 @@ def test_set_to_none_keeps_its_name_when_labels_are_shortened():
     assert short_label("num_workers(n=2) + set_to_none + amp(dtype=bf16)") == "workers(2) + set_to_none + amp(bf16)"
     assert "set_to_none" not in SHORT
 
+
+
+def test_the_plan_is_said_as_a_practitioner_would():
+    protocol = ProtocolSettings()
+    assert protocol.plain(24, 48, "finalists") == ("measure 24 of 48, predict the rest, race the fastest 6, then "
+                                                   "train the finalists' accuracy")
+    assert protocol.plain(21, 48, "each group", picked=True).startswith("measure 21 of 48, picked by TPE,")
+    assert protocol.plain(3, 3, "none") == "measure all 3, race the fastest 2, throughput only"
+    full = ProtocolSettings(full_blocks=4)
+    assert full.plain(12, 12, "none") == "measure all 12 in each of 4 blocks, throughput only"
+    assert SINGLE_PASS.plain(48, 48, "each group") == ("measure all 48 once against one baseline (no interval), then "
+                                                       "train each group's accuracy once")

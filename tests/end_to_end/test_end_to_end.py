@@ -158,6 +158,26 @@ def test_the_run_says_where_the_baselines_step_goes_once(tiny_study_run):
     assert len(said) == 1 and len(said[0]) <= 100, tiny_study_run[1]
 
 
+STATISTICS = ("fraction", "resolution", "alias", "studentized", "alpha", "contrast", "fold-over", "tost")
+
+
+def test_the_report_defines_its_verdict_words_after_its_answer_before_its_method(first_run):
+    report = (first_run / "tiny" / "report" / "grid" / "report.md").read_text()
+    words = report.index("## What the words mean")
+    assert report.index("## Recommendation") < words < report.index("## How this was measured")
+    assert "- **ok**: " in report[words:]
+
+
+def test_the_run_opens_in_plain_words_what_runs_the_plan_and_the_cost(tiny_study_run):
+    """A practitioner's header: what runs here, the plan, the expected cost, one line each; no statistics term
+    before the first measurement (the method is behind --explain)."""
+    before = [line for line in tiny_study_run[1].split("\n#", 1)[0].splitlines()  # up to the first measurement
+              if " measured [" not in line]  # the progress bar's first line is no part of the header
+    assert [line.split(":")[0] for line in before[:3]] == ["tiny", "plan", "expected cost"], before
+    assert not [line for line in before if any(term in line.lower() for term in STATISTICS)], before
+    assert "measure all" in before[1] and "race the fastest 2" in before[1] and "finalists' accuracy" in before[1]
+
+
 def _address(line: str) -> bool:
     """A path or a URL on a line of its own: one word, never wrapped, so that a terminal copies it whole."""
     word = line.strip()
@@ -171,7 +191,7 @@ def test_a_log_of_the_run_keeps_to_100_columns_without_carriage_returns(tiny_stu
     assert "\r" not in log
     lines = log.splitlines()
     assert [line for line in lines if len(line) > 100 and not _address(line)] == [], log
-    assert lines[0].startswith("tiny: 8 combinations (grid) on ") and lines[1].startswith("  ")  # the header wraps
+    assert " of its 8 combinations run on " in lines[0] and lines[1].startswith("plan: ")  # the header, unwrapped
     progress = [line for line in lines if " measured [" in line]
     assert all(re.fullmatch(r"\d+/\d+ measured \[.*\]", line) for line in progress), progress
     done, planned = re.match(r"(\d+)/(\d+)", progress[-1]).groups()  # the last one: every measurement in

@@ -75,7 +75,7 @@ def test_terminal_lines_give_each_name_a_line_of_its_own():
     rec = _rec("a", LONG, contrasts={LONG: judged})
     lines = answer.terminal_lines(rec, {})
     assert all(len("  " + line) <= 100 for line in lines), lines
-    assert f"  {LONG}:" in lines and "    x0.95 [0.86, 1.05]" in lines
+    assert f"  {LONG}" in lines and not any("[" in line for line in lines)  # its interval is the report's
 
 
 def _measured(combination: str, *loads: tuple[float, float]) -> Record:

@@ -62,7 +62,8 @@ def test_the_terminal_says_where_the_recommended_stacks_time_went_in_one_short_l
     lines = built.summary().splitlines()
     moved = [line for line in lines if "where the time went" in line]
     assert moved == ["  where the time went: waiting for data 52% -> 4% of the step"]
-    assert lines.index(moved[0]) == len(lines) - 1  # after the answer
+    report = next(i for i, line in enumerate(lines) if line.startswith("report ("))
+    assert lines.index(moved[0]) == report - 1  # the answer's last line, before where the report is
     assert all(len(line) <= LINE for line in moved)
 
 

@@ -44,8 +44,8 @@ def test_the_counts_follow_the_plan_of_a_small_study():
     assert found.new_round == 3 + 2
     sentence = found.sentence()
     assert sentence == (f"expected cost: about {low} to {high} measurements ({found.trainings[0]} to "
-                        f"{found.trainings[1]} accuracy trainings); a leader put out on its accuracy races again, "
-                        f"up to 5 more; minutes once {estimate.FEW} are timed")
+                        f"{found.trainings[1]} accuracy trainings); minutes once {estimate.FEW} are timed")
+    assert found.caveat() == "a leader put out on its accuracy races again: up to 5 more measurements"
     assert found.stored()["by_phase"][SCREEN] == list(by_phase[SCREEN])
 
 
