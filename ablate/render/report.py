@@ -35,8 +35,10 @@ from ablate.words import count, factor, interval, points
 NO_BASELINE = "the baseline did not complete, and every speed-up is a ratio to it"
 ALL_BELOW = "no combination the race could judge"
 
-@dataclass
+@dataclass(kw_only=True)
 class Report:
+    """One device's report: where its files are, and what the run's last lines say (`summary`)."""
+
     device: str
     folder: Path
     markdown: Path
@@ -126,13 +128,15 @@ def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Repo
                           (summary, json.dumps(summaries.summary(study, found, search), indent=2) + "\n")):
         with replaced(path) as file:
             file.write(content)
-    return Report(device, folder, md, html, summary, figures, rec.pick if rec else None,
-                  found.compose.get(rec.pick.combination) if rec else None,
-                  {**_metrics(found), **explained.metrics(found.explanation)},
-                  found.study_record.seeds, rec.leader.combination if rec else None,
-                  tuple(m.combination for m in rec.members) if rec else (),
-                  tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (), _why_none(found.records),
-                  explained.terminal_line(found.explanation, pick), answer.accuracy_words(rec) if rec else None)
+    return Report(device=device, folder=folder, markdown=md, html=html, summary_json=summary, plots=figures,
+                  recommended=rec.pick if rec else None,
+                  compose=found.compose.get(rec.pick.combination) if rec else None,
+                  metrics={**_metrics(found), **explained.metrics(found.explanation)},
+                  seeds=found.study_record.seeds, leader=rec.leader.combination if rec else None,
+                  members=tuple(m.combination for m in rec.members) if rec else (),
+                  lines=tuple(answer.terminal_lines(rec, compared.speedup_of)) if rec else (),
+                  why_none=_why_none(found.records), moved=explained.terminal_line(found.explanation, pick),
+                  accuracy=answer.accuracy_words(rec) if rec else None)
 
 
 def _why_none(records: list[Record]) -> str:

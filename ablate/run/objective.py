@@ -44,7 +44,7 @@ SHARED_CPU_ENV = "ABLATE_CPU_WORKERS"  # "1" in the workers `run --workers N --d
 QUIET_WAIT_S = 120.0  # at most this long waiting for a busy machine to quieten before measuring again
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Objective:
     """Called by `optuna.Study.optimize` with each trial; returns (throughput, test accuracy)."""
 

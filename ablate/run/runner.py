@@ -113,8 +113,10 @@ class Runner:
         self.progress: tqdm | None = None
         # Trial interpreters started ahead (ablate.trial.interpreters), with the model's library imported too.
         self.interpreters = Interpreters(libraries=library_models.preloads(study.model))
-        self.objective = Objective(study, machine, search, self.optuna_study, self.planner, self.tracker, self.parent,
-                                   self.seeds, results_dir, self.interpreters, self.recovery.stale, self._show)
+        self.objective = Objective(
+            study=study, machine=machine, search=search, optuna_study=self.optuna_study, planner=self.planner,
+            tracker=self.tracker, parent=self.parent, seeds=self.seeds, results_dir=results_dir,
+            interpreters=self.interpreters, poll=self.recovery.stale, show=self._show)
         self.lines = ProgressLines(study.throughput_unit)
         self.signals = DeferredInterrupts()
         self.ran = 0

@@ -71,7 +71,7 @@ def eligible(records: list[Record], tolerance: float,
             and (r.accuracy is not None or r.accuracy_note or on_speed or r.combination == BASELINE)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Recommendation:
     """The leader (the race's, or the next member of its final set where accuracy put that out), its estimate
     from blocks its selection never saw, the set it could not be told apart from (eligible, simplest first), and
@@ -145,14 +145,15 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
     shown = [c for c in members if c in tested and tested[c].shown]
     headline = byc[shown[0]] if shown else byc[leader]
     speedup_of = speedups.speedup_of(records) if speedup_of is None else speedup_of
-    return Recommendation(byc[leader], speedup_of.get(leader), tuple(byc[c] for c in members),
-                          contrasts, standing.eliminated, standing.pending, standing,
-                          verdicts.get(headline.combination), headline, tested,
-                          {c.other: c for c in standing.dropped_by},
-                          tuple(c for c in standing.not_raced if not _out(c, verdicts)),
-                          equivalence.effective_margin(design, protocol.equivalence_margin),
-                          accuracy_unmeasured(records), tuple(c for c in standing.two_level if c in order),
-                          found.round + 1, design)
+    return Recommendation(
+        leader=byc[leader], speedup=speedup_of.get(leader), members=tuple(byc[c] for c in members),
+        contrasts=contrasts, eliminated=standing.eliminated, pending=standing.pending, race=standing,
+        parity=verdicts.get(headline.combination), headline=headline, equivalence=tested,
+        dropped={c.other: c for c in standing.dropped_by},
+        not_raced=tuple(c for c in standing.not_raced if not _out(c, verdicts)),
+        margin=equivalence.effective_margin(design, protocol.equivalence_margin),
+        accuracy_unmeasured=accuracy_unmeasured(records), two_level=tuple(c for c in standing.two_level if c in order),
+        rounds=found.round + 1, resolution=design)
 
 
 def _out(combination: str, verdicts: dict[str, parity.Parity]) -> bool:

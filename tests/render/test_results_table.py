@@ -114,8 +114,9 @@ def test_the_recommended_line_wraps_within_100_columns_its_continuation_indented
 
     stack = "num_workers(n=1) + amp(dtype=bf16) + set_to_none + batch_size(size=128)"
     pick = Record(1, stack, {"amp": "bf16"}, "complete", metrics={"throughput": 1.0})
-    report = Report("cpu", tmp_path, tmp_path / "r.md", tmp_path / "r.html", tmp_path / "s.json", [], pick,
-                    ("from strategies import AMP, compose", "stack = compose(AMP(dtype='bf16'))"),
+    report = Report(device="cpu", folder=tmp_path, markdown=tmp_path / "r.md", html=tmp_path / "r.html",
+                    summary_json=tmp_path / "s.json", plots=[], recommended=pick,
+                    compose=("from strategies import AMP, compose", "stack = compose(AMP(dtype='bf16'))"),
                     metrics={"recommended.speedup": 0.8, "recommended.speedup.low": 0.1,
                              "recommended.speedup.high": 6.08, "recommended.blocks": 1})
     lines = report.summary().splitlines()

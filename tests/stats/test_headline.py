@@ -255,9 +255,11 @@ def test_a_study_whose_accuracy_could_not_be_measured_still_answers_on_speed(tmp
     assert BASE in {r.combination for r in verdicts.eligible(records, 0.5)}
     text = "\n".join(answer.recommendation_lines(rec, compared.speedup_of, 0.5))
     assert "Accuracy could not be measured" in text and "on speed alone" in text
-    report = Report("cpu", tmp_path, tmp_path / "r.md", tmp_path / "r.html", tmp_path / "s.json", [], rec.pick,
-                    _compose(rec.pick), {"recommended.speedup": 1.3}, None, rec.leader.combination,
-                    tuple(m.combination for m in rec.members), tuple(answer.terminal_lines(rec, compared.speedup_of)))
+    report = Report(device="cpu", folder=tmp_path, markdown=tmp_path / "r.md", html=tmp_path / "r.html",
+                    summary_json=tmp_path / "s.json", plots=[], recommended=rec.pick, compose=_compose(rec.pick),
+                    metrics={"recommended.speedup": 1.3}, leader=rec.leader.combination,
+                    members=tuple(m.combination for m in rec.members),
+                    lines=tuple(answer.terminal_lines(rec, compared.speedup_of)))
     shown = report.summary()
     assert "recommended: none" not in shown and "accuracy could not be measured" in shown
     assert max(len(line) for line in shown.splitlines() if "/" not in line) <= 100
