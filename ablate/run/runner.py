@@ -227,11 +227,14 @@ class Runner:
             self._say(f"warm-up trial of the baseline, thrown away: {said}")
 
     def _probes_cannot_pay(self) -> str | None:
-        """Why no bitwise probe is worth its trainings here, or None. Data without accuracy (synthetic, or a stand-in
-        for files that are missing) trains no accuracy at all: there is nothing for a group to share. A single pass
+        """Why no bitwise probe is worth its trainings here, or None. A throughput-only study, or data without
+        accuracy (synthetic, or a stand-in for files that are missing), trains no accuracy at all: there is nothing
+        for a group to share. A single pass
         at one seed trains each group's accuracy once, alongside its one measurement: a probe (three short trainings
         in an interpreter of its own) costs about what it could save."""
         protocol = self.protocol
+        if self.study.budget.throughput_only:
+            return "the study measures throughput only (budget.throughput_only)"
         if protocol.full_blocks is None and not protocol.racing and protocol.seeds == 1:
             return "a single pass at one seed trains each group once, about what a check would cost"
         return self._throughput_only()

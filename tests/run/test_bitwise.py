@@ -143,3 +143,15 @@ def test_a_group_that_differs_keeps_its_own_accuracy(tmp_path, mnist, monkeypatc
                if records.from_trial(t).accuracy_trained}
     assert len(probes) == 2  # both candidate groups were checked, and both differed
     assert trained == {"baseline", "amp(dtype=bf16)", "torchscript", "amp(dtype=bf16) + torchscript"}
+
+
+def test_a_throughput_only_study_is_not_probed():
+    """It trains no accuracy, so no group has one to share: a probe's three trainings a group would buy nothing."""
+    from types import SimpleNamespace
+
+    from ablate.config.design import ProtocolSettings
+    from ablate.run.runner import Runner
+
+    study = SimpleNamespace(budget=SimpleNamespace(throughput_only=True))
+    why = Runner._probes_cannot_pay(SimpleNamespace(study=study, protocol=ProtocolSettings()))  # type: ignore[arg-type]
+    assert why is not None and "throughput only" in why
