@@ -387,7 +387,7 @@ class Runner:
     def _finish(self, ran: int) -> Outcome:
         """The end of the study, also where a stop cut the last run's end short: every planned measurement has a
         result, so its end is due (`study_record.END_ATTR`) until MLflow's parent run holds it."""
-        self._catch_up(now=True)
+        self.tracker.reconnect(now=True)  # back for the end: `ParentRun.finish` logs what MLflow missed first
         if study_record.from_study(self.optuna_study).end != study_record.END_LOGGED:
             study_record.set_end(self.optuna_study, study_record.END_DUE)
             self.parent.open()  # reopened where the end was cut short: it stays RUNNING only until `finish`
