@@ -1,6 +1,7 @@
 """benchmarks/RESULTS.md reads as a front page: every current figure has its commit, date and spread and links to
-the section that measured it, and every section kept under the front page is one a current figure links to (the
-others belong in benchmarks/history/). That the links resolve is tests/docs/test_docs.py's check."""
+the section that measured it, in cells of at most 25 words, and every section kept under the front page is one a
+current figure links to (the others belong in benchmarks/history/). That the links resolve is
+tests/docs/test_docs.py's check."""
 from __future__ import annotations
 
 import re
@@ -9,6 +10,7 @@ from benchmarks.gpu import ledger
 from benchmarks.sections import RESULTS, section_pattern
 
 FRONT_END = "\n# Sections: "  # the front page ends where the sections behind it begin
+MAX_WORDS = 25  # a cell: the figure, its spread, commit, date, link; one screen a kind, the detail in the section
 
 
 def _front_and_sections() -> tuple[str, str]:
@@ -30,6 +32,16 @@ def test_every_row_on_the_front_page_has_its_commit_date_spread_and_section():
         assert re.fullmatch(r"\d{4}-\d\d-\d\d|not stated", date), row
         assert re.fullmatch(r"\[[^\]]+\]\([^)]*#[^)]+\)", section), f"no link to its section: {row}"
         assert spread, f"no spread: {row}"
+
+
+def test_every_cell_of_every_front_table_fits_in_25_words():
+    long = []
+    for row in (line for line in _front_and_sections()[0].splitlines() if line.startswith("| ")):
+        for cell in re.split(r"(?<!\\)\|", row.strip().strip("|")):
+            words = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", cell).split()  # a link counts by its text
+            if len(words) > MAX_WORDS:
+                long.append(f"{len(words)} words: {cell.strip()[:80]}")
+    assert not long, f"front-page cells over {MAX_WORDS} words (move the detail to the linked section): {long}"
 
 
 def test_every_section_under_the_front_page_holds_a_current_figure():
