@@ -160,7 +160,7 @@ def _grid(run: grid.GridRun) -> list[str]:
             f"**{minutes} min {seconds} s** wall time.", "",
             "```", _trim(table), "```", "",
             f"From its report (`{run.report.parent}/report.html`):", "",
-            *_section(report, "## Recommendation"), *_section(report, "## What each technique is worth"), ""]
+            *_section(report, "## The answer"), *_section(report, "## What each technique is worth"), ""]
 
 
 def _trim(table: str) -> str:

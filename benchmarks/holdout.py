@@ -2,11 +2,11 @@
 
     python -m benchmarks.holdout --from RESULTS_DIR [--study mnist_cnn] [--json out.json]
 
-Screening measures a resolution IV fraction of the grid and the screening model (`ablate.stats.factorial`) speaks
-for the rest; its own tests prove it by simulation. This checks it on measurements: a stored study's cells are split
-as the study's fraction would split them (`ablate.stats.fractioned`), the model is fitted on one half's screening
-measurements only (their blocks, their baselines), as screening would fit it, and each cell of the other half is
-predicted and set against its measured log speed-up over the baseline. Both ways round where both halves were
+Screening measures a resolution IV fraction of the grid and the screening model (`ablate.stats.screening.factorial`)
+speaks for the rest; its own tests prove it by simulation. This checks it on measurements: a stored study's cells are
+split as the study's fraction would split them (`ablate.stats.screening.fractioned`), the model is fitted on one half's
+screening measurements only (their blocks, their baselines), as screening would fit it, and each cell of the other half
+is predicted and set against its measured log speed-up over the baseline. Both ways round where both halves were
 screened: the fraction fitted and the complement held out ("fraction"), and the complement (with the baseline)
 fitted and the fraction held out ("complement"). A run that screened the fraction alone holds out the cells its race
 and confirmation blocks measured: predicted at screening, measured after.
@@ -42,9 +42,10 @@ from typing import Mapping, Sequence
 from scipy import stats
 
 from ablate.config.choices import BASELINE, Levels
-from ablate.stats import factorial, fraction, fractioned, variance
+from ablate.stats import variance
 from ablate.stats.contrasts import SCREEN_ALPHA
 from ablate.stats.protocol import CONFIDENCE, SCREEN, Estimate, Measurement, estimates
+from ablate.stats.screening import factorial, fraction, fractioned
 
 SPLITS = ("fraction", "complement")  # which half is fitted
 
@@ -181,7 +182,7 @@ def from_results(source: Path, study_name: str) -> tuple[str, list[Holdout | str
     import optuna
 
     from ablate.config import study as study_file
-    from ablate.stats.comparison import followed
+    from ablate.stats.answer.comparison import followed
     from ablate.stats.speedups import protocol_measurements
     from ablate.store import records, study_record
     from benchmarks.conclusion_cost import stored_study

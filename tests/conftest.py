@@ -14,7 +14,7 @@ from torch.utils.data import TensorDataset
 # them (`model: faulty:Raises`): trial interpreters inherit this path.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
-from tiny_cnn import TinyCNN, make_dataset, make_model  # noqa: E402
+from tiny_cnn import TinyCNN, make_dataset, make_model
 
 
 @pytest.fixture(autouse=True)

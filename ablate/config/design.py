@@ -29,7 +29,7 @@ class ProtocolSettings:
     race_blocks: int = 6  # the race's planned blocks after screening; 0 = screening only
     # Where race_blocks leave members not told apart from the leader, the race goes on with the leader and its
     # closest contender for at most this many blocks more: a near tie at the top settled by measurements rather than
-    # named by the luckier process (ablate.stats.racing). None after a race too short to decide (`extra_blocks`).
+    # named by the luckier process (ablate.stats.race.racing). None after a race too short to decide (`extra_blocks`).
     extra_race_blocks: int = 6
     contenders: int = 6  # at most this many combinations raced per block (leader included; the baseline extra)
     full_blocks: int | None = None  # N: every combination in each of N blocks (a full randomized block design)
@@ -37,8 +37,8 @@ class ProtocolSettings:
     confirm_blocks: int = 3  # after the race: blocks of the leader (and the simplest of its set) with the baseline
     seeds: int = 3  # at most this many training seeds per accuracy group (ablate.stats.parity: 2, then where uncertain)
     # A simpler member of the race's set is recommended instead of its leader only where an equivalence test shows
-    # the leader at most this much faster (0.02: 2%); else the leader is (ablate.stats.verdicts). None: the smallest
-    # margin the design can show at the measured noise, at most 5% (ablate.stats.equivalence).
+    # the leader at most this much faster (0.02: 2%); else the leader is (ablate.stats.answer.verdicts). None: the
+    # smallest margin the design can show at the measured noise, at most 5% (ablate.stats.race.equivalence).
     equivalence_margin: float | None = None
     # A measurement during whose timed windows other work used more than this many cores on average (Linux:
     # ablate.trial.foreign_load) is measured again, after the machine quietens, at most `remeasure` times; null: never.
@@ -89,7 +89,7 @@ class ProtocolSettings:
     def describe(self, screened: int | None = None, fraction: str | None = None) -> str:
         """The protocol in a sentence, true to the study when `screened` (the combinations screened besides the
         baseline) is given: 3 of them are "one block of 3 combinations", never "blocks of 8". `fraction`: where
-        screening measures a fraction of the grid, what it is (`ablate.stats.fraction.Fraction.describe`)."""
+        screening measures a fraction of the grid, what it is (`ablate.stats.screening.fraction.Fraction.describe`)."""
         if self.full_blocks:
             return f"every combination in each of {count(self.full_blocks, 'block')}, in a random order per block"
         size, contenders = self.block_size, self.contenders
@@ -112,7 +112,7 @@ class ProtocolSettings:
                 f"contender)" if self.extra_blocks else "")
         if not self.racing:
             return text + "; no racing"
-        # Race first, accuracy last (ablate.stats.finalists): throughput alone chooses who is trained for accuracy,
+        # Race first, accuracy last (ablate.stats.race.finalists): throughput alone chooses who is trained for accuracy,
         # and the leader is confirmed once its accuracy allows it.
         return text + (f"; then racing of up to {count(contenders, 'contender')}"
                        + (" from the model's predictions, combinations never measured among them," if fraction else "")
@@ -136,7 +136,7 @@ def single_pass(protocol: ProtocolSettings) -> ProtocolSettings:
 
 # Defaults a release has changed: setting -> the values it took by default before. A study stored under one of them
 # resumes under it (`resumed`), rather than refusing because this release's default differs.
-# equivalence_margin: 0.02 before its default was derived from the design (`ablate.stats.equivalence`).
+# equivalence_margin: 0.02 before its default was derived from the design (`ablate.stats.race.equivalence`).
 FORMER_DEFAULTS: dict[str, tuple[object, ...]] = {"equivalence_margin": (0.02,)}
 
 

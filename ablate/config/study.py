@@ -57,64 +57,27 @@ def find(name_or_path: str) -> Path:
 
 
 def load(name_or_path: str, device_type: str) -> Study:
-    """Load and validate a study for a device type ("cpu" or "cuda")."""
+    """Load and validate a study for a device type ("cpu" or "cuda"): the file read, each section checked in the
+    order its errors are said (the first one found is the one said), the frozen `Study` built."""
     path = find(name_or_path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise StudyError(f"{path}: not a text file (byte {error.start} is not UTF-8); a study file is YAML") from None
-    except OSError as error:
-        raise StudyError(f"{path} cannot be read ({error.strerror})") from None
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: no tag runs code
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" at line {where.line + 1}" if where else ""
-        raise StudyError(f"{path}: not valid YAML{at}: {getattr(error, 'problem', None) or error}") from None
-    if not isinstance(raw, dict):
-        raise StudyError(f"{path}: a study is a mapping of keys ({', '.join(sorted(TOP_KEYS))})")
-    reject_unknown(raw, TOP_KEYS, f"{path}")
-    for key in ("model", "dataset", "space"):
-        if key not in raw:
-            raise StudyError(f"{path}: missing required key {key!r}")
-
-    from ablate.workload.data import DATASETS
-    from ablate.workload.models import MODELS
-
-    for key, registry in (("model", MODELS), ("dataset", DATASETS)):
-        try:
-            lookup(registry, raw[key], key)
-        except LookupError as error:
-            raise StudyError(f"{path}: {error}") from None
-    devices = mapping(raw.get("devices", {}), f"{path}: devices")
-    reject_unknown(devices, set(DEVICE_TYPES), f"{path}: devices")
-    override = mapping(devices.get(device_type, {}) or {}, f"{path}: devices.{device_type}")
-    reject_unknown(override, DEVICE_KEYS, f"{path}: devices.{device_type}")
-
-    space = dict(mapping(raw["space"], f"{path}: space"))
-    if not space:
-        raise StudyError(f"{path}: space has no dimension; give at least one, e.g. pin_memory: [off, pin_memory]")
-    extra = mapping(override.get("space", {}), f"{path}: devices.{device_type}.space")
-    reject_unknown(extra, set(space), f"{path}: devices.{device_type}.space")
-    space.update(extra)
+    text = _read(path)
+    raw = _document(text, path)
+    override = _override(raw, device_type, path)
+    where = f"{path}: devices.{device_type}"  # a section's device override
+    space = _space(raw, override, path, where)
     budget = {**mapping(raw.get("budget", {}), f"{path}: budget"),
-              **mapping(override.get("budget", {}), f"{path}: devices.{device_type}.budget")}
+              **mapping(override.get("budget", {}), f"{where}.budget")}
     protocol = {**mapping(raw.get("protocol", {}) or {}, f"{path}: protocol"),
-                **mapping(override.get("protocol", {}) or {}, f"{path}: devices.{device_type}.protocol")}
-    tolerance = raw.get("accuracy_tolerance", 0.5)
-    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
-        raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
+                **mapping(override.get("protocol", {}) or {}, f"{where}.protocol")}
+    tolerance = _tolerance(raw.get("accuracy_tolerance", 0.5), path)
     baseline = _dataclass(Baseline, raw.get("baseline", {}), f"{path}: baseline")
     choice(baseline.optimizer, OPTIMIZERS, f"{path}: baseline", "optimizer")
     dimensions = tuple((dim, choices.parse(opts, f"{path}: space.{dim}")) for dim, opts in space.items())
     choices.one_dimension_each(dimensions, f"{path}: space")
-    name = str(raw.get("name", path.stem))
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):  # it names a folder under --results
-        raise StudyError(f"{path}: name {name!r} must be letters, digits, '_', '.' or '-' (it names the study's "
-                         "folder under --results), not starting with '.' or '-'")
+    name = _name(raw, path)
     task_name, task_options = _task(raw.get("task", "classification"), raw["dataset"], f"{path}: task", raw["model"])
     model_options = {**mapping(raw.get("model_options", {}) or {}, f"{path}: model_options"),
-                     **mapping(override.get("model_options", {}) or {}, f"{path}: devices.{device_type}.model_options")}
+                     **mapping(override.get("model_options", {}) or {}, f"{where}.model_options")}
     _model_options(raw["model"], model_options, f"{path}: model_options")
     tokenizer, data_note = _text_encoding(raw["model"], raw["dataset"], model_options, f"{path}: model_options")
     dataset_options = datasets.dataset_options(raw["dataset"], raw.get("dataset_options"), f"{path}: dataset_options")
@@ -129,7 +92,7 @@ def load(name_or_path: str, device_type: str) -> Study:
         baseline=baseline,
         space=dimensions,
         budget=built_budget,
-        accuracy_tolerance=float(tolerance),
+        accuracy_tolerance=tolerance,
         file_hash=hashlib.sha256(text.encode()).hexdigest()[:12],
         protocol=_dataclass(ProtocolSettings, protocol, f"{path}: protocol"),
         task_name=task_name,
@@ -140,6 +103,74 @@ def load(name_or_path: str, device_type: str) -> Study:
         data_note=data_note,
         seed_pinned="seed" in budget,
     )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise StudyError(f"{path}: not a text file (byte {error.start} is not UTF-8); a study file is YAML") from None
+    except OSError as error:
+        raise StudyError(f"{path} cannot be read ({error.strerror})") from None
+
+
+def _document(text: str, path: Path) -> dict[str, Any]:
+    """The study file's YAML: a mapping of known keys, the required ones among them."""
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: no tag runs code
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where else ""
+        raise StudyError(f"{path}: not valid YAML{at}: {getattr(error, 'problem', None) or error}") from None
+    if not isinstance(raw, dict):
+        raise StudyError(f"{path}: a study is a mapping of keys ({', '.join(sorted(TOP_KEYS))})")
+    reject_unknown(raw, TOP_KEYS, f"{path}")
+    for key in ("model", "dataset", "space"):
+        if key not in raw:
+            raise StudyError(f"{path}: missing required key {key!r}")
+    return raw
+
+
+def _override(raw: dict[str, Any], device_type: str, path: Path) -> dict[str, Any]:
+    """The `devices:` section for `device_type` ({} where it has none), once the model and dataset are known."""
+    from ablate.workload.data import DATASETS
+    from ablate.workload.models import MODELS
+
+    for key, registry in (("model", MODELS), ("dataset", DATASETS)):
+        try:
+            lookup(registry, raw[key], key)
+        except LookupError as error:
+            raise StudyError(f"{path}: {error}") from None
+    devices = mapping(raw.get("devices", {}), f"{path}: devices")
+    reject_unknown(devices, set(DEVICE_TYPES), f"{path}: devices")
+    override = mapping(devices.get(device_type, {}) or {}, f"{path}: devices.{device_type}")
+    reject_unknown(override, DEVICE_KEYS, f"{path}: devices.{device_type}")
+    return override
+
+
+def _space(raw: dict[str, Any], override: dict[str, Any], path: Path, where: str) -> dict[str, Any]:
+    """The space's dimensions, with the device's override of their options (`where`: the override's place)."""
+    space = dict(mapping(raw["space"], f"{path}: space"))
+    if not space:
+        raise StudyError(f"{path}: space has no dimension; give at least one, e.g. pin_memory: [off, pin_memory]")
+    extra = mapping(override.get("space", {}), f"{where}.space")
+    reject_unknown(extra, set(space), f"{where}.space")
+    space.update(extra)
+    return space
+
+
+def _tolerance(tolerance: Any, path: Path) -> float:
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or tolerance < 0:
+        raise StudyError(f"{path}: accuracy_tolerance must be a number of percentage points >= 0, got {tolerance!r}")
+    return float(tolerance)
+
+
+def _name(raw: dict[str, Any], path: Path) -> str:
+    name = str(raw.get("name", path.stem))
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):  # it names a folder under --results
+        raise StudyError(f"{path}: name {name!r} must be letters, digits, '_', '.' or '-' (it names the study's "
+                         "folder under --results), not starting with '.' or '-'")
+    return name
 
 
 def _task(value: Any, dataset: str, where: str, model: str = "") -> tuple[str, tuple[tuple[str, Any], ...]]:

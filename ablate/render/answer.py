@@ -1,17 +1,6 @@
-"""The report's answer in words: the recommendation, the race's set, accuracy parity.
+"""The answer's words beyond the race's section (`ablate.render.race`): the terminal's lines under the compose line,
+accuracy parity, the Pareto front, break-even, the time to the target and the machine's load.
 
-Every sentence here states a test's outcome, with the interval that decided it:
-"could not be told apart" is a paired contrast the studentized range did not
-reject, printed with its simultaneous interval at the look's alpha
-(`ablate.stats.contrasts`); "shown within 2% of the leader" is the upper bound
-of two one-sided tests at an alpha shared over the members tested
-(`ablate.stats.verdicts`); a parity verdict is a non-inferiority test
-(`ablate.stats.parity`). Two lines that had no test behind them are gone: the
-"within +-X% of no effect" list (printed only where an interval covered x1.00,
-so often wrong for real effects: docs/measuring.md, "Confirmation blocks and
-the recommendation"; summary.json keeps a family-wise bound for every combination) and a
-Levene warning on the raced combinations' spreads (its groups share each
-block's baseline, and the race chose them).
 """
 from __future__ import annotations
 
@@ -22,69 +11,36 @@ from collections.abc import Sequence
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
 from ablate.render import terminal
-from ablate.render.summaries import ratio
-from ablate.stats import finalists, parity
-from ablate.stats.comparison import Comparison, MachineLoad
-from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
-from ablate.stats.costs import BreakEven, TimeToTarget
-from ablate.stats.equivalence import CAP
-from ablate.stats.protocol import CONFIRM, PARITY
-from ablate.stats.simpler import Equivalence
+from ablate.stats import parity
+from ablate.stats.answer.comparison import Comparison, MachineLoad
+from ablate.stats.answer.costs import BreakEven, TimeToTarget
+from ablate.stats.answer.verdicts import Recommendation
+from ablate.stats.protocol import PARITY
+from ablate.stats.race import finalists
 from ablate.stats.speedups import Speedup
-from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
 from ablate.words import count, factor, points
 from ablate.workload import evaluation
 
 
-def _speedup_factor(s: Speedup | None) -> str:
+def speedup_factor(s: Speedup | None) -> str:
     if s is None:
         return "n/a"
     f = s.interval
     return factor(s.point, f.low if f else None, f.high if f else None, no_interval=" (no interval)")
 
 
-def _unraced(c: str, rec: Recommendation, speedup_of: dict[str, Speedup], of: str = "") -> str:
+def unraced(c: str, rec: Recommendation, speedup_of: dict[str, Speedup], of: str = "") -> str:
     """A field member never raced: its screening estimate, or where screening measured a fraction and never it,
     the screening model's prediction (`racing.Race.predicted`), said to be one. `of`: what the factor is of (the
     report says it, with where the figure comes from)."""
     e = rec.race.predicted.get(c) if rec.race else None
     if e is None:
-        return _speedup_factor(speedup_of.get(c)) + (f"{of} (screening)" if of else "")
+        return speedup_factor(speedup_of.get(c)) + (f"{of} (screening)" if of else "")
     bounds = e.interval()
     low, high = (math.exp(bounds[0]), math.exp(bounds[1])) if bounds else (None, None)
     return f"predicted {factor(e.point, low, high)}{of} (model, not measured)"
-
-
-def _of_leader(c: Contrast[str], bounds: tuple[float, float]) -> str:
-    """A member's throughput as a share of the leader's, with `bounds` (of leader / it, log): x0.96 [0.88, 1.05]."""
-    return factor(math.exp(-c.diff), ratio(-bounds[1]), ratio(-bounds[0]))
-
-
-def decided(c: Contrast[str] | None) -> str:
-    """A race contrast in words, with the interval its decision used: the simultaneous one (the studentized range
-    at the look's alpha over the look's k combinations, its confidence given); where no look judged it (fewer
-    race blocks than a look needs), the pointwise 95% one, said so."""
-    if c is None or c.se is None:
-        return "too few shared race blocks to compare"
-    blocks = count(c.blocks, "shared race block")
-    if (bounds := c.simultaneous()) is not None:
-        return (f"{_of_leader(c, bounds)} the leader's throughput (simultaneous {100 * (1 - c.alpha):.1f}% over "
-                f"{c.k} combinations, {blocks}" + (", guarded against two-level processes" if c.guarded else "")
-                + ")")
-    pointwise = c.interval()
-    assert pointwise is not None  # it has a standard error
-    return f"{_of_leader(c, pointwise)} the leader's throughput (pointwise 95%, {blocks}: too few for a look)"
-
-
-def _equivalence(e: Equivalence) -> str:
-    """A simpler member's equivalence test: shown within the margin, or not shown, with what the data allow (never
-    "as fast" for a member the test could not show within it)."""
-    data = "its confirmation blocks" if e.data == CONFIRM else "the race's blocks"
-    said = (f"shown within {100 * e.margin:g}% (the leader at most +{100 * e.allowed:.1f}% faster)" if e.shown else
-            f"not shown equivalent (the data allow up to +{100 * e.allowed:.1f}%)")
-    return f"on {data}, one-sided {100 * (1 - e.alpha):.1f}%: {said}"
 
 
 def left_out(rec: Recommendation) -> str | None:
@@ -101,82 +57,6 @@ def margin_warning(rec: Recommendation) -> str | None:
     """Once, where the noise is known: the margin is below what the design's equivalence test can show."""
     design = rec.resolution
     return design.describe() if design and design.below else None
-
-
-def _parity_word(p: parity.Parity | None) -> str:
-    return f"; parity {p.label}" if p else ""
-
-
-def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], tolerance: float,
-                         verdicts: dict[str, parity.Parity] | None = None) -> list[str]:
-    """The recommendation section's words after the compose line: the leader and the headline, every other
-    member with what it costs against the leader and the interval its decision used, the dropped, the unseated.
-    `verdicts`: each combination's parity verdict (the members' are named)."""
-    verdicts = verdicts or {}
-    leader, pick = rec.leader, rec.pick
-    s = speedup_of.get(leader.combination)
-    out: list[str] = []
-    if rec.accuracy_unmeasured:
-        out += [f"**Accuracy could not be measured** ({rec.accuracy_unmeasured}), so parity was not judged: the "
-                "answer is on speed alone, the baseline among the candidates.", ""]
-    if leader.combination == BASELINE:
-        # Every other estimate is a ratio to the baseline, so its x1.00 cannot read high and needs no confirmation.
-        out += [f"The race's leader is **{BASELINE}**: no raced combination's estimate was above its throughput "
-                f"(x1.00 by definition, so no confirmation blocks ran)."]
-    else:
-        basis = ("from its confirmation blocks, which its selection never saw" if rec.confirmed else
-                 "from the blocks that selected it: no confirmation blocks ran, so it may read high")
-        out += [f"The race's leader is **{leader.combination}**: {_speedup_factor(s)} the baseline's throughput "
-                f"({basis}" + (f", {count(s.estimate.blocks, 'block')}, noise from {s.estimate.noise}" if s else "")
-                + ")." + (f" {TWO_LEVELS}" if leader.combination in rec.two_level else "")]
-    margin = f"{100 * rec.margin:g}%"
-    if rec.rounds > 1:
-        out += ["", f"The race ran {rec.rounds} times: every member of an earlier final set was out on accuracy "
-                    f"(`below` or probably below), and it ran again without their groups."]
-    design = rec.resolution
-    whose = ("" if design is None else ": the study's" if design.study_set else
-             f": the smallest its design can show, at most {100 * CAP:g}%")
-    if pick is not leader:
-        e = rec.equivalence[pick.combination]
-        out += ["", f"**{pick.combination}** is recommended in its place: it has fewer techniques, and an equivalence "
-                    f"test showed the leader at most x{e.bound:.3f} as fast as it, within the margin of "
-                    f"{margin} (`protocol.equivalence_margin`{whose}). Left out of the leader's stack: "
-                    f"{' and '.join(rec.left_out) or 'nothing'}, which may cost up to {100 * e.allowed:.1f}% (the "
-                    f"equivalence bound)."]
-    elif rec.equivalence:
-        out += ["", f"It is recommended: no simpler member was shown within {margin} of it "
-                    f"(`protocol.equivalence_margin`)."]
-    if (warning := margin_warning(rec)) is not None:
-        out += ["", f"Note: {warning}."]
-    others = [m for m in rec.members if m is not leader]
-    if others:
-        tested = len(rec.equivalence)
-        out += ["", "The race could not tell these apart from the leader; each with its throughput over the "
-                    "leader's and the interval the race's decision used (simultaneous: the studentized range over the "
-                    "look's combinations at the look's alpha; told apart exactly when it excludes x1.00). Not told "
-                    "apart is not shown as fast (the race has little power by design), so a simpler one stands in "
-                    f"for the leader only where two one-sided tests show the leader at most {margin} faster (at "
-                    f"{EQUIVALENCE_ALPHA:.0%}" + (f" shared over the {tested} simpler members tested, Bonferroni"
-                                                  if tested > 1 else "") + "):", ""]
-        for m in others:
-            test = rec.equivalence.get(m.combination)
-            out.append(f"- **{m.combination}**{' (recommended)' if m is pick else ''}: "
-                       f"{decided(rec.contrasts.get(m.combination))}"
-                       + (f"; {_equivalence(test)}" if test else "") + _parity_word(verdicts.get(m.combination))
-                       + (f"; {LEVELS_NOTE}" if m.combination in rec.two_level else "") + ".")
-    if rec.eliminated:
-        out += ["", "Told apart from the leader by paired contrasts and dropped from the race:", ""]
-        out += [f"- {c}: " + (decided(rec.dropped.get(c)) if c in rec.dropped else "dropped") + "."
-                for c in rec.eliminated]
-    if rec.not_raced:
-        out += ["", "Never raced (no seat, or no block left), so not recommended: their estimates come from "
-                    "screening alone.", ""]
-        out += ["- " + c + ": " + _unraced(c, rec, speedup_of, " the baseline's throughput") for c in rec.not_raced]
-    if rec.parity and rec.parity.verdict == parity.UNCERTAIN:
-        out += ["", f"**Accuracy parity of {pick.combination} is uncertain**: {rec.parity.describe(tolerance)}. Its "
-                    "interval straddles the tolerance, its estimate within it (where the estimate is past it, the "
-                    "group is probably below, and never recommended); more seeds would decide it."]
-    return out + [""]
 
 
 def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[str]:
@@ -203,14 +83,14 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
                                                   else [f"  {m.combination}"])]
     if rec.not_raced:
         out.append("not raced (no seat; screening's estimate only, not recommended):")
-        out += [line for c in rec.not_raced for line in _named(c, _unraced(c, rec, speedup_of))]
+        out += [line for c in rec.not_raced for line in _named(c, unraced(c, rec, speedup_of))]
     return out
 
 
 TERMINAL = terminal.LINE  # columns a terminal line may take
 TWO_LEVELS = ("Its processes ran at two speed levels (its per-block differences from the baseline split in two, "
-              "`ablate.stats.levels`): the speed-up is the mean of the two, which no single process shows.")
-LEVELS_NOTE = "two speed levels"  # beside a member's row: its processes ran at two (`ablate.stats.levels`)
+              "`ablate.stats.race.levels`): the speed-up is the mean of the two, which no single process shows.")
+LEVELS_NOTE = "two speed levels"  # beside a member's row: its processes ran at two (`ablate.stats.race.levels`)
 INDENT = 4  # the report's summary indents these lines by two, and a name by two more
 
 
@@ -319,7 +199,7 @@ def pareto_lines(front: list[Comparison], unit: str) -> list[str]:
         p = c.parity
         change = ("the baseline" if c.is_baseline else f"{points(p.change, p.low, p.high)} points, {p.label}"
                   if p else "no parity verdict")
-        out.append(f"- {c.combination}: {c.throughput:.0f} {unit}/s, {_speedup_factor(c.speedup)}; "
+        out.append(f"- {c.combination}: {c.throughput:.0f} {unit}/s, {speedup_factor(c.speedup)}; "
                    f"{c.record.accuracy:.2f}% ({change})")
     return out + [""]
 

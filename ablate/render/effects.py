@@ -1,10 +1,10 @@
-"""The factorial effects (`ablate.stats.effects.fit_effects`) as the report gives them: its section, and its
+"""The factorial effects (`ablate.stats.screening.effects.fit_effects`) as the report gives them: its section, and its
 MLflow metrics."""
 from __future__ import annotations
 
 import re
 
-from ablate.stats.effects import Effect, EffectFit
+from ablate.stats.screening.effects import Effect, EffectFit
 from ablate.stats.speedups import Interval
 from ablate.words import count, factor, points
 

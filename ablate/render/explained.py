@@ -1,5 +1,5 @@
-"""Where the time goes (`ablate.stats.explained.Explanation`), as the report's section, summary.json's `diagnosis`,
-the MLflow parent run's metrics and the terminal's line under the answer.
+"""Where the time goes (`ablate.stats.answer.explained.Explanation`), as the report's section, summary.json's
+`diagnosis`, the MLflow parent run's metrics and the terminal's line under the answer.
 
 The report puts the section right after the Recommendation, as its own section: the answer comes first, and the
 diagnosis is what explains that answer (and what a user can act on where the answer is "could not
@@ -11,8 +11,8 @@ import math
 from typing import Any
 
 from ablate.render.effects import metric_key
+from ablate.stats.answer.explained import Check, Explanation
 from ablate.stats.diagnosis import MOVED_FLOOR, UNLIKELY_BELOW, WORDS, Profile
-from ablate.stats.explained import Check, Explanation
 from ablate.trial import metrics as metric
 from ablate.words import count, factor
 

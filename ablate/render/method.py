@@ -3,7 +3,7 @@ trials, the protocol the run followed, the host's noise, the compile cache, the 
 accuracy change are estimated.
 
 A section of its own because the report answers first and explains its method last: the answer
-(`ablate.render.report`) and the method share only the findings they render (`ablate.stats.findings`).
+(`ablate.render.report`) and the method share only the findings they render (`ablate.stats.answer.findings`).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import Counter
 from datetime import datetime, timezone
 
 from ablate.config.study import Study
-from ablate.stats.findings import Findings
+from ablate.stats.answer.findings import Findings
 from ablate.store import seeds
 from ablate.store.study_record import StudyRecord
 from ablate.trial.process import BASELINE_FP32

@@ -10,13 +10,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on build machines or servers
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from ablate.stats.comparison import Comparison, DeviceComparisons  # noqa: E402
-from ablate.stats.effects import EffectFit  # noqa: E402
-from ablate.stats.explained import Explanation  # noqa: E402
-from ablate.trial import metrics as metric  # noqa: E402
+from ablate.stats.answer.comparison import Comparison, DeviceComparisons
+from ablate.stats.answer.explained import Explanation
+from ablate.stats.screening.effects import EffectFit
+from ablate.trial import metrics as metric
 
 FACTOR_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7, 10, 20, 50)
 GOOD, FLAGGED, NOISE, PICK = "tab:blue", "tab:red", "tab:gray", "tab:green"

@@ -2,7 +2,7 @@
 the terminal's answer and the MLflow parent run's metrics (`Report`).
 
 Built from stored trials only (`ablate report` runs nothing). Trials from different devices are never mixed: each
-device gets its own report. It renders one device's findings (`ablate.stats.findings`), computed once for every
+device gets its own report. It renders one device's findings (`ablate.stats.answer.findings`), computed once for every
 surface; it computes none: the answer comes first, its method closes it (`ablate.render.method`).
 """
 from __future__ import annotations
@@ -19,12 +19,12 @@ import markdown
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
-from ablate.render import answer, effects, explained, glossary, method, plots, summaries, terminal
+from ablate.render import answer, effects, explained, glossary, method, plots, race, summaries, terminal, top
 from ablate.render.results import NOT_COUNTED
-from ablate.stats.comparison import Comparison
-from ablate.stats.effects import EffectFit
-from ablate.stats.findings import Findings
+from ablate.stats.answer.comparison import Comparison
+from ablate.stats.answer.findings import Findings
 from ablate.stats.parity import Parity
+from ablate.stats.screening.effects import EffectFit
 from ablate.stats.speedups import Interval, Speedup
 from ablate.store import seeds
 from ablate.store.files import replaced
@@ -34,6 +34,7 @@ from ablate.words import count, factor, interval, points
 
 NO_BASELINE = "the baseline did not complete, and every speed-up is a ratio to it"
 ALL_BELOW = "no combination the race could judge"
+RACE_TITLE = "How the race chose it"
 
 @dataclass(kw_only=True)
 class Report:
@@ -101,7 +102,7 @@ NOISY_CV = 0.10  # a baseline that moves by more than 10% between blocks on the 
 
 def build(study: Study, found: list[Findings], search: str, folder: Path) -> list[Report]:
     """One report per device the study's trials ran on, written under `folder`, each rendering that device's
-    findings (`ablate.stats.findings.analyse_all`)."""
+    findings (`ablate.stats.answer.findings.analyse_all`)."""
     return [_build_one(study, f, search, folder / (f"{search}-{_slug(f.device)}" if len(found) > 1 else search))
             for f in found]
 
@@ -161,35 +162,22 @@ def _answer(study: Study, found: Findings, search: str) -> list[str]:
     technique is worth, one-off costs, accuracy parity, the Pareto front, the time to the target, what failed."""
     compared, records, device, rec = found.compared, found.records, found.device, found.recommendation
     base = baseline(records)
+    compose = found.compose.get(rec.pick.combination) if rec else None
     out = [
         f"# ablate report: {study.name} ({search}) on {device}",
         "",
+        *top.section(rec, compared.speedup_of, compose, found.study_record.cost_summary, _why_none(records)),
         f"{study.model} on {study.dataset}, {device}, {count(len(records), 'combination')}; how this was "
         f"measured closes the report ([{method.TITLE}](#how-this-was-measured)).",
         "",
         *([f"**Accuracy was not measured**: {notes[0]}. Speed-ups stand; test accuracy, parity and the effects on "
            "accuracy do not apply.", ""] if (notes := sorted({r.accuracy_note for r in records if r.accuracy_note}))
           else []),
-        "## Recommendation",
-        "",
     ]
-    tol = study.accuracy_tolerance
-    speedup_of = compared.speedup_of
-    compose = found.compose.get(rec.pick.combination) if rec else None
     if rec and compose:
-        pick = rec.pick
-        s = speedup_of.get(pick.combination)
-        out += [f"Recommended{' (the race leader)' if pick is rec.leader and len(rec.members) > 1 else ''}"
-                f": **{pick.combination}**, {_factor(s.interval, s) if s else 'n/a'} the baseline's throughput "
-                f"({_estimated_from(s) if s else ''}), "
-                + (f"test accuracy {pick.accuracy:.2f}% "
-                   f"({points(pick.accuracy - base.accuracy) if base and base.accuracy is not None else ''})."
-                   if pick.accuracy is not None else "accuracy not measured."),
-                "", "```python", *compose, "```", ""]
-        out += answer.recommendation_lines(rec, speedup_of, tol,
+        out += [f"## {RACE_TITLE}", ""]
+        out += race.recommendation_lines(rec, compared.speedup_of, study.accuracy_tolerance,
                                           {c.combination: c.parity for c in compared.rows if c.parity})
-    else:
-        out += [f"None: {_why_none(records)}.", ""]
 
     out += answer.load_lines(compared.load)
     if (cv := found.baseline_cv) is not None and cv > NOISY_CV:
@@ -212,7 +200,7 @@ def _answer(study: Study, found: Findings, search: str) -> list[str]:
     if base is None or base.accuracy is None:
         out += ["The baseline has no measured accuracy, so parity could not be checked.", ""]
     else:
-        out += answer.parity_lines(compared.groups, records, tol)
+        out += answer.parity_lines(compared.groups, records, study.accuracy_tolerance)
 
     if front := compared.front:  # accuracy was measured
         out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]
@@ -313,13 +301,6 @@ def _energy(c: Comparison) -> str:
 
 def _parity_cell(p: Parity | None) -> str:
     return "" if p is None else f"{p.label} {interval(p.low, p.high, signed=True)}"
-
-
-def _estimated_from(s: Speedup) -> str:
-    e = s.estimate
-    if s.record.combination == BASELINE:
-        return "the baseline itself"
-    return f"{e.blocks} {e.phase} block{'s' if e.blocks != 1 else ''}, noise from {e.noise}, {e.df} degrees of freedom"
 
 
 def _html(text: str, figures: list[Path], title: str) -> str:

@@ -16,8 +16,8 @@ from typing import Any, Mapping
 from tabulate import tabulate
 
 from ablate.config.choices import short_label
-from ablate.stats.comparison import DeviceComparisons
-from ablate.stats.finalists import NOT_NEEDED
+from ablate.stats.answer.comparison import DeviceComparisons
+from ablate.stats.race.finalists import NOT_NEEDED
 from ablate.store.files import replaced
 from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
@@ -44,8 +44,8 @@ def _header(key: str, unit: str) -> str:
 
 
 def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
-    """One row per combination, rendered from its comparison (`ablate.stats.comparison`): speed-ups, accuracy changes
-    and parity verdicts against the baseline of the same device, never another's."""
+    """One row per combination, rendered from its comparison (`ablate.stats.answer.comparison`): speed-ups, accuracy
+    changes and parity verdicts against the baseline of the same device, never another's."""
     table = []
     for device in sorted(compared, key=lambda d: d.device):
         for c in device.rows:
@@ -54,7 +54,7 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "trial": r.number,
                 "combination": r.combination,
                 "state": r.state,
-                metric.THROUGHPUT: c.throughput,  # the baseline's times the speed-up (`ablate.stats.comparison`)
+                metric.THROUGHPUT: c.throughput,  # the baseline's times the speed-up (`ablate.stats.answer.comparison`)
                 "speed-up": c.point,
                 "ci low": s.low if s else None,
                 "ci high": s.high if s else None,

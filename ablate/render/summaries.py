@@ -1,5 +1,5 @@
-"""summary.json: the report's answer for scripts, rendered from the device's findings (`ablate.stats.findings`) and
-the comparisons they hold (`ablate.stats.comparison`).
+"""summary.json: the report's answer for scripts, rendered from the device's findings (`ablate.stats.answer.findings`)
+and the comparisons they hold (`ablate.stats.answer.comparison`).
 
 What a user's CI reads to notice that the best stack has changed: every combination's speed-up with its
 interval and throughput, its parity verdict, its energy per sample over the baseline's (its interval, or "not counted
@@ -8,7 +8,7 @@ here" where nothing on the device counted energy) and its step's phase shares (n
 and `compose` lines (never one combination's speed-up beside another's code), one object per member of the race's
 set (each with its own `compose`, speed-up, interval, parity, what it costs against the leader with the
 interval its decision used, and `two_levels`: whether its processes ran at two speed levels, by
-`ablate.stats.levels`), the combinations told apart and dropped, and those never raced.
+`ablate.stats.race.levels`), the combinations told apart and dropped, and those never raced.
 """
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from typing import Any, Callable
 from ablate.config.study import Study
 from ablate.render import explained
 from ablate.render.results import NOT_COUNTED
-from ablate.stats.comparison import Comparison, DeviceComparisons
+from ablate.stats.answer.comparison import Comparison, DeviceComparisons
+from ablate.stats.answer.findings import Findings
+from ablate.stats.answer.verdicts import Recommendation
 from ablate.stats.contrasts import Contrast
-from ablate.stats.findings import Findings
 from ablate.stats.protocol import CONFIDENCE, CONFIRM
-from ablate.stats.verdicts import Recommendation
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
 
@@ -104,7 +104,7 @@ def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> 
         **entry(pick, unit, counted), "compose": list(compose(rec.pick)),
         "confirmed": pick.speedup.estimate.phase == CONFIRM,
         "leader": rec.leader.combination, "equivalence_margin": rec.margin,
-        # What the design's equivalence test could show at the measured noise (`ablate.stats.equivalence`).
+        # What the design's equivalence test could show at the measured noise (`ablate.stats.race.equivalence`).
         "equivalence_design": {"smallest_shown": design and design.smallest, "blocks": design and design.blocks,
                                "blocks_for_margin": design and design.needed,
                                "margin_below_smallest": design and design.below},

@@ -8,7 +8,7 @@ study's own model, data, batch and device budget - with a budget cut to what a p
 training for accuracy, no evaluation), one timed window (the throughput it prints and what the profile's own cost,
 `metrics.PROFILE_COST`, is read against), and a profiling window of at least `PROFILE_S` seconds. The study's
 one-second window is enough beside dozens of combinations that each add one; alone, a few seconds more steady the
-shares at little cost against the interpreter's start-up (seconds: docs/measuring.md, "Evidence: trial processes").
+shares at little cost against the interpreter's start-up (seconds: docs/evidence.md, "Evidence: trial processes").
 """
 from __future__ import annotations
 

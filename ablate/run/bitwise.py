@@ -5,7 +5,7 @@ Why: accuracy is trained once per accuracy group and training seed
 cost. Some strategies that may change the numbers do not, on a given machine
 and model: TorchScript on a CPU runs eager's own kernels (it fuses nothing
 there) and can train bitwise as eager does, yet each of its groups would be
-trained apart (docs/measuring.md, "Evidence: accuracy groups trained once").
+trained apart (docs/evidence.md, "Evidence: accuracy groups trained once").
 
 The check, once per study and device, before the first measurement: for each
 accuracy group holding a strategy that `may_be_bitwise_equal`, its *core* is

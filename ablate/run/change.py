@@ -170,7 +170,7 @@ def command(a_where: Path, b_where: Path, study_name: str | None, margin: float,
     for side in logged.missing:
         run = (change.a if side == "A" else change.b).mlflow_run
         print(f"  study {side}: " + ("its summary recorded no MLflow run" if run is None else
-                                     f"its parent run {run} is in another store (its own results folder's)"))
+                                     f"its parent run is in another store (its own results folder's):\n    {run}"))
     return 1 if change.beyond else 0
 
 

@@ -1,7 +1,7 @@
 """What a study will cost, said as it begins and refined as it goes: measurements, then minutes once some are timed.
 
 **Counts**, from the plan (`ablate.stats.planner`), stage by stage in the protocol's order - screening, the race,
-accuracy parity, confirmation (race first, accuracy last: `ablate.stats.finalists`):
+accuracy parity, confirmation (race first, accuracy last: `ablate.stats.race.finalists`):
 
 - screening: exactly `Planner.screening`'s runnable measurements (`--search optuna`: the picks and their baselines);
 - the race: from the baseline and one leader over `MIN_RACE_BLOCKS` blocks to `race_blocks` blocks of `contenders`
@@ -13,10 +13,10 @@ accuracy parity, confirmation (race first, accuracy last: `ablate.stats.finalist
 - confirmation: none (the baseline leads) to `confirm_blocks` blocks of three (the leader, the simplest member and
   the baseline).
 
-A new round of the race (a leader put out by its accuracy: `ablate.stats.finalists`) goes past the high end, so
+A new round of the race (a leader put out by its accuracy: `ablate.stats.race.finalists`) goes past the high end, so
 `--explain` prices one (`Plan.caveat`: the race's high end again, and the new leader's group at every seed); the
 header's sentence keeps to the plan. The worst case, a round for each accuracy group, is the module docstring's of
-finalists. Real runs went well past the high end where a fast leader was put out on accuracy (docs/measuring.md,
+finalists. Real runs went well past the high end where a fast leader was put out on accuracy (docs/evidence.md,
 "Evidence: the cost estimate").
 
 **Refined** as measurements land: a stage a later one has begun and with nothing queued is over (none left); any
@@ -24,7 +24,7 @@ other has its planned count less those done left, and at least what is queued. A
 training is a new round: its planned count starts again, less that round's own measurements.
 
 **Minutes** come from the run's own measurements, each kind from its own mean duration: a throughput-only
-measurement and an accuracy training differ several-fold (docs/measuring.md, "Evidence: the cost estimate"). Until
+measurement and an accuracy training differ several-fold (docs/evidence.md, "Evidence: the cost estimate"). Until
 an accuracy training is timed, one is extrapolated from the throughput-only ones, their duration plus the training
 samples they lack at their own training time per sample (its evaluations left out: an underestimate until one is
 timed). Nothing is said in minutes before `FEW` measurements are timed: the study file gives samples, not a rate.

@@ -69,7 +69,29 @@ class Objective:
             {dim: trial.suggest_categorical(dim, list(labels)) for dim, labels in self.study.choices.items()})
         end = Recorder(trial, self.tracker)
         queued = self._claimed(trial, combination, end)
-        block = queued.block
+        where = self._started(trial, combination, queued.block, end)
+        group = self.planner.accuracy_group(combination.options)
+        # Accuracy is trained after the timed windows: at every seed in parity measurements, and (unless the
+        # planner defers it to them) once per group in the screening measurement that first meets the group.
+        # Race measurements time their windows only.
+        phase = queued.phase
+        donor = None if phase == PARITY else accuracy_donor(self.optuna_study, group, self.machine.device_name)
+        train = phase == PARITY or (not self.planner.defer_accuracy and donor is None and phase in (SCREEN, FULL))
+        spec = self._spec(trial, combination, queued, group, train)
+        metrics = self._ended(spec, where, end)
+        timeline = metrics.pop(metric.TIMELINE)  # when it measured, and the imports beside it
+        note = metrics.pop(metric.ACCURACY_NOT_MEASURED, None)  # stand-in data, or a task without an accuracy
+        trained = train and records.trained_figures(metrics)  # stand-in data trains for nothing
+        if not trained and donor is not None:  # every held-out figure: accuracy, loss, bits per byte
+            metrics.update(records.held_out(donor.metrics))
+        end.complete(metrics, timeline, note, accuracy_trained=trained,
+                     accuracy_from=trial.number if trained else donor.number if donor else None)
+        # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
+        return metrics[metric.THROUGHPUT], metrics.get(metric.TEST_ACCURACY, 0.0)
+
+    def _started(self, trial: Trial, combination: Combination, block: int | None, end: Recorder) -> str:
+        """The measurement started: stored as running here, its MLflow run begun; skipped where its stack conflicts
+        or cannot run on this device. Returns where it is, for the progress line."""
         records.start(trial, combination.label, dataclasses.asdict(self.machine), f"{self.machine.host}:{os.getpid()}")
         where = f"block {block}: {combination.short}"
         self.show(where)
@@ -82,14 +104,11 @@ class Objective:
         reason = stack.check(self.machine.device)
         if reason:
             raise end.skip(reason)
+        return where
 
-        group = self.planner.accuracy_group(combination.options)
-        # Accuracy is trained after the timed windows: at every seed in parity measurements, and (unless the
-        # planner defers it to them) once per group in the screening measurement that first meets the group.
-        # Race measurements time their windows only.
-        phase = queued.phase
-        donor = None if phase == PARITY else accuracy_donor(self.optuna_study, group, self.machine.device_name)
-        train = phase == PARITY or (not self.planner.defer_accuracy and donor is None and phase in (SCREEN, FULL))
+    def _spec(self, trial: Trial, combination: Combination, queued: Record, group: str, train: bool) -> TrialSpec:
+        """What the trial process runs: the study at this measurement's training seed, profiling only where it is its
+        combination's first measurement, with its graph's shared compile cache (stored as the trial's)."""
         seed = seeds.training(self.seeds, queued.seed_index)
         records.set_training(trial, group, seed)
         graph = compile_cache.graph_key(combination.options) if compile_cache.reusable(combination.options) else None
@@ -101,12 +120,16 @@ class Objective:
         study = dataclasses.replace(self.study, budget=budget)
         shared = graph and compile_cache.folder(self.results_dir / self.study.name, self.optuna_study.study_name,
                                                 graph, self.machine.device_name, self.machine.torch)
-        spec = TrialSpec(study, combination.options, self.machine.device, train_for_accuracy=train,
+        return TrialSpec(study, combination.options, self.machine.device, train_for_accuracy=train,
                          compile_cache=str(shared) if shared else None,
                          evaluation_seed=seeds.training(self.seeds, 0))  # one test subsample for the whole run
-        entries = compile_cache.Entries(shared) if shared else None
+
+    def _ended(self, spec: TrialSpec, where: str, end: Recorder) -> dict[str, Any]:
+        """`spec` measured (`_measure`); a failure or a stop recorded as the measurement's end, and a full disk said
+        as the machine's fault."""
+        entries = compile_cache.Entries(Path(spec.compile_cache)) if spec.compile_cache else None
         try:
-            metrics = self._measure(spec, where, entries)
+            return self._measure(spec, where, entries)
         except (TrialFailed, KeyboardInterrupt) as error:
             if entries:  # what it compiled goes with it: no sibling starts warm from a measurement never complete
                 entries.discard_added()
@@ -118,15 +141,6 @@ class Objective:
             if full:  # the machine's fault, not the combination's: the run stops in one line (ablate.run.full_disk)
                 raise OSError(errno.ENOSPC, f"a measurement ran out of disk space ({error})") from error
             raise
-        timeline = metrics.pop(metric.TIMELINE)  # when it measured, and the imports beside it
-        note = metrics.pop(metric.ACCURACY_NOT_MEASURED, None)  # stand-in data, or a task without an accuracy
-        trained = train and records.trained_figures(metrics)  # stand-in data trains for nothing
-        if not trained and donor is not None:  # every held-out figure: accuracy, loss, bits per byte
-            metrics.update(records.held_out(donor.metrics))
-        end.complete(metrics, timeline, note, accuracy_trained=trained,
-                     accuracy_from=trial.number if trained else donor.number if donor else None)
-        # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
-        return metrics[metric.THROUGHPUT], metrics.get(metric.TEST_ACCURACY, 0.0)
 
     def _claimed(self, trial: Trial, combination: Combination, end: Recorder) -> Record:
         """The slot `trial` measures `combination` in: its queued one, or (a TPE pick) one placed in the screening

@@ -21,6 +21,8 @@ from sqlalchemy.engine import make_url
 from ablate.config.study import Study
 from ablate.config.validate import StudyError
 from ablate.run import full_disk
+from ablate.run.stored_study import comparisons
+from ablate.store import records
 from ablate.tracking.parent_run import ParentRun
 from ablate.tracking.sync import push_missing
 from ablate.tracking.tracker import Tracker
@@ -81,6 +83,7 @@ def catch_up(study: Study, optuna_study: optuna.Study, search: str, tracker: Tra
         return None
     parent.open()  # a run that began offline has none yet
     try:
-        return push_missing(study, optuna_study, search, tracker, [])
+        return push_missing(study, optuna_study, search, tracker, [],
+                            lambda: comparisons(study, optuna_study, records.load(optuna_study)))
     except StudyError:  # down again mid-way: what was logged is recorded, the rest waits for the next time
         return None

@@ -4,7 +4,7 @@ A study that fails an hour in - on a device the machine lacks, a results folder 
 has too little room left (`ablate.run.full_disk`), data that is not there - costs the hour; one refused before its
 first measurement costs a second and leaves nothing to clean up. So `ablate run` and `ablate diagnose` pass through
 these checks first (`report` and `sync` read `--device` here too), and each raises `StudyError`, which the command
-line says in one line with exit status 2 (docs/operations.md).
+line says in one line with exit status 2 (docs/recover.md).
 
 The write probe is one: a folder made and removed where the command will write. Permission bits cannot answer
 it, since root passes every permission check yet cannot write to /proc or a read-only mount.

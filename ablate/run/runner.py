@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from ablate.config.choices import accuracy_group, levels_of, targets_of
-from ablate.config.design import ProtocolSettings, resume
+from ablate.config.design import ProtocolSettings
 from ablate.config.schema import Study
 from ablate.render import report, terminal
 from ablate.render.diagnosis import run_start
@@ -33,7 +33,7 @@ from ablate.run import baseline_profile, bitwise, estimate, outages
 from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.run.objective import Objective, ProgressLines
 from ablate.run.recovery import Recovery
-from ablate.run.stored_study import analyse_and_report
+from ablate.run.stored_study import analyse_and_report, comparisons
 from ablate.stats import diagnosis
 from ablate.stats.planner import Planned, Planner
 from ablate.store import claim, plan, records, seeds, study_record
@@ -92,15 +92,10 @@ class Runner:
             storage, heartbeat, metric_names(study.throughput_unit), sampler=sampler,
             study_name=optuna_study_name(study, search, machine.device_type),
             directions=["maximize", "maximize"])  # throughput, accuracy
-        stored = study_record.from_study(self.optuna_study)
-        self.protocol, said = resume(stored.protocol, self.protocol, stored.file_hash, file_hash=study.file_hash,
-                                     name=study.name, file=str(study.path), where=str(results_dir / study.name))
-        if said:
+        self.protocol, self.seeds, said = study_record.run_settings(self.optuna_study, study, self.protocol,
+                                                                    str(results_dir / study.name))
+        if said:  # a stored study goes on under a former default
             print(terminal.wrapped(said), flush=True)
-        study_record.set_file_hash(self.optuna_study, study.file_hash)
-        study_record.set_protocol(self.optuna_study, self.protocol)
-        self.seeds = seeds.resolve(stored.seeds, study.budget.seed if study.seed_pinned else None)
-        study_record.set_seeds(self.optuna_study, self.seeds)
         if search != "grid":  # TPE's picks follow the run's protocol seed too
             self.optuna_study.sampler = optuna.samplers.TPESampler(seed=self.seeds[seeds.PROTOCOL])
         self.recovery = Recovery(self.optuna_study, self.tracker, len(self.choices), self.heartbeat, grace_s)
@@ -304,7 +299,7 @@ class Runner:
             return "run"
         if any(t.state == TrialState.RUNNING for t in trials):
             return "wait"
-        # Race first, accuracy last (ablate.stats.finalists): the race's blocks, then the final set's parity seeds.
+        # Race first, accuracy last (ablate.stats.race.finalists): the race's blocks, then the final set's parity seeds.
         standing, planned = self.planner.plan(self._stored())
         if standing is not None:
             study_record.set_race(self.optuna_study, standing)
@@ -393,7 +388,8 @@ class Runner:
             self.parent.open()  # reopened where the end was cut short: it stays RUNNING only until `finish`
         stored = records.load(self.optuna_study)
         # As `ablate report` analyses it: under the protocol stored at the start, which is `self.protocol`.
-        done = analyse_and_report(self.study, self.optuna_study, stored, self.search, self.results_dir, self.tracker,
+        compared = comparisons(self.study, self.optuna_study, stored)  # once: the table, reports and MLflow take it
+        done = analyse_and_report(self.study, self.optuna_study, compared, self.search, self.results_dir, self.tracker,
                                   self.machine.device_type)
         self.logged_late += self.parent.finish(stored, done.compared, done.csv)
         return Outcome(done.table, done.csv, ran, self.tracker.uri, self.parent.id, done.reports)

@@ -1,9 +1,10 @@
 """A study read back from its storage: `ablate report` rebuilds its table and reports, `ablate sync` logs to MLflow
 the trials it missed, and a run ends with the same analysis.
 
-The analysis and what is made of it - the comparisons under the protocol the measurements followed, the results
-table, the reports attached to the MLflow parent run - is one sequence (`analyse_and_report`) for the run's end
-(`ablate.run.runner`) and for both commands, so a report rebuilt from storage is the report the run wrote.
+The analysis and what is made of it - the comparisons under the protocol the measurements followed (`comparisons`),
+the findings, the results table, the reports attached to the MLflow parent run (`analyse_and_report`) - is one
+sequence for the run's end (`ablate.run.runner`) and for both commands, so a report rebuilt from storage is the
+report the run wrote. It is computed here, once, and handed to tracking/, which logs it and computes nothing.
 
 Opening a stored study creates nothing: an SQLite file that is not there means nothing is stored (one line naming
 the command that stores it), not an empty database to leave behind.
@@ -11,6 +12,7 @@ the command that stores it), not an empty database to leave behind.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
     from ablate.config.study import Study
     from ablate.render.report import Report
-    from ablate.stats.comparison import DeviceComparisons
+    from ablate.stats.answer.comparison import DeviceComparisons
     from ablate.store.records import Record
     from ablate.tracking.tracker import Tracker
 
@@ -68,20 +70,30 @@ def open_stored(shown: str, device_text: str, storage: str | None, results: Path
     return stored_on, study, optuna_study, storage
 
 
-def analyse_and_report(study: Study, optuna_study: optuna.Study, stored: list[Record], search: str, results: Path,
-                       tracker: Tracker, device_type: str, table: bool = True) -> Reported:
-    """Compare `stored` (the study's records) under the protocol they followed, write the results table (unless
-    not `table`) and build the reports, attached to the study's MLflow parent run where it has one."""
+def comparisons(study: Study, optuna_study: optuna.Study, stored: list[Record]) -> list[DeviceComparisons]:
+    """`stored` (the study's records) compared under the protocol they followed: computed once for a run's end or a
+    command, and every surface - the table, the reports, the MLflow runs - renders them."""
+    from ablate.stats.answer.comparison import compare_stored
+    from ablate.store import study_record
+
+    return compare_stored(study, stored, study_record.from_study(optuna_study))
+
+
+def analyse_and_report(study: Study, optuna_study: optuna.Study, compared: list[DeviceComparisons], search: str,
+                       results: Path, tracker: Tracker, device_type: str, table: bool = True) -> Reported:
+    """From the study's comparisons (`comparisons`): the results table (unless not `table`) and each device's
+    findings, computed here once, rendered into the reports attached to the study's MLflow parent run where it has
+    one."""
     from ablate.render import results as results_table
-    from ablate.stats.comparison import compare_stored
+    from ablate.stats.answer.findings import analyse_all
     from ablate.store import study_record
     from ablate.tracking.parent_run import write_reports
 
-    record = study_record.from_study(optuna_study)
-    compared = compare_stored(study, stored, record)  # every surface renders it
+    record = study_record.from_study(optuna_study)  # its protocol, where the race ended, its parent run
+    found = analyse_all(study, compared, record)  # the report, summary.json, the answer and MLflow render them
     rows, csv = (results_table.save(compared, study, results, search, device_type) if table
                  else ([], results_table.csv_path(results, study.name, search, device_type)))
-    return Reported(compared, rows, csv, write_reports(study, compared, search, results, tracker, record))
+    return Reported(compared, rows, csv, write_reports(study, found, search, results, tracker, record.parent_run_id))
 
 
 def rebuild(study: Study, optuna_study: optuna.Study, storage: str, device: torch.device, search: str,
@@ -97,7 +109,8 @@ def rebuild(study: Study, optuna_study: optuna.Study, storage: str, device: torc
         raise StudyError(f"{optuna_study.study_name} in {storage} has no complete trial yet ({len(stored)} finished: "
                          "skipped or failed); nothing to analyse")
     tracker = Tracker(study, describe(str(device)), results)
-    return analyse_and_report(study, optuna_study, stored, search, results, tracker, device.type), tracker
+    compared = comparisons(study, optuna_study, stored)
+    return analyse_and_report(study, optuna_study, compared, search, results, tracker, device.type), tracker
 
 
 @dataclass(frozen=True)
@@ -124,12 +137,13 @@ def sync(study: Study, optuna_study: optuna.Study, device: torch.device, search:
     with study_lock(results / study.name, study.name):
         tracker = Tracker(study, describe(str(device)), results, warn=False)  # push_missing says it, once
         csv = csv_path(results, study.name, search, device.type)
-        pushed = push_missing(study, optuna_study, search, tracker, [study.path, csv])
+        stored = records.load(optuna_study)  # the lock holds it: push_missing writes no trial
+        compared = cache(partial(comparisons, study, optuna_study, stored))  # computed where first needed, once
+        pushed = push_missing(study, optuna_study, search, tracker, [study.path, csv], compared)
         due = study_record.from_study(optuna_study).end_due
-        stored = records.load(optuna_study)
         if not (pushed or due) or not any(r.complete for r in stored):
             return Synced(pushed, False, tracker)
-        done = analyse_and_report(study, optuna_study, stored, search, results, tracker, device.type, table=False)
+        done = analyse_and_report(study, optuna_study, compared(), search, results, tracker, device.type, table=False)
         if due:
             parent = ParentRun(study, optuna_study, tracker, search, wait=False)
             parent.open()  # reopened to take the end; `finish` closes it

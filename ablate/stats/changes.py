@@ -1,7 +1,7 @@
 """What changed between two studies of one workload, row by row: B's speed-up over A's, with a verdict.
 
 A *change* is two studies side by side: the same study after a torch upgrade, on another machine, with a new model
-version (`ablate compare`; `ablate.stats.comparison` stays one combination against its baseline). Each row is a
+version (`ablate compare`; `ablate.stats.answer.comparison` stays one combination against its baseline). Each row is a
 combination's log speed-up in each study (`Side`: log, standard error, degrees of freedom, whether the study only
 predicted it from a screened fraction), plus the baseline's own level under `BASELINE_ABSOLUTE`: a ratio of speed-ups
 hides an upgrade that slows everything, its absolute throughput does not. Reading the studies is the caller's.
@@ -25,7 +25,7 @@ hides an upgrade that slows everything, its absolute throughput does not. Readin
 - **Neither**: `NOT_SHOWN`, with `bound`: what the interval still allows either way, exp(max(|low|, |high|)) - 1,
   "no change shown (up to +-X%)", and `detectable`: the change the row would be called moved at 80% power,
   exp((t_{1-alpha/(2m)} + t_{0.80}) se) - 1 on its df (Bonferroni's first step: a floor on Holm's power).
-- **The margin**: `DEFAULT_MARGIN` is `ablate.stats.equivalence.CAP`, 5%, for the same reason: a stack more than 5%
+- **The margin**: `DEFAULT_MARGIN` is `ablate.stats.race.equivalence.CAP`, 5%, for the same reason: a stack more than 5%
   slower is not the same whatever the noise. No default derived from the design, as the protocol's is: the study
   pair's own noise would set what "same" means, and a noisy pair would call a 20% change the same. What the design
   can show is said instead: each row's `showable` (the smallest margin its interval could show were d none, as
@@ -35,7 +35,7 @@ Simulated on pairs of independent studies of a 16-row grid (tests/stats/test_cha
 runs the full counts): with nothing changed, any row reads moved within the family rate; one row changed by less
 than its `detectable` is seldom called moved; a change of every throughput moves the absolute row while the
 speed-ups stay within the family rate; a row moved by exactly the margin is called same within alpha/2. The rates:
-docs/measuring.md, "Evidence: comparing two studies".
+docs/evidence.md, "Evidence: comparing two studies".
 
 The absolute row's standard error is across one study's blocks: a machine that drifts between days (which two
 studies do not share) reads moved there more often than the family rate; the simulations hold no such drift.
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ablate.stats.equivalence import CAP
+from ablate.stats.race.equivalence import CAP
 
 BASELINE_ABSOLUTE = "baseline (absolute throughput)"  # the row of the baselines' own level (log throughput)
 MOVED, SAME, NOT_SHOWN, ONLY_A, ONLY_B, PREDICTED = (

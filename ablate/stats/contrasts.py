@@ -5,7 +5,7 @@ of two contenders' log throughputs within a block cancels the block's drift
 and its baseline entirely. Comparing their separate intervals ("they overlap")
 ignores that pairing and is about twice as strict: a combination far slower
 than its leader kept racing because the intervals overlapped
-(docs/measuring.md, "Evidence: the race"). So:
+(docs/evidence.md, "Evidence: the race"). So:
 
 - **The contrast** of the leader with another combination is the mean, over
   the race blocks both ran in, of the difference of their log throughputs,
@@ -33,7 +33,7 @@ than its leader kept racing because the intervals overlapped
   over sqrt(2) standard errors. "Told apart" is exactly "its simultaneous
   interval lies above zero", so the interval printed beside a verdict never
   contradicts it (a pointwise 95% interval often excluded x1.00 where the race
-  could not tell a gap apart: docs/measuring.md, "Evidence: the race").
+  could not tell a gap apart: docs/evidence.md, "Evidence: the race").
   `p_adjusted` is the same decision as a p-value: below `ALPHA` exactly when
   told apart.
 - **Two-level processes:** bf16 emulated on a CPU runs at one of two speeds
@@ -57,9 +57,9 @@ than its leader kept racing because the intervals overlapped
   within the bound, nearly all at the sixth block: six race blocks at one level
   look like a gap to the range test there, and screening's block shows the
   other level in only half of those (tests/stats/test_bimodal_race.py;
-  docs/measuring.md, "Two-level processes" and "Evidence: the race").
+  docs/measuring.md, "Two-level processes"; docs/evidence.md, "Evidence: the race").
 - **Equivalence:** `upper(alpha)` is the one-sided upper bound of how much
-  faster the leader is (the upper end of a TOST interval); `ablate.stats.verdicts`
+  faster the leader is (the upper end of a TOST interval); `ablate.stats.answer.verdicts`
   headlines a simpler member only where it is within the study's
   `equivalence_margin`, at an alpha shared over the members it tests.
 """
@@ -177,7 +177,7 @@ def paired(leader: Mapping[int, float], other: Mapping[int, float], key: Key,
     own few blocks cannot (t quantile 2.4 rather than 3.4 at 6 blocks, final look); the pair's own spread is
     used instead where an F test at NOISIER_ALPHA says it is noisier than the model, so a pair noisier than the
     model says is not declared apart on the model's word. (Taking the wider of the two always cost too much power:
-    docs/measuring.md, "Evidence: the race".)
+    docs/evidence.md, "Evidence: the race".)
 
     `seen`: the pair's differences in the other blocks both ran in (screening). They count in the own spread and,
     on a guarded look (GUARDED_BLOCKS race blocks or fewer: `judged`), in the sign-flip test (`flip_p`), never in
@@ -185,7 +185,7 @@ def paired(leader: Mapping[int, float], other: Mapping[int, float], key: Key,
     other there. On a guarded look the own spread replaces the model's only where the F test says so at
     NOISIER_GUARDED_ALPHA (`guarded`: guard it whatever its blocks): the lead must clear HALF_GAP there, which a
     pair noisier than the model reaches by chance only rarely at either level, while at NOISIER_ALPHA a spread from
-    three or four values that came out wide by chance held up a clear winner for blocks (docs/measuring.md,
+    three or four values that came out wide by chance held up a clear winner for blocks (docs/evidence.md,
     "Evidence: the race").
     """
     shared = sorted(set(leader) & set(other))

@@ -32,7 +32,7 @@ technique is measured whether it can matter, and after, which phase moved.
   only where both its plain drop and its excess are over `MOVED_FLOOR` of the baseline's step: the phases are a few
   steps' means with no interval, and a phase that does not scale with the processor (a sleep standing in for I/O) has
   an excess whenever the rest of the step ran slower. (Each rule alone misnamed a row of the diagnosis's known
-  answers: docs/measuring.md, "Evidence: which phase moved".)
+  answers: docs/evidence.md, "Evidence: which phase moved".)
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ UNLIKELY_BELOW = 1.05  # a ceiling under x1.05: unlikely to help, at most 5% eve
 MOVED_FLOOR = 0.05
 # What a loop phase is to the strategies' targets (strategies.base.PHASES); launch on CUDA comes from the idle share.
 TARGET_OF = {"data": "data", "copy": "copy", "forward": "compute", "backward": "compute", "optimizer": "optimizer"}
-AS_PREDICTED = "as predicted"  # the check's one claim with a simulated error rate (ablate.stats.explained)
+AS_PREDICTED = "as predicted"  # the check's one claim with a simulated error rate (ablate.stats.answer.explained)
 NOTHING_MOVED = f"no phase fell by more than {MOVED_FLOOR:.0%} of the step beyond what the rest of it did"
 # What a technique acts on that not every model has: the part (`Parts`' field) and why, lacking it, it does nothing.
 NEEDS = {"attention_backend": ("attention", "no attention layer for it to choose a kernel for"),

@@ -25,7 +25,7 @@ worse passes as often (docs/measuring.md, "Accuracy parity is a test").
   the level that holds the noisier group to the nominal rate. Not the pooled
   one times its F against the others: the pooled variance already holds its
   own spread, and where the others' changes barely move that product grows
-  without bound (docs/measuring.md, "Evidence: accuracy parity"). A
+  without bound (docs/evidence.md, "Evidence: accuracy parity"). A
   group at one seed has no spread of its own: it is judged on the pooled one,
   as if its noise were the others'.
 - **The verdict** is a non-inferiority test at the tolerance: `ok` when the
@@ -47,7 +47,7 @@ worse passes as often (docs/measuring.md, "Accuracy parity is a test").
   `OK_SEEDS` (its own spread at 2 degrees of freedom) where `max_seeds`
   allows them. Which groups are worth it, which of them decide, and which
   train past `MIN_SEEDS` whatever their verdict, is the caller's to say
-  (`ablate.stats.finalists.seeds_wanted`: the race's final set and the
+  (`ablate.stats.race.finalists.seeds_wanted`: the race's final set and the
   baseline, then the next-fastest groups only as far as the spread needs
   for `NOISE_DF` degrees of freedom).
 
@@ -58,7 +58,7 @@ times as often. It pays for that in power, though no rule at three seeds does mu
 one training a study and no power. Probably below makes a group eligible exactly where its mean paired
 change is at or above -tolerance (`ok` puts the mean above it, `below` under it): the interval still says how sure
 that is (the verdict, and the seeds it gets), not whether it may be raced; the price is paid within the tolerance.
-The rates: docs/measuring.md, "Accuracy parity is a test" and "Evidence: accuracy parity".
+The rates: docs/measuring.md, "Accuracy parity is a test"; docs/evidence.md, "Evidence: accuracy parity".
 """
 from __future__ import annotations
 

@@ -9,19 +9,19 @@ of each.
 
 - **Screening** (`screening`): every runnable combination in blocks with
   their baselines, or where the grid allows one, a fraction of them
-  (`ablate.stats.fraction`: half of mnist_cnn's 48 on a CPU); combinations
+  (`ablate.stats.screening.fraction`: half of mnist_cnn's 48 on a CPU); combinations
   that cannot run here join block 0 and are recorded as skipped, taking no
   time. After a fraction, where an aliased pair of interactions is active
-  in the screening model (`ablate.stats.factorial`), the fold-over (the
+  in the screening model (`ablate.stats.screening.factorial`), the fold-over (the
   cells the fraction left out) is screened too, once, before the race.
 - **TPE's baselines** (`tpe_baseline`, `--search optuna`): TPE picks the
   combinations; a baseline joins each block of its picks at random places.
-- **The race** (`plan`): the next race or confirmation block (`ablate.stats.racing`), over every
-  runnable combination, measured or not (a fraction's: the model's field, `ablate.stats.fractioned`): throughput
-  decides the field.
+- **The race** (`plan`): the next race or confirmation block (`ablate.stats.race.racing`), over every
+  runnable combination, measured or not (a fraction's: the model's field, `ablate.stats.screening.fractioned`):
+  throughput decides the field.
 - **Accuracy last** (`plan`): the final set's accuracy groups (the leader's first), the baseline's and what
   the seed spread needs, trained seed by seed (`ablate.stats.parity`); then, where accuracy put the leader out,
-  a new round of the race without the groups known to be out (`ablate.stats.finalists`). On a raced grid
+  a new round of the race without the groups known to be out (`ablate.stats.race.finalists`). On a raced grid
   screening measures throughput only (`Planner.defer_accuracy`); under TPE each pick trains its first seed, and
   only finalists train more.
 """
@@ -45,8 +45,10 @@ from ablate.config.choices import (
 )
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import finalists, fraction, fractioned, racing, speedups
+from ablate.stats import speedups
 from ablate.stats.protocol import PARITY, SCREEN, Slot, race_plan, screening_plan
+from ablate.stats.race import finalists, racing
+from ablate.stats.screening import fraction, fractioned
 from ablate.store import claim, records
 from strategies import ConflictError
 
@@ -91,8 +93,8 @@ class Planner:
         return [self.options_of(levels) for levels in grid(self.options) if self.runnable(levels)]
 
     def screened_fraction(self) -> fraction.Fraction | None:
-        """The fraction of the runnable grid screening measures here (`ablate.stats.fraction`), or None: all of it.
-        None too where the protocol does not race (screening only, `--single-pass`, a full randomized block
+        """The fraction of the runnable grid screening measures here (`ablate.stats.screening.fraction`), or None: all
+        of it. None too where the protocol does not race (screening only, `--single-pass`, a full randomized block
         design): there screening's measurements are the answer, and a combination never measured could be none."""
         if not self.protocol.racing:
             return None
@@ -157,7 +159,7 @@ class Planner:
 
     def plan(self, stored: list[records.Record]) -> tuple[racing.Race[str] | None, list[Planned]]:
         """Where the race stands (None where this protocol does not race), and what to measure next: a race or
-        confirmation block, else the final set's next parity seed (`ablate.stats.finalists`); none: done. Where a
+        confirmation block, else the final set's next parity seed (`ablate.stats.race.finalists`); none: done. Where a
         fraction was screened and its model calls for the fold-over, that first (no race yet: None)."""
         screened = fractioned.of(self.study, stored)
         if screened is not None and (folding := self._fold_over(stored, screened)):

@@ -240,7 +240,7 @@ def _own_process(pairs: list[tuple[float, int]], base_var: float | None) -> floa
     so the baselines' share is taken off where their variance is known (a noisy combination is not averaged
     with a quiet baseline); else sigma^2 (1 + 1/n) with one sigma for both. Never below half of var(d): the
     baselines' variance rests on a few within-block pairs, and where it came out high, taking it off left
-    contenders a tenth of their true variance, so the race told true ties apart (docs/measuring.md, "Evidence: the
+    contenders a tenth of their true variance, so the race told true ties apart (docs/evidence.md, "Evidence: the
     race")."""
     if base_var is None:
         return _own_noise(pairs)
@@ -278,7 +278,7 @@ def estimates(measurements: Iterable[Measurement[Key]], baseline: Key,
     spread alone where an F test at NOISIER_ALPHA says it is noisier than the model ("own"), and d0 at most
     PRIOR_DF. That keeps the headline's interval near its nominal coverage with two-level stacks, narrower than the
     wider of the two (tests/stats/test_moderated.py; figures in docs/measuring.md, "One estimator, and noise per
-    combination" and "Evidence: noise per combination").
+    combination"; docs/evidence.md, "Evidence: noise per combination").
     """
     measurements = list(measurements)
     techniques = techniques or default_techniques(baseline)

@@ -7,9 +7,9 @@ measurements, keeps each estimate beside its record (`Speedup`), and puts two sp
 
 Throughput is analysed on the log scale, so a speed-up is a factor (x1.30 = 30% more samples per second) and its
 interval stays positive. `Interval` is that interval's type, on either scale; the factorial effects
-(`ablate.stats.effects`) and the costs (`ablate.stats.costs`) give theirs in it too. One pair of names on every
-type that carries a speed-up (`ablate.stats.Estimate`, `Speedup`, `comparison.Comparison`): `point`, the factor as a
-float, and `interval`, the factor's interval (on `Estimate`, its log-scale bounds).
+(`ablate.stats.screening.effects`) and the costs (`ablate.stats.answer.costs`) give theirs in it too. One pair of names
+on every type that carries a speed-up (`ablate.stats.Estimate`, `Speedup`, `comparison.Comparison`): `point`, the factor
+as a float, and `interval`, the factor's interval (on `Estimate`, its log-scale bounds).
 """
 from __future__ import annotations
 

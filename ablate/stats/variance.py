@@ -2,7 +2,7 @@
 
 Why: combinations are not equally noisy from one process to the next (bf16
 ones the most), so one pooled variance gives a noisy combination screened once
-too narrow an interval and a quiet one too wide (docs/measuring.md, "Evidence:
+too narrow an interval and a quiet one too wide (docs/evidence.md, "Evidence:
 noise per combination").
 
 The model: a process's log-throughput variance is multiplicative in the
@@ -138,7 +138,7 @@ def fit(sources: Sequence[Source]) -> Model | None:
     y = np.array([s.variance for s in sources])
     # Backward elimination: a technique keeps its term only while the data show it (Wald test at TERM_ALPHA).
     # A term fitted on a few sources by chance extrapolates to combinations no source measured: a screened
-    # combination of two such techniques got a third of its true standard error (docs/measuring.md, "Evidence:
+    # combination of two such techniques got a third of its true standard error (docs/evidence.md, "Evidence:
     # noise per combination").
     while columns:
         x = np.array([[1.0] + [float(t in s.techniques) for t in columns] for s in sources])

@@ -203,8 +203,8 @@ def combine(measurements: list[Record]) -> list[Record]:
     geometric mean over its complete measurements' own (each the geometric mean of its windows; parity runs at
     other seeds left out: they train, and their windows are not paired with a baseline). That is the baseline's
     throughput in every table; another combination's row shows the baseline's times its speed-up
-    (`ablate.stats.comparison`). The analysis reads the measurements; memory and accuracy come from the primary, and
-    so do one-off costs, unless the primary started warm from its graph's compile cache
+    (`ablate.stats.answer.comparison`). The analysis reads the measurements; memory and accuracy come from the primary,
+    and so do one-off costs, unless the primary started warm from its graph's compile cache
     (`ablate.trial.compile_cache`): then they come from a cold measurement of the same graph - the combination's own
     first, else the first of a sibling sharing its graph (`one_off_from` names it) - and its end-to-end time to the
     target adds the difference (`fresh_start_extra_s`): a fresh start compiles cold (docs/measuring.md).

@@ -9,12 +9,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 import optuna
 
-from ablate.config.design import ProtocolSettings
+from ablate.config.design import ProtocolSettings, resume
 from ablate.config.validate import StudyError
+from ablate.store import seeds
+
+if TYPE_CHECKING:
+    from ablate.config.schema import Study
 
 # The names are the stored format, kept as they were.
 FILE_HASH_ATTR, PROTOCOL_ATTR, SEEDS_ATTR, RACE_ATTR = "file_hash", "protocol", "seeds", "race"
@@ -119,8 +123,23 @@ def set_seeds(optuna_study: optuna.Study, seeds: Mapping[str, int]) -> None:
     optuna_study.set_user_attr(SEEDS_ATTR, dict(seeds))  # a resume reads them back
 
 
+def run_settings(optuna_study: optuna.Study, study: Study, protocol: ProtocolSettings,
+                 where: str) -> tuple[ProtocolSettings, dict[str, int], str | None]:
+    """The protocol and seeds a run of `study` measures under, written to the record: a new study's own, or a stored
+    one's where it may go on (`ablate.config.design.resume` decides, and raises where it may not; `where`: the
+    study's store, for that error). With the line that says which settings it keeps (None: nothing to say)."""
+    stored = from_study(optuna_study)
+    protocol, said = resume(stored.protocol, protocol, stored.file_hash, file_hash=study.file_hash, name=study.name,
+                            file=str(study.path), where=where)
+    set_file_hash(optuna_study, study.file_hash)
+    set_protocol(optuna_study, protocol)
+    run_seeds = seeds.resolve(stored.seeds, study.budget.seed if study.seed_pinned else None)
+    set_seeds(optuna_study, run_seeds)
+    return protocol, run_seeds, said
+
+
 class RaceStanding(Protocol):
-    """What a resume reads back of the race (`ablate.stats.racing.Race` has these and more). Read-only: a frozen
+    """What a resume reads back of the race (`ablate.stats.race.racing.Race` has these and more). Read-only: a frozen
     dataclass's fields."""
 
     @property

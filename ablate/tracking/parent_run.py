@@ -16,11 +16,10 @@ from optuna.trial import TrialState
 
 from ablate.config.study import Study, StudyError
 from ablate.render import report
-from ablate.stats.comparison import DeviceComparisons
-from ablate.stats.findings import analyse_all
+from ablate.stats.answer.comparison import DeviceComparisons
+from ablate.stats.answer.findings import Findings
 from ablate.store import claim, records, study_record
 from ablate.store.records import Record
-from ablate.store.study_record import StudyRecord
 from ablate.tracking import view
 from ablate.tracking.sync import push_missing
 from ablate.tracking.tracker import Tracker
@@ -63,7 +62,7 @@ class ParentRun:
         if not self.id or study_record.from_study(self.optuna_study).end == study_record.END_LOGGED:
             return 0
         try:  # first every measurement's run: a run an outage kept MLflow from is logged, one it cut short ended
-            pushed = push_missing(self.study, self.optuna_study, self.search, self.tracker, [])
+            pushed = push_missing(self.study, self.optuna_study, self.search, self.tracker, [], lambda: compared)
         except StudyError:  # MLflow is away: the end stays due
             return 0
         # The pooled speed-up needs every block: log it at the end, on each measurement of its combination.
@@ -80,14 +79,12 @@ class ParentRun:
         return pushed
 
 
-def write_reports(study: Study, compared: list[DeviceComparisons], search: str, results_dir: Path, tracker: Tracker,
-                  study_record: StudyRecord) -> list[report.Report]:
-    """Build the study's report(s) from its comparisons and attach them to the MLflow parent run: each device's
-    findings (`ablate.stats.findings`) are computed here, once, and the report, summary.json, the terminal's answer
-    and the parent run's metrics all render them. `study_record`: the Optuna study's record (its protocol, where the
-    race ended, its parent run)."""
-    built = report.build(study, analyse_all(study, compared, study_record), search, results_dir / study.name / "report")
-    parent_id = study_record.parent_run_id
+def write_reports(study: Study, found: list[Findings], search: str, results_dir: Path, tracker: Tracker,
+                  parent_id: str | None) -> list[report.Report]:
+    """Build the study's report(s) from each device's findings (`ablate.run.stored_study` computes them, once: the
+    report, summary.json, the terminal's answer and the parent run's metrics all render them) and attach them to the
+    MLflow parent run `parent_id` where there is one."""
+    built = report.build(study, found, search, results_dir / study.name / "report")
     for r in built:
         if parent_id:
             tracker.log_report(parent_id, r.folder, r.metrics)

@@ -9,6 +9,7 @@ interrupted sync never logs a trial twice.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import optuna
 
 from ablate.config.choices import Option, combination_label, compose_options
 from ablate.config.study import Study, StudyError
-from ablate.stats import comparison
+from ablate.stats.answer.comparison import DeviceComparisons
 from ablate.store import records, study_record
 from ablate.tracking import view
 from ablate.tracking.tracker import Tracker, trial_params
@@ -25,9 +26,10 @@ from ablate.trial.machine import Machine
 from strategies import ConflictError, Stack
 
 
-def push_missing(study: Study, optuna_study: optuna.Study, search: str, tracker: Tracker,
-                 artifacts: list[Path]) -> int:
-    """Create the missing parent and child runs; returns how many child runs were created."""
+def push_missing(study: Study, optuna_study: optuna.Study, search: str, tracker: Tracker, artifacts: list[Path],
+                 compared: Callable[[], list[DeviceComparisons]]) -> int:
+    """Create the missing parent and child runs; returns how many child runs were created. `compared`: the study's
+    comparisons (`ablate.run` computes them), asked for only where a run is missing."""
     if tracker.offline:
         raise StudyError(f"MLflow at {tracker.uri} is unreachable ({tracker.offline_reason}); nothing synced")
     known = records.run_ids(optuna_study)
@@ -48,8 +50,7 @@ def push_missing(study: Study, optuna_study: optuna.Study, search: str, tracker:
         parent = tracker.new_parent(search)
         if parent:
             study_record.set_parent_run(optuna_study, parent)
-    loaded = records.load(optuna_study)
-    by_combination = view.rows(comparison.compare_stored(study, loaded, study_record.from_study(optuna_study)))
+    by_combination = view.rows(compared())
     mapping = dict(study_record.from_study(optuna_study).runs)
     pushed = 0
     for record, (options, stack), unfinished in missing:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ablate.render.results import NOT_COUNTED
-from ablate.stats.comparison import Comparison, DeviceComparisons
+from ablate.stats.answer.comparison import Comparison, DeviceComparisons
 from ablate.store.records import ACCURACY_FROM_TAG, held_out, trained_figures
 from ablate.words import factor, interval
 

@@ -3,7 +3,7 @@
 Each measurement still runs in its own freshly exec'ed interpreter (ablate.trial.process
 says why: layout luck). What changes is when that interpreter starts. Starting
 one costs seconds - torch, and torchvision, whose `ops` import TorchDynamo and
-Inductor, about half of it (docs/measuring.md, "Evidence: trial processes") -
+Inductor, about half of it (docs/evidence.md, "Evidence: trial processes") -
 which would otherwise sit between every two trials. So interpreters are
 started ahead and wait, imported, for a trial.
 
@@ -102,7 +102,7 @@ def _main(conn: Any, preload: Callable[[], None], parent: int) -> None:
 def _leave() -> None:
     """Exit at once once the result is sent. An interpreter that imported torch takes most of a second to finalize,
     and the study waits for that exit before its next trial: a real share of a short measurement, and of a study
-    (docs/measuring.md, "Evidence: trial processes"). Nothing in finalization is the trial's: its result is sent,
+    (docs/evidence.md, "Evidence: trial processes"). Nothing in finalization is the trial's: its result is sent,
     its compile cache removed (`process.serve`), and what is left to do here is the log's flush and the children's
     end (DataLoader workers, as multiprocessing's own exit handler would end them)."""
     import logging

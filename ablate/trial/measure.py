@@ -215,55 +215,72 @@ class StepClock:
             if self.steps % DIVERGENCE_CHECK_EVERY == 0 and (self.timing_done or self._window_start is None):
                 self._sync()  # outside timed windows: stop a diverged run without waiting for the budget
         if self.steps == 1:
-            self._sync()
-            self.marks[metric.Mark.FIRST_STEP] = [self._start, time.perf_counter()]
-            self.first_step_s = self.marks[metric.Mark.FIRST_STEP][1] - self._start
-            self._warm_from = self.samples
-            self.on_phase("warm-up")
+            self._first_step_done()
             return
         if self.steps == ONE_OFF_STEPS and self._window_start is None:
-            self._sync()
-            self._early_s = time.perf_counter() - self._start - self._paused - self.first_step_s
-            self._early_samples = self.samples - self._warm_from
-            self._untimed = not self.train_for_accuracy  # time to accuracy counts the warm-up: it stays timed
-            if self._untimed:
-                self.on_untimed(True)
-            empty_cache(self.device)  # compilation's, recording's and autotuning's blocks: not the windows' memory
+            self._early_steps_done()
         if self.train_for_accuracy and self.held_out.due(self.samples):
             self.evaluate_now()
         if self.timing_done:
             return
         if self._window_start is None:
             if self.samples - self._warm_from >= self.budget.warmup_samples:
-                if self._untimed:
-                    self._untimed = False
-                    self._paused += self.on_untimed(False)
-                self.on_phase(f"timed window 1 of {self.budget.windows}")  # before the window's clock starts
-                if self.steps < ONE_OFF_STEPS:  # a warm-up too short to have emptied the cache at its third step
-                    empty_cache(self.device)
-                # Outside the clock: reading /proc takes a few milliseconds.
-                self._load_before = foreign_load.snapshot(time.perf_counter())
-                self._energy.open(time.perf_counter())
-                self._open_window()
-                self.marks[metric.Mark.WINDOWS] = [self._window_start]  # closed with the last window
-                reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
+                self._open_first_window()
             return
         self._window_samples += n
         if self._window_full() or self._window_lasted():
             self._sync()
             now = time.perf_counter()
             self.windows.append(Window(self._window_samples, now - self._window_start, self._data_wait))
-            self.on_phase(f"timed window {len(self.windows) + 1} of {self.budget.windows}" if not self.timing_done
-                          else f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)"
-                          if self.train_for_accuracy and self.samples < self.budget.train_samples else "finishing")
-            if self.timing_done:
-                # Read here: evaluations after the windows must not count, so trials that train accuracy compare
-                # with those that do not.
-                self.peak_memory = highest(self._peak_outside_evals, peak_memory(self.device))
-                self.foreign = foreign_load.between(self._load_before, foreign_load.snapshot(now))
-                self._energy.close(now)
-                self.marks[metric.Mark.WINDOWS].append(now)
-            self._open_window(now)
+            self._window_closed(now)
+
+    # The steps' milestones, each reached once (a window's end once a window), kept out of `_count`'s every step.
+
+    def _first_step_done(self) -> None:
+        self._sync()
+        self.marks[metric.Mark.FIRST_STEP] = [self._start, time.perf_counter()]
+        self.first_step_s = self.marks[metric.Mark.FIRST_STEP][1] - self._start
+        self._warm_from = self.samples
+        self.on_phase("warm-up")
+
+    def _early_steps_done(self) -> None:
+        """The one-off steps are over: their excess timed, the warm-up left untimed unless accuracy is trained."""
+        self._sync()
+        self._early_s = time.perf_counter() - self._start - self._paused - self.first_step_s
+        self._early_samples = self.samples - self._warm_from
+        self._untimed = not self.train_for_accuracy  # time to accuracy counts the warm-up: it stays timed
+        if self._untimed:
+            self.on_untimed(True)
+        empty_cache(self.device)  # compilation's, recording's and autotuning's blocks: not the windows' memory
+
+    def _open_first_window(self) -> None:
+        if self._untimed:
+            self._untimed = False
+            self._paused += self.on_untimed(False)
+        self.on_phase(f"timed window 1 of {self.budget.windows}")  # before the window's clock starts
+        if self.steps < ONE_OFF_STEPS:  # a warm-up too short to have emptied the cache at its third step
+            empty_cache(self.device)
+        # Outside the clock: reading /proc takes a few milliseconds.
+        self._load_before = foreign_load.snapshot(time.perf_counter())
+        self._energy.open(time.perf_counter())
+        self._open_window()
+        self.marks[metric.Mark.WINDOWS] = [self._window_start]  # closed with the last window
+        reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
+
+    def _window_closed(self, now: float) -> None:
+        """A window ended at `now`: the next one opens; after the last, the windows' memory, load and energy are
+        read first."""
+        self.on_phase(f"timed window {len(self.windows) + 1} of {self.budget.windows}" if not self.timing_done
+                      else f"training for accuracy ({self.samples:,} of {self.budget.train_samples:,} samples)"
+                      if self.train_for_accuracy and self.samples < self.budget.train_samples else "finishing")
+        if self.timing_done:
+            # Read here: evaluations after the windows must not count, so trials that train accuracy compare
+            # with those that do not.
+            self.peak_memory = highest(self._peak_outside_evals, peak_memory(self.device))
+            self.foreign = foreign_load.between(self._load_before, foreign_load.snapshot(now))
+            self._energy.close(now)
+            self.marks[metric.Mark.WINDOWS].append(now)
+        self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
         """Evaluate on the test set with the clock paused; at most once per point in training, and never after the

@@ -138,5 +138,5 @@ def log_mean(values: Iterable[float]) -> float:
 def geometric_mean(values: Iterable[float]) -> float:
     """Throughputs' average: the speed-ups average log throughput (`ablate.stats.protocol`), and a measurement's
     and a combination's own figures must be the same estimate of its speed, or rows and their speed-ups disagree
-    (`ablate.stats.comparison`)."""
+    (`ablate.stats.answer.comparison`)."""
     return math.exp(log_mean(values))

@@ -11,7 +11,7 @@ far outside their intervals ("layout luck": Mytkowicz et al., ASPLOS 2009;
 Curtsinger & Berger's Stabilizer; docs/measuring.md, "Trials, caches and what
 is timed"). With a fresh layout per trial that variation is between
 processes, where the blocks measure it. The price is `import torch` in every
-trial, seconds (docs/measuring.md, "Evidence: trial processes"):
+trial, seconds (docs/evidence.md, "Evidence: trial processes"):
 ablate.trial.interpreters starts the interpreters ahead and lets them import
 only outside every trial's measured stretch.
 """
@@ -21,13 +21,16 @@ import multiprocessing as mp
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ablate.config.choices import Option, compose_options
 from ablate.config.study import Study
 from ablate.trial import compile_cache, failures
 from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Died, Interpreters, death
+
+if TYPE_CHECKING:
+    from ablate.trial.measure import StepClock
 
 BASELINE_FP32 = "ieee"  # strict IEEE fp32 matmuls and convolutions unless the TF32 strategy is on
 THROUGHPUT_ONLY = "the study file says throughput only (budget.throughput_only): no trial trains for accuracy"
@@ -139,43 +142,19 @@ def set_up(spec: TrialSpec) -> SetUp:
 
 def run(spec: TrialSpec) -> dict[str, Any]:
     """Train and measure `spec` in this process; returns metrics (floats)."""
-    import torch
     from torch.utils.data import DataLoader
 
-    from ablate.trial.failures import CompileFailed
     from ablate.trial.loop import evaluate, train
     from ablate.trial.measure import StepClock
-    from ablate.trial.mfu import utilisation
     from ablate.workload import evaluation
 
     study, budget = spec.study, spec.study.budget
     built = set_up(spec)
-    stack, task, splits, loader, model, optimizer, device = (built.stack, built.task, built.splits, built.loader,
-                                                             built.model, built.optimizer, built.device)
-    began, data_load_s = built.began, built.data_load_s
-    flops_per_token = getattr(model, "flops_per_token", None)
+    stack, task, splits, model, device = built.stack, built.task, built.splits, built.model, built.device
     # The measured stretch (one-off cost, timed windows, time to accuracy) begins: no interpreter imports now.
-    waits = [_channel.measuring()]
-    started = time.perf_counter()
-    measured = [[started, started]]  # its spans: a run that times windows only leaves its warm-up untimed
-
-    def untimed(begins: bool) -> float:
-        if begins:
-            measured[-1][1] = time.perf_counter()
-            _channel.quiet()
-            return 0.0
-        waits.append(_channel.measuring())
-        measured.append([time.perf_counter()] * 2)
-        return waits[-1]
-
-    try:
-        prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile compiles at the first step
-    except Exception as error:
-        if any(m.one_off_cost for m in stack):
-            raise CompileFailed(str(error)) from error
-        raise
-    optimizer = stack.prepare_optimizer(optimizer)  # fused kernels, fp32 master weights
-    prepare_model_s = time.perf_counter() - started
+    stretches = _Stretches()
+    prepared, optimizer = _prepared(stack, model, built.optimizer)
+    prepare_model_s = time.perf_counter() - stretches.started
     tested = evaluation.sample_size(budget.eval_samples, len(splits.test), study.accuracy_tolerance,
                                     task.predictions_per_sample, task.has_accuracy)
     seed = budget.seed if spec.evaluation_seed is None else spec.evaluation_seed
@@ -187,38 +166,96 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     # The unwrapped model: it shares the weights, and a compiled wrapper would recompile for eval mode.
     clock = StepClock(budget, device, for_accuracy,
                       evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
-                      units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=untimed, test_samples=tested)
-    train(stack, task, prepared, optimizer, loader, device, clock, study.baseline.max_grad_norm)
-    measured[-1][1] = time.perf_counter()
-    _channel.marks.update({metric.Mark.MEASURED: measured, "first_batch": clock.started_at})
+                      units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=stretches.untimed,
+                      test_samples=tested)
+    train(stack, task, prepared, optimizer, built.loader, device, clock, study.baseline.max_grad_norm)
+    stretches.end()
+    _channel.marks.update({metric.Mark.MEASURED: stretches.spans, "first_batch": clock.started_at})
     _channel.quiet()  # what is left (the last evaluation) measures no time: interpreters may start
     clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
     _channel.marks.update(clock.marks)  # its first step, windows, evaluations and profiling window
     if device.type == "cuda" and (fell_back := cudagraph_fallback(stack.metrics())):
-        raise CompileFailed(fell_back)
+        raise failures.CompileFailed(fell_back)
+    return _metrics(clock, built, prepare_model_s, sum(stretches.waits), tested, for_accuracy, not_for_accuracy)
+
+
+class _Stretches:
+    """The trial's measured stretches, as perf_counter spans: one from its start, closed around each stretch the
+    clock leaves untimed (a run that times windows only leaves its warm-up untimed), and the seconds each waited
+    for the interpreters to stop importing."""
+
+    def __init__(self) -> None:
+        self.waits = [_channel.measuring()]
+        self.started = time.perf_counter()
+        self.spans = [[self.started, self.started]]
+
+    def untimed(self, begins: bool) -> float:
+        """The clock's `on_untimed`: an untimed stretch begins (interpreters may import) or ends (the seconds
+        waited for them to stop)."""
+        if begins:
+            self.end()
+            _channel.quiet()
+            return 0.0
+        self.waits.append(_channel.measuring())
+        self.spans.append([time.perf_counter()] * 2)
+        return self.waits[-1]
+
+    def end(self) -> None:
+        self.spans[-1][1] = time.perf_counter()
+
+
+def _prepared(stack: Any, model: Any, optimizer: Any) -> tuple[Any, Any]:
+    """The stack's model and optimizer, as it trains them; a failure of a stack that compiles is a `CompileFailed`."""
+    try:
+        prepared = stack.prepare_model(model)  # TorchScript scripts here; Compile compiles at the first step
+    except Exception as error:
+        if any(m.one_off_cost for m in stack):
+            raise failures.CompileFailed(str(error)) from error
+        raise
+    return prepared, stack.prepare_optimizer(optimizer)  # fused kernels, fp32 master weights
+
+
+def _metrics(clock: StepClock, built: SetUp, prepare_model_s: float, import_wait_s: float, tested: int,
+             for_accuracy: bool, not_for_accuracy: str | None) -> dict[str, Any]:
+    """The trial's metrics: the clock's, the time outside its windows, what it evaluated, the stack's own, and why
+    accuracy was not measured where it was not."""
+    from ablate.workload import evaluation
+
+    task = built.task
     metrics: dict[str, Any] = clock.summary()  # floats, and below the accuracy note (a str)
     metrics[metric.PREPARE_MODEL_S] = prepare_model_s
-    metrics[metric.IMPORT_WAIT_S] = sum(waits)  # before a measured stretch, while the study stopped the imports
-    metrics[metric.DATA_LOAD_S] = data_load_s
+    metrics[metric.IMPORT_WAIT_S] = import_wait_s  # before a measured stretch, while the study stopped the imports
+    metrics[metric.DATA_LOAD_S] = built.data_load_s
     if for_accuracy:  # what it evaluated, of how many, and so the sampling error every surface can state
-        metrics.update({metric.TEST_SAMPLES: float(tested), metric.TEST_SPLIT_SAMPLES: float(len(splits.test)),
+        metrics.update({metric.TEST_SAMPLES: float(tested), metric.TEST_SPLIT_SAMPLES: float(len(built.splits.test)),
                         **({metric.TEST_SAMPLING_ERROR: evaluation.sampling_error(tested, task.predictions_per_sample)}
                            if task.has_accuracy else {})})
-    metrics[metric.SETUP_S] = clock.started_at - began - data_load_s  # the data every trial must load left out
+    metrics[metric.SETUP_S] = clock.started_at - built.began - built.data_load_s  # the data every trial loads left out
     metrics[metric.ONE_OFF_S] = prepare_model_s + metrics[metric.FIRST_STEP_S] + metrics[metric.EARLY_STEPS_EXCESS_S]
     if metric.TIME_TO_TARGET_E2E_S in metrics:
         metrics[metric.TIME_TO_TARGET_E2E_S] += prepare_model_s
-    metrics.update(stack.metrics())
-    if task.unit == "tokens" and callable(flops_per_token) and device.type == "cuda":
-        mfu = utilisation(metrics[metric.THROUGHPUT], flops_per_token(), torch.cuda.get_device_name(device))
-        if mfu is not None:
-            metrics[metric.MFU] = mfu
+    metrics.update(built.stack.metrics())
+    metrics.update(_utilisation(metrics, built))
     if not_for_accuracy:
         metrics[metric.ACCURACY_NOT_MEASURED] = not_for_accuracy  # a note, not a number: the runner takes it out
     elif not task.has_accuracy:
         metrics[metric.ACCURACY_NOT_MEASURED] = (f"task {task.name} is a loss function, with no accuracy: its held-out "
                                           "loss is recorded (test_loss), and accuracy parity is not judged")
     return metrics
+
+
+def _utilisation(metrics: dict[str, Any], built: SetUp) -> dict[str, float]:
+    """The model FLOPs utilisation at the measured throughput, for a token model on CUDA that counts its FLOPs; else
+    nothing."""
+    import torch
+
+    from ablate.trial.mfu import utilisation
+
+    flops_per_token = getattr(built.model, "flops_per_token", None)
+    if built.task.unit != "tokens" or not callable(flops_per_token) or built.device.type != "cuda":
+        return {}
+    mfu = utilisation(metrics[metric.THROUGHPUT], flops_per_token(), torch.cuda.get_device_name(built.device))
+    return {} if mfu is None else {metric.MFU: mfu}
 
 
 def cudagraph_fallback(stack_metrics: dict[str, float]) -> str | None:

@@ -13,7 +13,7 @@ most `SE_SHARE` (a quarter) of the tolerance, under a conservative `DISAGREEMENT
 accuracy each disagree on at most half the examples, since they can disagree only where one is wrong): n =
 d / (tolerance / 4)^2 predictions, capped at the split's size. A text window holds many predictions, which
 are not independent: a window of k counts as k / (1 + (k - 1) rho) independent ones (the design effect of a
-cluster sample), rho the within-window correlation `WITHIN_WINDOW` (above what was measured: docs/measuring.md).
+cluster sample), rho the within-window correlation `WITHIN_WINDOW` (above what was measured: docs/evidence.md).
 An image is one prediction. A loss function's task has no accuracy to size against: it evaluates the whole split.
 
 Paired: the subsample is one fixed draw for the whole run - every group, combination and training seed evaluates
@@ -35,7 +35,7 @@ FULL = "full"  # budget.eval_samples: the whole test split
 DISAGREEMENT = 0.5  # the share of predictions two compared models disagree on, at most, as the rule assumes
 SE_SHARE = 0.25  # the paired difference's standard error, as a share of the accuracy tolerance
 # The correlation of paired disagreements within one text window: measured -0.003 to 0.004 (95% intervals up to
-# 0.0055) for byte-level and GPT-2 models on kjv (benchmarks/within_window.py; docs/measuring.md), taken about four
+# 0.0055) for byte-level and GPT-2 models on kjv (benchmarks/within_window.py; docs/evidence.md), taken about four
 # times the highest interval's end to be safe.
 WITHIN_WINDOW = 0.02
 

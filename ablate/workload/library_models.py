@@ -44,7 +44,7 @@ class ModelUnavailable(LookupError):
 
 
 # What building a library's model imports, beyond torch and torchvision: `preloads`. transformers' base, its Auto
-# classes and modeling_utils take seconds of a trial's start-up, timm about one (docs/measuring.md, "Evidence: trial
+# classes and modeling_utils take seconds of a trial's start-up, timm about one (docs/evidence.md, "Evidence: trial
 # processes"), so trial interpreters started ahead import them.
 _PRELOADS = {"hf": ("transformers", "transformers.modeling_utils", "transformers.models.auto.modeling_auto"),
              "timm": ("timm",)}

@@ -1,7 +1,7 @@
 """What ablate calls in your code: the types of your own model, dataset and loss.
 
 A study names each by import path (``model: mypackage.nets:MyNet``, ``dataset: mypackage.data:splits``,
-``task: mypackage.losses:my_loss``; docs/studies.md), and every measurement imports it again in its own fresh
+``task: mypackage.losses:my_loss``; docs/own-model.md), and every measurement imports it again in its own fresh
 interpreter. That is why there is no registration call: a name added to `MODELS` in your script would not
 reach the interpreter that trains. These types let a checker hold your module to what ablate calls (ablate ships
 `py.typed`). The model and the dataset take your study's own options as keywords, which no fixed signature can

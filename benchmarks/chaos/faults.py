@@ -26,7 +26,7 @@ def free_port() -> int:
 
 
 class MlflowServer:
-    """`mlflow server` on 127.0.0.1:`port` over an SQLite backend store in `folder`, as docs/operations.md starts
+    """`mlflow server` on 127.0.0.1:`port` over an SQLite backend store in `folder`, as docs/spread.md starts
     one (without MLflow's job runner, which a tracking server does not need)."""
 
     def __init__(self, folder: Path, port: int | None = None) -> None:

@@ -70,6 +70,6 @@ def test_the_code_names_no_run_machine_issue_or_commit() -> None:
     hits = [f"{p.relative_to(ROOT)}:{n}: {', '.join(names)}"
             for p in files for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
             if (names := found(line))]
-    assert not hits, ("say why in a line and point to the evidence (docs/measuring.md, \"Evidence behind the code's "
-                      "choices\", or a benchmarks/RESULTS.md section), without the run, machine, issue or commit:\n"
+    assert not hits, ("say why in a line and point to the evidence (docs/evidence.md, "
+                      "or a benchmarks/RESULTS.md section), without the run, machine, issue or commit:\n"
                       + "\n".join(hits))

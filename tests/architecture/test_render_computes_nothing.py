@@ -1,6 +1,6 @@
 """render/ computes nothing: every figure a surface shows is computed once in stats/ (the comparisons,
-`ablate.stats.comparison`, and the findings beside them, `ablate.stats.findings`), and the terminal, the report,
-summary.json, the plots and MLflow all render those.
+`ablate.stats.answer.comparison`, and the findings beside them, `ablate.stats.answer.findings`), and the terminal, the
+report, summary.json, the plots and MLflow all render those.
 
 The rule, read off the source with `ast` (function-level imports too) and checked against the objects it names:
 - a render/ module takes from ablate.stats only result types and constants: every name it imports from a stats
@@ -11,6 +11,9 @@ The rule, read off the source with `ast` (function-level imports too) and checke
 
 So no function of stats/ that computes, and no statistics library, can be reached from render/. What the rule cannot
 see: a result type's own methods called on an instance (an interval read off an estimate), which belong to the result.
+
+tracking/ is held to the same rule: run/ computes the comparisons and the findings once (`ablate.run.stored_study`)
+and hands them to tracking/, which logs them, so MLflow shows the figures every other surface shows.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from types import ModuleType
 import pytest
 
 RENDER = Path(__file__).resolve().parents[2] / "ablate" / "render"
+TRACKING = RENDER.parent / "tracking"
 STATS = "ablate.stats"
 LIBRARIES = {"numpy", "scipy", "statsmodels"}
 
@@ -113,19 +117,29 @@ def test_render_has_modules_to_check() -> None:
     assert {"report.py", "method.py", "summaries.py", "answer.py", "plots.py"} <= {p.name for p in _render_modules()}
 
 
+@pytest.mark.parametrize("path", sorted(TRACKING.glob("*.py")), ids=lambda p: p.name)
+def test_tracking_logs_what_run_computed_and_calls_no_statistics(path: Path) -> None:
+    assert violations(path.read_text(), f"ablate/tracking/{path.name}") == []
+
+
+def test_tracking_has_the_modules_that_log_the_analysis() -> None:
+    assert {"parent_run.py", "sync.py", "view.py"} <= {p.name for p in TRACKING.glob("*.py")}
+
+
 @pytest.mark.parametrize("source", [
-    "from ablate.stats.effects import fit_effects",  # a function that computes
-    "from ablate.stats.findings import analyse_all",
-    "from ablate.stats.explained import explain",
+    "from ablate.stats.screening.effects import fit_effects",  # a function that computes
+    "from ablate.stats.answer.findings import analyse_all",
+    "from ablate.stats.answer.explained import explain",
     "from ablate.stats import protocol\nprotocol.baseline_cv([], 'baseline')",  # read off a module
-    "from ablate.stats import costs as c\nx = c.break_even",
+    "from ablate.stats.answer import costs as c\nx = c.break_even",
     "import ablate.stats.protocol as p\np.estimates([], 'baseline')",
-    "import ablate.stats.comparison",
+    "import ablate.stats.answer.comparison",
     "from ablate import stats\nstats.compare([], 0.5)",
     "from ablate.stats.speedups import Interval\nInterval(1.0, 0.5, 2.0)",  # building a result, not reading one
     "from ablate.stats.speedups import Speedup\nSpeedup.over",  # a class's own function, read off it...
-    "from ablate.stats.comparison import DeviceComparisons\nDeviceComparisons.get(None, 'x')",  # ...or called
-    "def f():\n    from ablate.stats.comparison import compare_stored\n    return compare_stored",  # in a function
+    "from ablate.stats.answer.comparison import DeviceComparisons\nDeviceComparisons.get(None, 'x')",  # ...or called
+    # in a function:
+    "def f():\n    from ablate.stats.answer.comparison import compare_stored\n    return compare_stored",
     "import numpy as np\nnp.mean([1.0])",
     "from scipy import stats",
     "from statsmodels.api import OLS",
@@ -136,7 +150,7 @@ def test_the_rule_fails_a_module_that_computes(source: str) -> None:
 
 def test_the_rule_passes_result_types_constants_and_their_use() -> None:
     source = ("from ablate.stats import parity\n"
-              "from ablate.stats.effects import EffectFit\n"
+              "from ablate.stats.screening.effects import EffectFit\n"
               "from ablate.stats.protocol import CONFIDENCE\n"
               "from ablate.stats.speedups import Interval\n"
               "from ablate.stats.diagnosis import WORDS\n"

@@ -44,7 +44,7 @@ def test_the_grid_section_keeps_the_table_and_the_report_s_answers(tmp_path):
     from benchmarks.grid import GridRun
 
     report = tmp_path / "report.md"
-    report.write_text("# r\n\n## Recommendation\n\nfastest: **x**\n\n"
+    report.write_text("# r\n\n## The answer\n\nfastest: **x**\n\n"
                       "## Speed-up of every combination\n\nSPEEDUP-BODY\n\n"
                       "## What each technique is worth\n\n![plot](effects.png)\n\n| technique |\n\n"
                       "## One-off costs\n\nno\n")
@@ -55,7 +55,7 @@ def test_the_grid_section_keeps_the_table_and_the_report_s_answers(tmp_path):
     lines = "\n".join(_grid(GridRun(754.4, output, tmp_path, report)))
     assert "**12 min 34 s**" in lines
     assert "baseline       complete  1000.0" in lines and "pinned memory" not in lines and "1 skipped rows" in lines
-    assert "### Recommendation" in lines and "fastest: **x**" in lines and "| technique |" in lines
+    assert "### The answer" in lines and "fastest: **x**" in lines and "| technique |" in lines
     assert "SPEEDUP-BODY" not in lines and "![plot]" not in lines and "One-off" not in lines
 
 

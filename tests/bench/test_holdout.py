@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ablate.config.choices import BASELINE, Levels, Option, baseline_levels, grid
-from ablate.stats.fraction import screening_fraction
 from ablate.stats.protocol import SCREEN, Measurement
+from ablate.stats.screening.fraction import screening_fraction
 from benchmarks.holdout import Row, clopper_pearson, halves, hold_out
 
 OPTIONS = {**{f"f{i}": {"off": Option(None), f"s{i}": Option(f"s{i}")} for i in range(4)},

@@ -41,6 +41,12 @@ def test_every_documented_import_works() -> None:
     assert isinstance(found["train"], types.FunctionType) and found["Splits"] is ablate.Splits
 
 
+def test_the_opening_example_imports() -> None:
+    found: dict[str, object] = {}
+    exec(compile(_block("api-opening-example"), "docs/api.md", "exec"), found)
+    assert found["Splits"] is ablate.Splits and found["compose"] is strategies.compose
+
+
 def test_the_example_of_a_users_dataset_and_loss_runs() -> None:
     found: dict[str, object] = {"__name__": "docs_api_example"}
     exec(compile(_block("docs-example-api"), "docs/api.md", "exec"), found)
@@ -68,8 +74,8 @@ def test_summary_json_carries_the_documented_fields(tmp_path: Path) -> None:
     from ablate.config.choices import BASELINE
     from ablate.render import report
     from ablate.render.summaries import SCHEMA_VERSION
-    from ablate.stats.comparison import compare_stored
-    from ablate.stats.findings import analyse_all
+    from ablate.stats.answer.comparison import compare_stored
+    from ablate.stats.answer.findings import analyse_all
     from ablate.store.records import Record, combine
     from ablate.store.study_record import StudyRecord
     from ablate.trial import metrics as metric

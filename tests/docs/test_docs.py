@@ -5,7 +5,7 @@ The strategy and preset tables in docs/strategies.md have one row per name in `s
 registered strategy; every relative link in README.md, docs/*.md and the benchmark records (benchmarks/RESULTS.md,
 whose front page links each current figure to its section, and benchmarks/history/) points at a file in the
 repository (and a heading that exists, where it names one); the README stays short and free of paths outside the
-repository. Its examples are executed by tests/docs/test_readme.py and tests/docs/test_library_readme.py.
+repository. The docs' examples are executed by tests/docs/test_readme.py, test_library_readme.py and test_api.py.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from structure import comparable, structure
 
 from ablate.cli import main
 from ablate.config import study as studies
-from ablate.stats import finalists
+from ablate.stats.race import finalists
 from ablate.stats.speedups import protocol_measurements
 from ablate.store.records import load
 
@@ -164,7 +164,7 @@ STATISTICS = ("fraction", "resolution", "alias", "studentized", "alpha", "contra
 def test_the_report_defines_its_verdict_words_after_its_answer_before_its_method(first_run):
     report = (first_run / "tiny" / "report" / "grid" / "report.md").read_text()
     words = report.index("## What the words mean")
-    assert report.index("## Recommendation") < words < report.index("## How this was measured")
+    assert report.index("## The answer") < words < report.index("## How this was measured")
     assert "- **ok**: " in report[words:]
 
 
@@ -207,8 +207,9 @@ def test_second_run_runs_nothing_new(first_run, tiny_study_file, capsys):
 
 
 def test_table_is_sorted_by_speedup_and_agrees_with_summary_json_the_report_and_mlflow(first_run):
-    """One comparison per combination (ablate.stats.comparison), rendered by every surface: the CSV, summary.json, the
-    report's table and the MLflow rows agree row by row, and a row's throughput is the baseline's times its speed-up."""
+    """One comparison per combination (ablate.stats.answer.comparison), rendered by every surface: the CSV,
+    summary.json, the report's table and the MLflow rows agree row by row, and a row's throughput is the baseline's
+    times its speed-up."""
     import csv
     import json
 
@@ -355,7 +356,8 @@ ADDED = {
         "recommendation.eliminated", "recommendation.equivalence_margin", "recommendation.members",
         "recommendation.not_raced")),
     # Where a step's time goes (issue 40): each measurement's profiling window (ablate.trial.phases), then the study's
-    # diagnosis (ablate.stats.explained) in summary.json and the parent run, and energy per sample on every surface.
+    # diagnosis (ablate.stats.answer.explained) in summary.json and the parent run, and energy per sample on every
+    # surface.
     *(f"{where}:{m}" for where in ("mlflow.db:measurement:metrics", "mlflow.db:row:metrics",
                                    "tiny/optuna.db:trial_metrics")
       for m in ("profiled_step_s", "profiled_steps", "profile_cost",

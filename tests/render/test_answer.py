@@ -6,12 +6,12 @@ import dataclasses
 import math
 
 from ablate.config.choices import BASELINE
-from ablate.render import answer
+from ablate.render import answer, race
 from ablate.stats import parity, protocol
-from ablate.stats.comparison import machine_load
+from ablate.stats.answer.comparison import machine_load
+from ablate.stats.answer.verdicts import Recommendation
 from ablate.stats.contrasts import Contrast
-from ablate.stats.simpler import Equivalence
-from ablate.stats.verdicts import Recommendation
+from ablate.stats.race.equivalence import Equivalence
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
 
@@ -27,7 +27,7 @@ def _rec(leader: str, *others: str, contrasts: dict | None = None, equivalence: 
 
 
 def _lines(rec: Recommendation) -> str:
-    return "\n".join(answer.recommendation_lines(rec, {}, 0.5))
+    return "\n".join(race.recommendation_lines(rec, {}, 0.5))
 
 
 def test_a_leader_without_confirmation_blocks_is_said_to_read_high():

@@ -5,7 +5,7 @@ import itertools
 
 from ablate.config.choices import BASELINE, short_label
 from ablate.render import results
-from ablate.stats.comparison import compare
+from ablate.stats.answer.comparison import compare
 from ablate.store.records import Record, combine
 
 DIMS = {  # mnist_cnn_gpu-like labels: the longest the built-in studies make

@@ -1,4 +1,4 @@
-"""The load guard's summary is computed once (`ablate.stats.comparison.machine_load`), under the design the run
+"""The load guard's summary is computed once (`ablate.stats.answer.comparison.machine_load`), under the design the run
 followed, and every surface renders that one reading: the report's words, its MLflow metrics and summary.json."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from ablate.config import study
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.render import report
-from ablate.stats.comparison import compare_stored
-from ablate.stats.findings import analyse_all
+from ablate.stats.answer.comparison import compare_stored
+from ablate.stats.answer.findings import analyse_all
 from ablate.store.records import Record, combine
 from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric

@@ -7,9 +7,9 @@ import matplotlib.pyplot as plt
 import pytest
 
 from ablate.render import effects, plots
-from ablate.stats.comparison import Comparison, DeviceComparisons, machine_load
-from ablate.stats.effects import Effect, EffectFit
+from ablate.stats.answer.comparison import Comparison, DeviceComparisons, machine_load
 from ablate.stats.parity import Parity
+from ablate.stats.screening.effects import Effect, EffectFit
 from ablate.stats.speedups import Interval
 from ablate.store.records import Record
 from ablate.words import count

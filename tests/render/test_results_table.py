@@ -7,7 +7,7 @@ import pytest
 
 from ablate.config.choices import BASELINE
 from ablate.render import results
-from ablate.stats.comparison import compare
+from ablate.stats.answer.comparison import compare
 from ablate.store.records import UNKNOWN_MACHINE, Record
 
 

@@ -16,10 +16,10 @@ from ablate.render import explained, plots, report
 from ablate.render.results import NOT_COUNTED
 from ablate.render.terminal import LINE
 from ablate.stats import diagnosis
-from ablate.stats.comparison import compare
+from ablate.stats.answer.comparison import compare
+from ablate.stats.answer.explained import Explanation
+from ablate.stats.answer.findings import analyse_all
 from ablate.stats.diagnosis import WORDS
-from ablate.stats.explained import Explanation
-from ablate.stats.findings import analyse_all
 from ablate.store.study_record import StudyRecord
 from ablate.tracking import view
 from ablate.tracking.parent_run import write_reports
@@ -40,7 +40,7 @@ def _built(study, folder, **kwargs) -> report.Report:
 def test_the_report_explains_the_answer_right_after_it_with_its_picture(study, tmp_path):
     built = _built(study, tmp_path)
     text = built.markdown.read_text()
-    assert text.index("## Recommendation") < text.index("## Where the time goes") < text.index(
+    assert text.index("## The answer") < text.index("## Where the time goes") < text.index(
         "## Speed-up of every combination")
     section = text[text.index("## Where the time goes"):text.index("## Speed-up of every combination")]
     assert "waiting for data 52%, the copy to the device 1%" in section and "x1.02 the timed windows'" in section
@@ -123,8 +123,8 @@ def test_the_picture_and_the_diagnosis_are_logged_to_the_mlflow_parent_run(study
     tracker = Tracker(study, describe("cpu"), tmp_path)
     parent = tracker.start_parent("grid")
     assert parent and not tracker.offline
-    (built,) = write_reports(study, compare(records(), 0.5), "grid", tmp_path, tracker,
-                             StudyRecord(parent_run_id=parent))
+    found = analyse_all(study, compare(records(), 0.5), StudyRecord(parent_run_id=parent))
+    (built,) = write_reports(study, found, "grid", tmp_path, tracker, parent)
     client = MlflowClient(tracking_uri=tracker.uri)
     logged = {f.path for f in client.list_artifacts(parent, f"report/{built.folder.name}")}
     assert f"report/{built.folder.name}/phases.png" in logged

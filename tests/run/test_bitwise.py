@@ -11,8 +11,8 @@ from ablate.config import study as studies
 from ablate.config.choices import Option, accuracy_group
 from ablate.config.design import ProtocolSettings
 from ablate.run import bitwise
-from ablate.stats import finalists
 from ablate.stats.planner import Planner
+from ablate.stats.race import finalists
 from ablate.store import records, study_record
 from ablate.trial.process import TrialSpec
 from strategies import AMP, SetToNone

@@ -75,7 +75,7 @@ def _wrapped(error: BaseException) -> BaseException:
         try:
             raise error
         except BaseException:
-            raise RuntimeError("could not log the measurement")  # noqa: B904 - the context is what is tested
+            raise RuntimeError("could not log the measurement")  # not `from` it: the implicit context is what is tested
     except RuntimeError as wrapping:
         return wrapping
 

@@ -11,8 +11,9 @@ from profiled import ORDER, measurement, study_file
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.run.objective import profiles
-from ablate.stats import diagnosis, explained, protocol
-from ablate.stats.comparison import compare
+from ablate.stats import diagnosis, protocol
+from ablate.stats.answer import explained
+from ablate.stats.answer.comparison import compare
 from ablate.store import records
 from ablate.store.records import PARITY, State, combine
 from ablate.trial import metrics as metric

@@ -20,10 +20,10 @@ from scipy import stats
 
 from ablate.config.choices import Levels, Option, baseline_levels, grid
 from ablate.config.design import ProtocolSettings
-from ablate.stats import factorial
 from ablate.stats.contrasts import SCREEN_ALPHA, beyond_range
-from ablate.stats.fraction import Fraction, screening_fraction
 from ablate.stats.protocol import SCREEN, Estimate, Measurement, Slot, estimates, screening_plan
+from ablate.stats.screening import factorial
+from ablate.stats.screening.fraction import Fraction, screening_fraction
 
 W, B, S, A = "num_workers(n=2)", "batch_size(n=128)", "set_to_none", "amp(dtype='bf16')"
 TS, COMPILE = "torchscript", "compile"

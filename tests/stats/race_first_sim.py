@@ -1,10 +1,10 @@
 """A whole study as the runner plans it, race first and accuracy last, on a simulated host and simulated seeds.
 
-Every step asks `ablate.stats.finalists.final` (what `Planner.plan` turns into slots) on the stored records so far:
+Every step asks `ablate.stats.race.finalists.final` (what `Planner.plan` turns into slots) on the stored records so far:
 a race or confirmation block is measured on `test_decisions.Host`; a parity step trains each named group at that
 seed, its test accuracy 99 + its true change + N(0, `seed_sd`) points; then the answer is what the report reads
-(`ablate.stats.comparison.compare`). Records are built as the store holds them (numbered in queue order, combined).
-Each outcome also carries the parts of summary.json `benchmarks.reproducibility.compare` reads, rendered by
+(`ablate.stats.answer.comparison.compare`). Records are built as the store holds them (numbered in queue order,
+combined). Each outcome also carries the parts of summary.json `benchmarks.reproducibility.compare` reads, rendered by
 summary.json's own code (`ablate.render.summaries`), so a pair of simulated studies is scored as a real pair is
 (tests/stats/test_calibration_band.py).
 """
@@ -18,8 +18,10 @@ import numpy as np
 from test_decisions import BASE, Host
 
 from ablate.render import summaries
-from ablate.stats import comparison, finalists, speedups
+from ablate.stats import speedups
+from ablate.stats.answer import comparison
 from ablate.stats.protocol import CONFIRM, ProtocolSettings, Slot, baseline_cv, race_plan, screening_plan
+from ablate.stats.race import finalists
 from ablate.store.records import PARITY, Record, combine
 
 
@@ -92,7 +94,7 @@ def run(study: Study, noise: float, protocol: ProtocolSettings, seed: int) -> Ou
 def _summary(compared: comparison.DeviceComparisons) -> dict[str, Any]:
     """What summary.json would carry of this study for `benchmarks.reproducibility.compare`: its speed-ups and its
     recommendation as `ablate.render.summaries` renders them, and the baseline's spread across blocks (the host's
-    noise as `ablate.stats.findings` measures it, by which the benchmark picks its band)."""
+    noise as `ablate.stats.answer.findings` measures it, by which the benchmark picks its band)."""
     cv = baseline_cv(speedups.protocol_measurements(compared.records), BASE)
     return {"speedups": [summaries.entry(c, "samples", compared.energy_counted) for c in compared.rows if c.speedup],
             "recommendation": summaries.recommendation(compared, "samples", lambda r: ("", "")),

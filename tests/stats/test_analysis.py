@@ -12,9 +12,9 @@ import pytest
 
 from ablate.config import study as studies
 from ablate.config.choices import BASELINE
-from ablate.stats import verdicts
-from ablate.stats.costs import break_even, time_to_target
-from ablate.stats.effects import EffectFit, fit_effects, throughput_observations
+from ablate.stats.answer import verdicts
+from ablate.stats.answer.costs import break_even, time_to_target
+from ablate.stats.screening.effects import EffectFit, fit_effects, throughput_observations
 from ablate.stats.speedups import speedups
 from ablate.store.records import Record, combine
 

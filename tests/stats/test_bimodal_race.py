@@ -25,9 +25,11 @@ from test_decisions import BASE, SIGMA_RACE, Host, as_records, run_study
 from test_headline import cp_lower, cp_upper
 
 from ablate.config.design import ProtocolSettings
-from ablate.render import answer, summaries
-from ablate.stats import comparison, contrasts, flips, levels
+from ablate.render import answer, race, summaries
+from ablate.stats import contrasts, flips
+from ablate.stats.answer import comparison
 from ablate.stats.contrasts import HALF_GAP, judged, paired
+from ablate.stats.race import levels
 
 LEVEL = 0.17  # half the gap between a two-level process's levels, log scale (measured: 40% apart)
 STUDIES = 4000  # the tie's bound at about 4%: a Clopper-Pearson upper bound near 4.6%
@@ -188,7 +190,7 @@ def test_a_flagged_member_is_named_in_summary_json_and_beside_its_row(flagged):
     assert rec is not None and found is not None and rec.two_level == standing.two_level
     assert {m["combination"]: m["two_levels"] for m in found["members"]} == {c: c == "a" for c in found["set"]}
     terminal = answer.terminal_lines(rec, compared.speedup_of)
-    report = "\n".join(answer.recommendation_lines(rec, compared.speedup_of, 1.0))
+    report = "\n".join(race.recommendation_lines(rec, compared.speedup_of, 1.0))
     if flagged == "leader":
         assert terminal[0].startswith("its processes ran at two speed levels"), terminal
         assert "**a**:" in report and answer.TWO_LEVELS in report

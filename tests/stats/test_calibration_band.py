@@ -8,7 +8,7 @@ confirmation blocks and the race's spread, the rest on screening's variance mode
 pairs of whole studies (`race_first_sim.run` on test_race_first's `REPRO16`, independent seeds), rendered as
 summary.json renders them and scored by the benchmark's own `compare`, at the Xeon's quiet and noisy process noise.
 No cell is a prediction on this design: four two-level factors leave a fraction no spare cell
-(`ablate.stats.fraction`), so screening measures all 16 and every one of the K = 15 rows is scored.
+(`ablate.stats.screening.fraction`), so screening measures all 16 and every one of the K = 15 rows is scored.
 
 Figures (100 pairs per noise, seeds 9000-9199, at bf40c14; the benchmark's `BANDS`), K = 15 in every pair:
 - noise 0.08: the sum in [4.75, 33.5] (2.5-97.5%), mean 14.4, SD 7.7 (chi^2 on 15 df: [6.3, 27.5], mean 15, SD 5.5):

@@ -13,7 +13,7 @@ The baseline's level: the mean over its blocks of their baselines, its standard 
 
 Pairs of independent studies are compared as `ablate compare` compares them. Rates are one-sided 95%
 Clopper-Pearson bounds, as in test_decisions.py. The suite runs `PAIRS` pairs per case, checking the machinery and
-the rules' direction; ABLATE_FULL_SIMULATIONS=1 runs 4,000 and asserts the figures in docs/measuring.md,
+the rules' direction; ABLATE_FULL_SIMULATIONS=1 runs 4,000 and asserts the figures in docs/evidence.md,
 "Evidence: comparing two studies".
 """
 from __future__ import annotations

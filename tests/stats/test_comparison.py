@@ -1,4 +1,5 @@
-"""One comparison per combination (ablate.stats.comparison): a row's throughput is the baseline's times its speed-up."""
+"""One comparison per combination (ablate.stats.answer.comparison): a row's throughput is the baseline's times its
+speed-up."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,7 @@ import pytest
 
 from ablate.config.choices import BASELINE
 from ablate.render import results
-from ablate.stats.comparison import compare
+from ablate.stats.answer.comparison import compare
 from ablate.store.records import Record, combine
 from ablate.tracking import view
 

@@ -1,7 +1,7 @@
 """The decisions ablate prints, proven by simulation: parity verdicts, the recommendation, elimination, noise.
 
 Each test runs hundreds of simulated studies (parity's, thousands) through the same functions the runner and the
-report call (`ablate.stats.parity`, `ablate.stats.racing.race`, `ablate.stats.verdicts.recommendation`,
+report call (`ablate.stats.parity`, `ablate.stats.race.racing.race`, `ablate.stats.answer.verdicts.recommendation`,
 `ablate.stats.protocol.estimates`) and checks an error rate or a coverage. The host: every measurement is a fresh
 process, log throughput = truth + drift (a trend and a random walk) + a process offset N(0, sigma of its
 combination) + small window noise.
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.stats import parity, racing, speedups, verdicts
+from ablate.stats import parity, speedups
+from ablate.stats.answer import verdicts
 from ablate.stats.protocol import (
     RACE,
     SCREEN,
@@ -25,6 +26,7 @@ from ablate.stats.protocol import (
     race_plan,
     screening_plan,
 )
+from ablate.stats.race import racing
 from ablate.store.records import Record, combine
 
 BASE = "baseline"

@@ -1,5 +1,5 @@
 """Accuracy last: a grid trains accuracy after throughput has chosen its final set, only for that set's groups, the
-baseline's and the spread's (`Planner.defer_accuracy`, `ablate.stats.finalists`): what it plans, and what the table
+baseline's and the spread's (`Planner.defer_accuracy`, `ablate.stats.race.finalists`): what it plans, and what the table
 and report show. The planner here screens only (`race_blocks: 0`): its final set is screening's leader; the race's
 own rounds and hand-overs are simulated in tests/stats/test_race_first.py."""
 from __future__ import annotations
@@ -12,8 +12,10 @@ from ablate.config import study as studies
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.render import answer
-from ablate.stats import comparison, finalists, parity, verdicts
+from ablate.stats import parity
+from ablate.stats.answer import comparison, verdicts
 from ablate.stats.planner import Planner
+from ablate.stats.race import finalists
 from ablate.store.records import Record, combine
 
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"

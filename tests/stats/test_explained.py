@@ -1,5 +1,5 @@
-"""A device's explanation (`ablate.stats.explained`): each comparison's profile, each technique's prediction checked
-against its speed-up alone, the sentences, and what "as predicted" claims, simulated."""
+"""A device's explanation (`ablate.stats.answer.explained`): each comparison's profile, each technique's prediction
+checked against its speed-up alone, the sentences, and what "as predicted" claims, simulated."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +8,9 @@ from profiled import BOTH, FED, INPUT_BOUND, PINNED, WORKERS, records, study_fil
 from scipy.stats import beta
 
 from ablate.config.choices import BASELINE
-from ablate.stats import diagnosis, explained, protocol
-from ablate.stats.comparison import compare
+from ablate.stats import diagnosis, protocol
+from ablate.stats.answer import explained
+from ablate.stats.answer.comparison import compare
 from ablate.stats.protocol import CONFIDENCE
 
 

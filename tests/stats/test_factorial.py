@@ -1,4 +1,4 @@
-"""The screening model (`ablate.stats.factorial`): the grid ranked from its fraction, proven by simulation.
+"""The screening model (`ablate.stats.screening.factorial`): the grid ranked from its fraction, proven by simulation.
 
 Simulated on mnist_cnn's CPU grid (tests/stats/factorial_sim.py: 48 cells, the 24 of the resolution IV half
 fraction screened in 3 blocks of 8 + 2 baselines with drift; bf16 processes at two levels 40% apart, the others
@@ -44,9 +44,9 @@ from factorial_sim import (
 )
 from test_headline import cp_lower, cp_upper
 
-from ablate.stats import factorial
-from ablate.stats.factorial import ALIAS_ALPHA
 from ablate.stats.protocol import RACE, SCREEN, Measurement
+from ablate.stats.screening import factorial
+from ablate.stats.screening.factorial import ALIAS_ALPHA
 
 STUDIES = 1000
 SMOKE = 30

@@ -1,8 +1,8 @@
-"""The study-wide findings every surface renders (`ablate.stats.findings`)."""
+"""The study-wide findings every surface renders (`ablate.stats.answer.findings`)."""
 from __future__ import annotations
 
-from ablate.stats.costs import BreakEven
-from ablate.stats.findings import OneOffCost, _one_off
+from ablate.stats.answer.costs import BreakEven
+from ablate.stats.answer.findings import OneOffCost, _one_off
 
 
 def _break(technique: str, extra_s: float, steps: float | None) -> BreakEven:

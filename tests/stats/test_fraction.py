@@ -1,5 +1,5 @@
-"""The screening fraction (`ablate.stats.fraction`): resolution IV or better, the baseline's cell in it, fixed by
-the study's dimension order, and None where no regular fraction fits the grid."""
+"""The screening fraction (`ablate.stats.screening.fraction`): resolution IV or better, the baseline's cell in it, fixed
+by the study's dimension order, and None where no regular fraction fits the grid."""
 from __future__ import annotations
 
 import random
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ablate.config.choices import Levels, Option, baseline_levels, grid
-from ablate.stats import fraction
-from ablate.stats.fraction import TABLE, screening_fraction
+from ablate.stats.screening import fraction
+from ablate.stats.screening.fraction import TABLE, screening_fraction
 
 
 def _options(two_level: int, crossed: tuple[int, ...] = ()) -> dict[str, dict[str, Option]]:

@@ -1,7 +1,7 @@
 """A study screened on a fraction of its grid, simulated whole through the project's own planner, finalists and
-comparison (`Planner.screening`, `Planner.plan`, `ablate.stats.fractioned`, `comparison.compare`), on mnist_cnn's
-CPU grid: workers x batch_size x set_to_none x bf16 (two levels each) x graph (off, torchscript, compile), pin_memory
-unable to run (no CUDA): 48 runnable combinations, 48 skipped.
+comparison (`Planner.screening`, `Planner.plan`, `ablate.stats.screening.fractioned`, `comparison.compare`), on
+mnist_cnn's CPU grid: workers x batch_size x set_to_none x bf16 (two levels each) x graph (off, torchscript, compile),
+pin_memory unable to run (no CUDA): 48 runnable combinations, 48 skipped.
 
 The truth (`_truth`): log speed-ups additive in the techniques, with a batch_size x compile pair (a crossed pair,
 which the half fraction estimates clear of any other); the truly fastest stack, workers + batch + bf16 + compile, is
@@ -32,9 +32,11 @@ from test_headline import cp_lower
 from ablate.config import study as studies
 from ablate.config.choices import BASELINE, OFF, Levels, combination_label, grid
 from ablate.config.design import ProtocolSettings
-from ablate.render import answer, summaries
-from ablate.stats import comparison, fractioned, protocol
+from ablate.render import answer, race, summaries
+from ablate.stats import protocol
+from ablate.stats.answer import comparison
 from ablate.stats.planner import Planned, Planner
+from ablate.stats.screening import fractioned
 from ablate.store.records import Record, combine
 
 MNIST = Path(__file__).resolve().parents[2] / "studies" / "mnist_cnn.yaml"
@@ -150,8 +152,9 @@ def test_the_protocol_sentence_says_the_fraction():
 
 
 def test_where_the_model_calls_for_the_fold_over_it_is_screened_once_then_the_race_opens(monkeypatch):
-    """The planner's part, whatever the model's power (`ablate.stats.factorial` decides; its rate with and without an
-    aliased pair: the full simulation below): the fold-over's 24 in 3 more screening blocks, once, then the race."""
+    """The planner's part, whatever the model's power (`ablate.stats.screening.factorial` decides; its rate with and
+    without an aliased pair: the full simulation below): the fold-over's 24 in 3 more screening blocks, once, then the
+    race."""
     calls = []
 
     def fold_over(self: fractioned.Fractioned, measurements: list) -> bool:
@@ -189,7 +192,7 @@ def test_a_combination_never_measured_is_named_with_its_prediction_said_to_be_on
     c = sorted(rec.race.predicted)[0]
     e = rec.race.predicted[c]
     unseated = dataclasses.replace(rec, not_raced=(c, "unknown"))
-    lines = answer.recommendation_lines(unseated, o.found.speedup_of, 1.0) + \
+    lines = race.recommendation_lines(unseated, o.found.speedup_of, 1.0) + \
         answer.terminal_lines(unseated, o.found.speedup_of)
     said = [line for line in lines if "(model, not measured)" in line]
     assert len(said) == 2 and all(f"predicted x{math.exp(e.log):.2f} [" in line for line in said), said
@@ -234,7 +237,7 @@ def test_a_few_studies_on_the_fraction_find_the_truly_fastest_stack():
 @pytest.mark.skipif(not os.environ.get("ABLATE_FULL_SIMULATIONS"),
                     reason=f"{FULL} whole simulated studies on the fraction, {FULL} screened in full and "
                            f"{FULL // 2} with an aliased pair, ~9 min on 2 "
-                           "cores: ABLATE_FULL_SIMULATIONS=1 runs them (figures in docs/measuring.md)")
+                           "cores: ABLATE_FULL_SIMULATIONS=1 runs them (figures in docs/evidence.md)")
 def test_studies_on_the_fraction_find_the_truly_fastest_stack_as_often_for_fewer_measurements():
     """`FULL` studies each way: the truly fastest stack (or one within 2% of it) headlined with a Clopper-Pearson
     lower bound >= 0.85 on the fraction, and fewer measurements a study than screening in full."""

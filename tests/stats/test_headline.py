@@ -2,9 +2,10 @@
 printed decision, and the equivalence test that alone lets a simpler stack stand in for the race's leader.
 
 Studies run through the project's own functions as the runner plans them (`run_study` of
-tests/stats/test_decisions.py: screening, the race, its confirmation blocks), then `ablate.stats.comparison.compare`
-(the race replayed, the recommendation) and `ablate.render.summaries` (summary.json's recommendation). Every rate is
-established at 95% confidence: a Clopper-Pearson bound over the studies, never the point estimate alone.
+tests/stats/test_decisions.py: screening, the race, its confirmation blocks), then
+`ablate.stats.answer.comparison.compare` (the race replayed, the recommendation) and `ablate.render.summaries`
+(summary.json's recommendation). Every rate is established at 95% confidence: a Clopper-Pearson bound over the studies,
+never the point estimate alone.
 
 Before this change (f9d2b97), on GRID at process noise 0.06 and 0.10 (100 studies each, the same seeds): the headline
 (the simplest member of the set the race could not tell apart) was within 2% of the race leader's true speed-up in
@@ -30,10 +31,11 @@ from scipy import stats
 from test_decisions import BASE, Host, as_records, run_study
 
 from ablate.config.validate import StudyError
-from ablate.render import answer, summaries
+from ablate.render import answer, race, summaries
 from ablate.render.report import Report
-from ablate.stats import comparison, protocol, verdicts
-from ablate.stats.comparison import DeviceComparisons
+from ablate.stats import protocol
+from ablate.stats.answer import comparison, verdicts
+from ablate.stats.answer.comparison import DeviceComparisons
 from ablate.stats.protocol import ProtocolSettings
 from ablate.store.records import Record, combine
 
@@ -144,7 +146,7 @@ def test_each_printed_decision_has_the_interval_that_decided_it_and_an_adjusted_
             if e.get("told_apart"):
                 dropped += 1
                 assert e["low"] > 1 and e["p_adjusted"] < 0.05, e
-        text = "\n".join(answer.recommendation_lines(rec, compared.speedup_of, 1.0))
+        text = "\n".join(race.recommendation_lines(rec, compared.speedup_of, 1.0))
         assert "within ±" not in text and "Levene" not in text
     assert survived >= STUDIES and dropped >= STUDIES // 2, (survived, dropped)  # the checks ran
     assert contradicted > 0, "the pointwise intervals never contradicted a verdict here: the note below is stale"
@@ -253,7 +255,7 @@ def test_a_study_whose_accuracy_could_not_be_measured_still_answers_on_speed(tmp
     rec = compared.recommendation
     assert rec is not None and rec.accuracy_unmeasured and "out of memory" in rec.accuracy_unmeasured
     assert BASE in {r.combination for r in verdicts.eligible(records, 0.5)}
-    text = "\n".join(answer.recommendation_lines(rec, compared.speedup_of, 0.5))
+    text = "\n".join(race.recommendation_lines(rec, compared.speedup_of, 0.5))
     assert "Accuracy could not be measured" in text and "on speed alone" in text
     report = Report(device="cpu", folder=tmp_path, markdown=tmp_path / "r.md", html=tmp_path / "r.html",
                     summary_json=tmp_path / "s.json", plots=[], recommended=rec.pick, compose=_compose(rec.pick),

@@ -3,7 +3,7 @@
 At 8% process noise three confirmation blocks show no margin below about 11% (a one-sided t bound at 5% on a
 contrast whose block SD is 0.08 x sqrt(2)): the 2% margin of before never fired, and the race spent up to six extra
 blocks of its leader and closest contender on ties no number of them could settle. Now the default margin is the
-smallest the design can show, at most 5% (`ablate.stats.equivalence`), the report says when a margin is below that,
+smallest the design can show, at most 5% (`ablate.stats.race.equivalence`), the report says when a margin is below that,
 and the race goes on past its planned blocks only while the blocks left could tell the pair apart or show them
 within the margin.
 
@@ -25,11 +25,13 @@ from test_repeat import REPRO
 
 from ablate.config.design import ProtocolSettings
 from ablate.config.validate import StudyError
-from ablate.render import answer, summaries
-from ablate.stats import comparison, equivalence, protocol, simpler
+from ablate.render import answer, race, summaries
+from ablate.stats import protocol
+from ablate.stats.answer import comparison
+from ablate.stats.answer.verdicts import Recommendation
 from ablate.stats.contrasts import Contrast, paired
-from ablate.stats.simpler import Equivalence
-from ablate.stats.verdicts import Recommendation
+from ablate.stats.race import equivalence, simpler
+from ablate.stats.race.equivalence import Equivalence
 from ablate.store.records import Record
 
 FULL = bool(os.environ.get("ABLATE_FULL_SIMULATIONS"))
@@ -197,7 +199,7 @@ def test_a_member_not_shown_is_said_so_with_what_the_data_allow_and_the_report_w
     design = equivalence.resolution(k, CONFIRM, 0.05, None)
     e = Equivalence(k, protocol.CONFIRM, 0.05, 0.05, math.exp(k.upper(0.05)), design)
     rec = _rec(e, design, None)
-    text = "\n".join(answer.recommendation_lines(rec, {}, 0.5))
+    text = "\n".join(race.recommendation_lines(rec, {}, 0.5))
     assert f"not shown equivalent (the data allow up to +{100 * (e.bound - 1):.1f}%)" in text
     assert text.count("below the smallest this design can show") == 1
     terminal = answer.terminal_lines(rec, {})
@@ -210,7 +212,7 @@ def test_the_techniques_a_headline_leaves_out_are_listed_with_what_they_may_cost
     e = Equivalence(k, protocol.CONFIRM, 0.05, 0.02, 1.004)
     rec = _rec(e, None, "a")
     assert rec.left_out == ("b", "c")
-    text = "\n".join(answer.recommendation_lines(rec, {}, 0.5))
+    text = "\n".join(race.recommendation_lines(rec, {}, 0.5))
     assert "Left out of the leader's stack: b and c, which may cost up to 0.4%" in text
     assert "left out of the leader's stack: b and c, which may cost up to 0.4%" in " ".join(
         answer.terminal_lines(rec, {}))

@@ -51,7 +51,8 @@ from test_headline import cp_lower
 from test_race_first import REPRO16
 
 from ablate.config.design import ProtocolSettings
-from ablate.stats import protocol, variance, verdicts
+from ablate.stats import protocol, variance
+from ablate.stats.answer import verdicts
 from ablate.stats.contrasts import NOISIER_ALPHA
 from ablate.stats.protocol import CONFIRM, PRIOR_DF, RACE, SCREEN, Measurement
 

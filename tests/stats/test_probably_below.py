@@ -14,7 +14,8 @@ from test_decisions import BASE, NOISY, _studies
 from test_headline import cp_lower, cp_upper
 
 from ablate.config.choices import BASELINE
-from ablate.stats import parity, verdicts
+from ablate.stats import parity
+from ablate.stats.answer import verdicts
 from ablate.store.records import Record
 
 TOLERANCE = 0.5  # the simulations'

@@ -26,8 +26,9 @@ import pytest
 from scipy import stats
 
 from ablate.config.design import SINGLE_PASS, ProtocolSettings
-from ablate.stats import protocol, racing
+from ablate.stats import protocol
 from ablate.stats.protocol import FULL, RACE, SCREEN, Measurement
+from ablate.stats.race import racing
 
 BASELINE = 0
 SIGMA_P = 0.08  # between-process noise (log scale)
@@ -220,7 +221,7 @@ def test_racing_stops_early_on_a_clear_winner(seed):
 def test_racing_keeps_going_on_a_tie_while_more_blocks_could_change_its_leader():
     """Past its six planned blocks too: up to six more of the leader and its closest contender
     (`extra_race_blocks`), until more could not tell them apart and the leader is within the margin of every member
-    still in (`ablate.stats.equivalence.settled`), or the twelfth."""
+    still in (`ablate.stats.race.equivalence.settled`), or the twelfth."""
     settings = ProtocolSettings(race_blocks=6)
     most = settings.race_blocks + settings.extra_race_blocks
     est, standing, _ = simulate_study(TIED, settings, seed=0)
@@ -405,7 +406,8 @@ def test_race_is_deterministic():
 
 _WORKER = """
 import json, sys
-from ablate.stats import protocol, racing
+from ablate.stats import protocol
+from ablate.stats.race import racing
 from ablate.config.design import ProtocolSettings
 ms = [protocol.Measurement(*row) for row in json.load(sys.stdin)]
 standing = racing.race(ms, "base", {m.combination for m in ms}, ProtocolSettings())

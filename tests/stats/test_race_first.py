@@ -1,4 +1,4 @@
-"""Race first, accuracy last (`ablate.stats.finalists`), simulated whole on repro16's grid as it runs on the Xeon.
+"""Race first, accuracy last (`ablate.stats.race.finalists`), simulated whole on repro16's grid as it runs on the Xeon.
 
 `REPRO16`: benchmarks/studies/repro16.yaml's 16 combinations, their log speed-ups those of test_repeat.py's eight
 with batch_size(128) adding 9% to each (run 2 of the bbd9217 pair headlined batch(128) + set_to_none + amp at x1.42
@@ -94,7 +94,7 @@ def test_a_round_whose_own_training_puts_a_member_out_moves_on_to_the_next_round
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("ABLATE_FULL_SIMULATIONS"),
                     reason="120 whole simulated studies, 10-15 min on 2 cores: ABLATE_FULL_SIMULATIONS=1 runs them "
-                           "(figures in the docstring and docs/measuring.md; the smoke test above runs always)")
+                           "(figures in the docstring and docs/evidence.md; the smoke test above runs always)")
 def test_two_independent_runs_agree_and_name_the_truly_fastest_eligible_stack():
     """60 pairs at noise 0.08: headlines agree (the same, or one shown equivalent) with a Clopper-Pearson lower
     bound >= 0.8 and name the truly fastest eligible stack >= 0.85 (test_repeat.py's criteria); a headline truly

@@ -18,7 +18,7 @@ that pair): agreement 25 of 60 before, 37 of 60 after; the truly fastest 78 and 
 tie, no number of blocks tells them apart, and only an equivalence shown within the margin makes the answer repeat
 (tests/stats/test_headline.py).
 
-Issue 47: the extra blocks only while they could change the answer (`ablate.stats.equivalence.settled`: not where
+Issue 47: the extra blocks only while they could change the answer (`ablate.stats.race.equivalence.settled`: not where
 more could not tell the pair apart at the largest gap the data allow and the leader is within the margin, 5% here,
 of every member still in). Same seeds: at 0.08, 57 of 60 agree and 115 of 120 headline the truly fastest (or one
 within the printed margin), for 73.8 measurements a study (76.4 with every extra block); at 0.15, 37 of 60 and 94
@@ -38,7 +38,7 @@ import pytest
 from test_decisions import BASE, as_records, run_study
 from test_headline import cp_lower
 
-from ablate.stats import comparison
+from ablate.stats.answer import comparison
 from ablate.stats.protocol import ProtocolSettings
 
 REPRO = {BASE: 0.0, "amp": 0.13, "set_to_none": 0.0, "set_to_none + amp": 0.19, "num_workers": -0.15,

@@ -9,7 +9,8 @@ import pytest
 from ablate.config import study as studies
 from ablate.config.choices import BASELINE
 from ablate.render.answer import break_even_rows
-from ablate.stats import costs, speedups
+from ablate.stats import speedups
+from ablate.stats.answer import costs
 from ablate.store.records import Record, combine
 from ablate.trial import metrics as metric
 

@@ -60,7 +60,7 @@ def postgres() -> Iterator[str]:
 
 @pytest.fixture
 def mlflow_server(tmp_path: Path) -> Iterator[str]:
-    """A real `mlflow server` on 127.0.0.1, as docs/operations.md starts one: its own PostgreSQL database as the
+    """A real `mlflow server` on 127.0.0.1, as docs/spread.md starts one: its own PostgreSQL database as the
     backend store, artifacts proxied by the server. Its http:// URI."""
     port = free_port()
     with _fresh_database() as backend, serving([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",

@@ -14,7 +14,7 @@ from messages import one_message
 from mlflow.tracking import MlflowClient
 
 from ablate.cli import main
-from ablate.stats.finalists import NOT_NEEDED
+from ablate.stats.race.finalists import NOT_NEEDED
 
 from servers import free_port, serving
 

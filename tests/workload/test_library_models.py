@@ -13,11 +13,11 @@ pytest.importorskip("transformers", reason="the hf extra: pip install -e '.[hf]'
 pytest.importorskip("timm", reason="the timm extra: pip install -e '.[timm]'")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the hub
 
-from ablate.workload.library_models import decoder_flops_per_token, preloads  # noqa: E402
-from ablate.workload.models import MODELS  # noqa: E402
-from ablate.workload.registry import lookup  # noqa: E402
-from ablate.workload.tasks import CausalLM, Classification  # noqa: E402
-from strategies import (  # noqa: E402
+from ablate.workload.library_models import decoder_flops_per_token, preloads
+from ablate.workload.models import MODELS
+from ablate.workload.registry import lookup
+from ablate.workload.tasks import CausalLM, Classification
+from strategies import (
     AMP,
     REGISTRY,
     TF32,
@@ -39,7 +39,7 @@ from strategies import (  # noqa: E402
     TorchScript,
     compose,
 )
-from strategies.blocks import repeated_blocks  # noqa: E402
+from strategies.blocks import repeated_blocks
 
 SEQ = 16
 TINY = {  # name -> model_options: two blocks, width 32

@@ -194,8 +194,8 @@ def test_the_kjv_corpus_loads_from_the_data_root():
 def test_the_report_of_a_language_model_on_a_known_gpu_gives_mfu_with_its_peak_and_memory_saved(tmp_path):
     from ablate.config.choices import BASELINE
     from ablate.render import report
-    from ablate.stats.comparison import compare
-    from ablate.stats.findings import analyse_all
+    from ablate.stats.answer.comparison import compare
+    from ablate.stats.answer.findings import analyse_all
     from ablate.store.records import Record, combine
 
     path = tmp_path / "s.yaml"

@@ -1,16 +1,16 @@
 """Race first, accuracy last: the final set, the accuracy that decides it, and which member headlines.
 
-Throughput decides the field. Screening and the race (`ablate.stats.racing`) read throughputs only, over every
+Throughput decides the field. Screening and the race (`ablate.stats.race.racing`) read throughputs only, over every
 runnable combination (where screening measured a fraction of the grid, those never measured too, on the screening
-model's word: `ablate.stats.fractioned`). Then accuracy parity (`ablate.stats.parity`) is trained only where it
-decides the answer (`_wanted`): the race's leader's group with the baseline's, and where those give the
+model's word: `ablate.stats.screening.fractioned`). Then accuracy parity (`ablate.stats.parity`) is trained only where
+it decides the answer (`_wanted`): the race's leader's group with the baseline's, and where those give the
 seed-to-seed spread fewer than `parity.NOISE_DF` degrees of freedom, the next-fastest groups' seeds until they do
 (`seeds_wanted`). Then:
 
 - **The leader's accuracy allows it** (neither `below` nor probably below: `parity.Parity.ineligible`): its
   confirmation blocks are measured. Confirmation waits for accuracy because a leader put out would have had its
   blocks for nothing; they are still blocks its selection never saw, since no accuracy moves a throughput. Then
-  the members simpler than it are tested for equivalence (`ablate.stats.simpler`), and the simplest one shown
+  the members simpler than it are tested for equivalence (`ablate.stats.race.simpler`), and the simplest one shown
   within the margin headlines once its accuracy, trained now, allows it (where it does not, it leaves the tests
   and the next shown one is asked); none shown, the leader headlines.
 - **Else a new round.** The race runs again, with every group known to be out (ineligible, or its training
@@ -23,7 +23,7 @@ seed-to-seed spread fewer than `parity.NOISE_DF` degrees of freedom, the next-fa
 So a member of the final set neither leading nor shown as fast is never trained: it could headline only were the
 leader out, and then the race runs again. Training every final-set member's group costs more trainings for the same
 headlines. Both simulated in tests/stats/test_race_first.py; figures in docs/measuring.md, "Accuracy last, and only
-where it decides" and "Evidence: the final set".
+where it decides"; docs/evidence.md, "Evidence: the final set".
 
 Why the order biases nothing. The field, the eliminations and the final set read throughputs only, which the
 seeds' accuracies do not move (each accuracy training is a process of its own, after the race): a trained
@@ -37,8 +37,8 @@ Worst case, with G accuracy groups besides the baseline's: at most G + 1 rounds 
 least one more group out; the baseline's group is never out), each of at most `race_blocks + extra_race_blocks`
 race blocks and `confirm_blocks` confirmation blocks; and never more
 trainings than every group at `seeds` seeds, (G + 1) x `seeds`, what accuracy-first could train. A fast group
-below the tolerance makes two rounds (the simulated case: docs/measuring.md, "Accuracy last, and only where it
-decides").
+below the tolerance makes two rounds (the simulated case: docs/evidence.md, "Evidence: the final
+set").
 
 A pure function of the stored records: workers sharing a storage plan alike.
 """
@@ -51,9 +51,12 @@ from typing import Collection, Mapping, Sequence
 
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
-from ablate.stats import fractioned, parity, racing, speedups
+from ablate.stats import parity, speedups
 from ablate.stats.protocol import CONFIRM, FULL, RACE, SCREEN, Measurement
-from ablate.stats.simpler import Equivalence, equivalent, simplest_first
+from ablate.stats.race import racing
+from ablate.stats.race.equivalence import Equivalence
+from ablate.stats.race.simpler import equivalent, simplest_first
+from ablate.stats.screening import fractioned
 from ablate.store.records import PARITY, Record, State, baseline
 from ablate.trial import metrics as metric
 
@@ -166,7 +169,7 @@ class Final:
     next_block: tuple[str, ...] | None = None  # the next race block, or confirmation block once accuracy allows
     phase: str = RACE
     tested: Mapping[str, Equivalence] = field(default_factory=dict)  # the eligible simpler members' equivalence
-    # tests against the leader, once it is confirmed (`ablate.stats.simpler.equivalent`): what the headline reads
+    # tests against the leader, once it is confirmed (`ablate.stats.race.simpler.equivalent`): what the headline reads
 
     @property
     def headline(self) -> str | None:
@@ -204,7 +207,7 @@ def _known_out(records: Sequence[Record], found: Mapping[str, parity.Parity], be
 
 def _tested(ms: Sequence[Measurement[str]], standing: racing.Race[str], open_: Sequence[str],
             protocol: ProtocolSettings) -> dict[str, Equivalence]:
-    """The equivalence tests of the members simpler than the confirmed leader (`ablate.stats.simpler.equivalent`),
+    """The equivalence tests of the members simpler than the confirmed leader (`ablate.stats.race.simpler.equivalent`),
     among those not known to be out, simplest first: the tests the headline is chosen by."""
     contrasts = {k.other: k for k in standing.contrasts}
     assert standing.leader is not None  # a final set has its leader
@@ -258,7 +261,7 @@ def _fastest_groups(ms: Sequence[Measurement[str]], group: Mapping[str, str]) ->
 def final(records: list[Record], tolerance: float, protocol: ProtocolSettings,
           screened: fractioned.Fractioned | None = None) -> Final:
     """The current round's race and what follows it (module docstring), from the stored records of one device.
-    `screened`: where screening measured a fraction of the grid (`ablate.stats.fractioned.of`), the runnable
+    `screened`: where screening measured a fraction of the grid (`ablate.stats.screening.fractioned.of`), the runnable
     combinations never measured are candidates too (their groups from it), and the race opens on the model."""
     found = parity.verdicts(accuracies(records), BASELINE, tolerance, parity_sample_size(records))
     complete = {r.combination: r for r in records if r.complete}

@@ -4,7 +4,7 @@ Why: screening measured every runnable combination once, and on mnist_cnn's CPU 
 set_to_none x bf16, two levels each, x graph off/torchscript/compile) that is 48 cells, about a third of a
 study's wall time. Throughput is mostly main effects and a few two-factor interactions (effect sparsity and
 hierarchy: Box, Hunter & Hunter, Statistics for Experimenters, 2nd ed., ch. 6), so half of those cells, chosen
-as a regular fraction, estimate the same model (`ablate.stats.factorial`) and rank all 48.
+as a regular fraction, estimate the same model (`ablate.stats.screening.factorial`) and rank all 48.
 
 - **Resolution IV or better.** The fraction's defining relation (every product of its generator words) has
   no word shorter than four letters: no main effect is aliased with another main effect or with a two-factor
@@ -17,7 +17,7 @@ as a regular fraction, estimate the same model (`ablate.stats.factorial`) and ra
   are the base factors and the last ones generated, so the fraction is fixed by the study file, never by a
   seed; each generator is signed so that the baseline's cell (every factor at its low level, coded -1) is in it.
 - **How small.** The most fractioned design of the table that leaves `SPARE` cells beyond every term the
-  screening model (`ablate.stats.factorial`) may take: a main effect per technique, one term per alias chain
+  screening model (`ablate.stats.screening.factorial`) may take: a main effect per technique, one term per alias chain
   of pairs, and every pair with a dimension of three or more levels (crossed in full, so each of its levels
   holds the same fraction of the others).
 - **When not.** A grid where a conflict removed cells is no product of factors, so no regular fraction of it

@@ -2,43 +2,20 @@
 
 The race has little power by design, so *not told apart* from the leader is not *as fast*: a simpler member (fewer
 techniques) stands in for the leader only where a one-sided bound shows the leader at most the margin faster. Two
-modules read these tests: `ablate.stats.verdicts` picks the headline by them, and `ablate.stats.finalists` reads
-them first to know which simpler member could headline, so that its accuracy, and no other member's, is trained
+modules read these tests: `ablate.stats.answer.verdicts` picks the headline by them, and `ablate.stats.race.finalists`
+reads them first to know which simpler member could headline, so that its accuracy, and no other member's, is trained
 (race first, accuracy last). One home, so both read the same test.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 from ablate.config.choices import BASELINE, techniques
-from ablate.stats import equivalence, racing
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
-from ablate.stats.equivalence import Resolution
 from ablate.stats.protocol import CONFIRM, RACE, Measurement
-
-
-@dataclass(frozen=True)
-class Equivalence:
-    """A simpler member tested against the leader: the one-sided upper bound of leader / it."""
-
-    contrast: Contrast[str]  # log(leader) - log(it), on the blocks the test used
-    data: str  # CONFIRM (blocks no selection saw, both measured) or RACE
-    alpha: float  # its share of EQUIVALENCE_ALPHA (Bonferroni over the members tested)
-    margin: float
-    bound: float  # the upper bound of leader / it, a factor (1.015: the leader at most 1.5% faster)
-    resolution: Resolution | None = None  # what the weakest of the tests run beside it could show
-
-    @property
-    def shown(self) -> bool:
-        return self.bound <= 1 + self.margin
-
-    @property
-    def allowed(self) -> float:
-        """How much faster the leader may be than it, a fraction (0.015: up to +1.5%): what leaving out the
-        techniques it lacks may cost."""
-        return max(0.0, self.bound - 1)
+from ablate.stats.race import equivalence, racing
+from ablate.stats.race.equivalence import Equivalence
 
 
 def simplest_first(members: Sequence[str]) -> list[str]:

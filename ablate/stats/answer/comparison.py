@@ -2,7 +2,7 @@
 summary.json and MLflow all render, so no two of them can disagree.
 
 `compare` runs the speed-up estimator (`ablate.stats.protocol.estimates`) and the parity verdicts
-(`ablate.stats.parity`) once per device, the race's recommendation on top of them (`ablate.stats.verdicts`), and
+(`ablate.stats.parity`) once per device, the race's recommendation on top of them (`ablate.stats.answer.verdicts`), and
 what the load guard did (`MachineLoad`), under the limit of the protocol the run followed.
 
 A row's throughput has one definition, consistent with its speed-up by construction: **the baseline's throughput
@@ -15,7 +15,7 @@ a baseline (none ran in its blocks) shows its own measurements' geometric mean a
 Energy per sample, where the hardware counted it (`ablate.trial.energy`), is the same kind of paired ratio
 against the baseline (`ablate.stats.speedups.energy_ratios`). Where a combination's step was profiled
 (`ablate.trial.phases`), its row carries its profile (`ablate.stats.diagnosis.profile`): the mean over its complete
-measurements, what the report's phase picture draws and `ablate.stats.explained` reads.
+measurements, what the report's phase picture draws and `ablate.stats.answer.explained` reads.
 """
 from __future__ import annotations
 
@@ -27,9 +27,12 @@ import optuna
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import diagnosis, finalists, fractioned, verdicts
+from ablate.stats import diagnosis
 from ablate.stats import parity as parity_
+from ablate.stats.answer import verdicts
 from ablate.stats.protocol import CONFIDENCE, Estimate
+from ablate.stats.race import finalists
+from ablate.stats.screening import fractioned
 from ablate.stats.speedups import Interval, Speedup, energy_ratios, speedups
 from ablate.store.records import Record, baseline, by_device
 from ablate.store.study_record import StudyRecord
@@ -205,7 +208,7 @@ def compare(records: list[Record], tolerance: float, protocol: ProtocolSettings 
             study: Study | None = None) -> list[DeviceComparisons]:
     """Every combination of every device against that device's baseline (devices are never compared), under
     `protocol`: the protocol the run followed (the defaults where None). `study`: where given, a device whose
-    screening measured a fraction of the grid races as the planner raced it (`ablate.stats.fractioned`)."""
+    screening measured a fraction of the grid races as the planner raced it (`ablate.stats.screening.fractioned`)."""
     return [_one_device(device, group, tolerance, protocol, study) for device, group in by_device(records).items()]
 
 

@@ -1,5 +1,6 @@
-"""A study screened on a fraction of its grid (`ablate.stats.fraction`): the runnable combinations the race may field
-without a measurement, their accuracy groups, and the screening model (`ablate.stats.factorial`) that speaks for them.
+"""A study screened on a fraction of its grid (`ablate.stats.screening.fraction`): the runnable combinations the race
+may field without a measurement, their accuracy groups, and the screening model (`ablate.stats.screening.factorial`)
+that speaks for them.
 
 Found from the study and one device's stored records alone, so that the planner, as it plans, and every surface,
 long after, find the same one: the runnable combinations are the grid's less those recorded as skipped on the
@@ -20,8 +21,8 @@ from ablate.config.choices import (
     grid,
 )
 from ablate.config.study import Study
-from ablate.stats import factorial, fraction
 from ablate.stats.protocol import SCREEN, Measurement
+from ablate.stats.screening import factorial, fraction
 from ablate.store.records import Record, State
 
 
@@ -45,7 +46,7 @@ class Fractioned:
         after a fold-over, on every combination, which separates the aliased pairs. Kept after a fold-over even
         where its lack-of-fit test rejects: that test's pure error is the baselines' alone, so a noisy technique
         (bf16 on a CPU) reads as lack of fit, and the model opens the race on the true best far more often than each
-        cell's own screening estimate does (docs/measuring.md, "Evidence: the screening model"). None where
+        cell's own screening estimate does (docs/evidence.md, "Evidence: the screening model"). None where
         the model has too few cells for its terms: the race opens on the screening estimates then."""
         screened = [m for m in measurements if m.phase == SCREEN]
         return factorial.fit(screened, BASELINE, self.cells, None if self.folded else self.fraction)

@@ -2,20 +2,20 @@
 
 What it joins: the baseline's profile (where its step goes, `ablate.stats.diagnosis.profile`), each technique of the
 study's space with the phases its strategies target (`Strategy.targets`; a preset's, its members' together), and
-the measured speed-ups (`ablate.stats.comparison`). Before a technique is measured, the baseline's shares give its
-ceiling (`diagnosis.predict`); after, the measurement confirms or refutes it, and the phase whose time per sample
+the measured speed-ups (`ablate.stats.answer.comparison`). Before a technique is measured, the baseline's shares give
+its ceiling (`diagnosis.predict`); after, the measurement confirms or refutes it, and the phase whose time per sample
 fell, by more than `diagnosis.MOVED_FLOOR` of the baseline's step, says what it changed (`diagnosis.sentence`).
 
 **What a prediction is checked against: the technique alone.** A prediction is Amdahl's ceiling on the baseline's
 profile, so it bounds exactly one measured thing: the technique switched on with every other dimension off, against
 the baseline of the same blocks. Its speed-up's 95% interval is the one the report's table prints for that row, and
-that combination's own profile gives the sentence. The technique's main effect (`ablate.stats.effects.fit_effects`)
-would be the other candidate, and the wrong one here: it averages the technique over stacks whose profiles differ
-(with `num_workers` on, the data phase a second loader technique could remove is gone), so a ceiling from the
-baseline does not bound it, and where the fit fails (too few measurements) it does not exist. A technique that never
-ran alone (an Optuna search that did not pick it) is left unchecked, and says so. A technique none of whose
-strategies has a part of the model to act on (`diagnosis.does_not_apply`: no attention layer for the attention
-kernel, say) is predicted to do nothing there, not given a ceiling to be checked against.
+that combination's own profile gives the sentence. The technique's main effect
+(`ablate.stats.screening.effects.fit_effects`) would be the other candidate, and the wrong one here: it averages the
+technique over stacks whose profiles differ (with `num_workers` on, the data phase a second loader technique could
+remove is gone), so a ceiling from the baseline does not bound it, and where the fit fails (too few measurements) it
+does not exist. A technique that never ran alone (an Optuna search that did not pick it) is left unchecked, and says so.
+A technique none of whose strategies has a part of the model to act on (`diagnosis.does_not_apply`: no attention layer
+for the attention kernel, say) is predicted to do nothing there, not given a ceiling to be checked against.
 
 **What "as predicted" claims.** It is said only of a technique predicted unlikely to help (a ceiling under
 `diagnosis.UNLIKELY_BELOW`) whose interval lies wholly below that same x1.05: the upper end of a two-sided 95%
@@ -23,7 +23,7 @@ interval, so a technique whose true speed-up is x1.05 or more is called so at mo
 (simulated at x1.05, the worst case, on the protocol's estimator: tests/stats/test_explained.py). "Within its
 ceiling" is the same construction at the ceiling: the interval's upper end at or under it, wrong for a technique
 worth its ceiling or more at most 2.5% of the time (simulated at the ceiling); an interval that reaches above the
-ceiling is only consistent with it. The simulated rates: docs/measuring.md, "Evidence: the explanation's check".
+ceiling is only consistent with it. The simulated rates: docs/evidence.md, "Evidence: the explanation's check".
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ablate.config.choices import OFF
 from ablate.config.study import Study
 from ablate.stats import diagnosis
-from ablate.stats.comparison import Comparison, DeviceComparisons
+from ablate.stats.answer.comparison import Comparison, DeviceComparisons
 from ablate.stats.speedups import Interval
 from ablate.trial import metrics as metric
 from ablate.workload.parts import Parts

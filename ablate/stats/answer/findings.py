@@ -1,15 +1,15 @@
 """What a study found on one device, computed once: every figure a surface shows beyond the comparisons.
 
-`ablate.stats.comparison` puts each combination against its device's baseline and draws the race's answer from them;
-`analyse` adds what the report, summary.json, the terminal and the MLflow parent run say about the study as a whole:
-the factorial effects on throughput and on accuracy, the break-even of one-off costs (each combination's, and each
-technique's middle figures), the baseline's spread across blocks, the time to the study's target, where the time goes,
-the protocol the run followed, the compose lines of the race's set and the device's peak for MFU. Each surface renders
-this one `Findings`, so no two of them can disagree and none computes a figure of its own: render/ imports only result
-types and constants from stats/ (tests/architecture/test_render_computes_nothing.py).
+`ablate.stats.answer.comparison` puts each combination against its device's baseline and draws the race's answer from
+them; `analyse` adds what the report, summary.json, the terminal and the MLflow parent run say about the study as a
+whole: the factorial effects on throughput and on accuracy, the break-even of one-off costs (each combination's, and
+each technique's middle figures), the baseline's spread across blocks, the time to the study's target, where the time
+goes, the protocol the run followed, the compose lines of the race's set and the device's peak for MFU. Each surface
+renders this one `Findings`, so no two of them can disagree and none computes a figure of its own: render/ imports only
+result types and constants from stats/ (tests/architecture/test_render_computes_nothing.py).
 
-It is computed where the comparisons are handed to the surfaces (`ablate.tracking.parent_run.write_reports`), once per
-device, as the comparisons are.
+It is computed in run/, where the comparisons are (`ablate.run.stored_study.analyse_and_report`), once per device, and
+handed to the surfaces and to tracking/, which computes nothing either.
 """
 from __future__ import annotations
 
@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from ablate.config.choices import BASELINE
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
-from ablate.stats import costs, effects, speedups
-from ablate.stats.comparison import DeviceComparisons, followed
-from ablate.stats.costs import BreakEven, TimeToTarget
-from ablate.stats.effects import EffectFit
-from ablate.stats.explained import Explanation, explain
+from ablate.stats import speedups
+from ablate.stats.answer import costs
+from ablate.stats.answer.comparison import DeviceComparisons, followed
+from ablate.stats.answer.costs import BreakEven, TimeToTarget
+from ablate.stats.answer.explained import Explanation, explain
+from ablate.stats.answer.verdicts import Recommendation
 from ablate.stats.protocol import Estimate, baseline_cv, baseline_level
-from ablate.stats.verdicts import Recommendation
+from ablate.stats.screening import effects
+from ablate.stats.screening.effects import EffectFit
 from ablate.store.records import Record
 from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
@@ -59,7 +61,7 @@ class Findings:
     one_off: tuple[OneOffCost, ...]  # per technique, by name
     baseline_cv: float | None  # the baseline's coefficient of variation across blocks; None: it ran in one block
     time_to_target: tuple[TimeToTarget, ...] | None  # fastest first; None: the study sets no target
-    explanation: Explanation  # where the time goes, and what each technique changed (`ablate.stats.explained`)
+    explanation: Explanation  # where the time goes, and what each technique changed (`ablate.stats.answer.explained`)
     compose: Mapping[str, tuple[str, str]]  # combination -> its import and compose line: the pick and the race's set
     peak: Peak | None  # the device's peak for MFU; None: no measurement has an MFU, or the device has no known peak
     # The baseline's mean log throughput across its blocks (`protocol.baseline_level`): what a comparison of two

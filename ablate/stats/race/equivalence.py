@@ -1,7 +1,8 @@
-"""The equivalence margin a design can show, and whether more race blocks could settle a near tie.
+"""The equivalence margin a design can show, a simpler member's test against the leader, and whether more race
+blocks could settle a near tie.
 
 Why: a simpler member of the race's final set stands in for its leader only where a one-sided bound shows the
-leader at most the margin faster (`ablate.stats.verdicts`). That bound is the observed difference plus t standard
+leader at most the margin faster (`ablate.stats.answer.verdicts`). That bound is the observed difference plus t standard
 errors, so no margin below t standard errors can ever be shown: at 8% process noise, three confirmation blocks
 (a block's difference SD 0.08 x sqrt(2), over sqrt(3)) show nothing below about 11%: a fixed 2% margin never
 fires there, and extra race blocks of two members would chase a tie no block could settle. So:
@@ -19,7 +20,7 @@ fires there, and extra race blocks of two members would chase a tie no block cou
   noise no twelve blocks show 5% either way, so every race stopped at its planned six, a 6% near tie included,
   and two runs agreed less often. The rule kept agrees as often as every extra block does and saves a few
   measurements. A tie's blocks are the price of the near ties beside it: at this noise a 6% gap reads as a tie
-  after six blocks as often as not. Figures: docs/measuring.md, "Evidence: the equivalence margin"
+  after six blocks as often as not. Figures: docs/evidence.md, "Evidence: the equivalence margin"
   (tests/stats/test_repeat.py, test_margin.py).
 """
 from __future__ import annotations
@@ -80,6 +81,28 @@ class Resolution:
                 f"by chance; about {self.needed} blocks of both would show {100 * self.margin:g}%")
 
 
+@dataclass(frozen=True)
+class Equivalence:
+    """A simpler member tested against the leader: the one-sided upper bound of leader / it."""
+
+    contrast: Contrast[str]  # log(leader) - log(it), on the blocks the test used
+    data: str  # CONFIRM (blocks no selection saw, both measured) or RACE
+    alpha: float  # its share of EQUIVALENCE_ALPHA (Bonferroni over the members tested)
+    margin: float
+    bound: float  # the upper bound of leader / it, a factor (1.015: the leader at most 1.5% faster)
+    resolution: Resolution | None = None  # what the weakest of the tests run beside it could show
+
+    @property
+    def shown(self) -> bool:
+        return self.bound <= 1 + self.margin
+
+    @property
+    def allowed(self) -> float:
+        """How much faster the leader may be than it, a fraction (0.015: up to +1.5%): what leaving out the
+        techniques it lacks may cost."""
+        return max(0.0, self.bound - 1)
+
+
 def resolution(contrast: Contrast, blocks: int, alpha: float, margin: float | None) -> Resolution | None:
     """The design's test of `contrast` (leader less a simpler member, log) on `blocks` blocks at `alpha`, and the
     margin: the study's (`margin`), else the smallest that test can show, at most `CAP`. None without a spread."""
@@ -117,7 +140,7 @@ def could_tell_apart(contrast: Contrast, left: int, alpha: float, k: int) -> boo
     """Whether `left` more blocks of a pair could tell it apart were its gap as large as the data allow (`bound`):
     the range test at `alpha` over `k` combinations (the last look's) on the standard error all of them would give.
     The gap as observed instead cost the race its power on real gaps, since a pair still in after the planned blocks
-    is one whose gap read low (docs/measuring.md, "Evidence: the equivalence margin"). Optimistic where the look is
+    is one whose gap read low (docs/evidence.md, "Evidence: the equivalence margin"). Optimistic where the look is
     guarded (its half gap and sign flips are not asked). A pair without a spread yet: it could."""
     allowed = bound(contrast)
     if allowed is None or contrast.se is None:

@@ -1,4 +1,4 @@
-"""The screening model: every cell of the grid ranked from a fraction of it (`ablate.stats.fraction`).
+"""The screening model: every cell of the grid ranked from a fraction of it (`ablate.stats.screening.fraction`).
 
 Why: screening a resolution IV fraction measures half of mnist_cnn's 48 CPU cells; the race needs all 48
 ranked. Log throughput is close to additive in the techniques, so a model of main effects and the few
@@ -6,11 +6,11 @@ two-factor interactions the data show, fitted to the screened cells, predicts th
 race opens on the cells the model cannot tell apart from its best (`race_field`), measured or not. The model
 pools every measurement into each prediction, where measuring each cell once gives one noisy process per
 cell, so the race opens on the true best cell far more often from the half fraction than from every cell
-screened once (tests/stats/test_factorial.py; figures for this and each choice below: docs/measuring.md,
+screened once (tests/stats/test_factorial.py; figures for this and each choice below: docs/evidence.md,
 "Evidence: the screening model").
 
 - **Blocks.** The model is fitted to every screening measurement's log throughput with the block as a
-  factor (a column per block, as in `ablate.stats.effects.fit_effects`), so drift between blocks cancels as
+  factor (a column per block, as in `ablate.stats.screening.effects.fit_effects`), so drift between blocks cancels as
   in the protocol's paired estimate, and the baselines' two processes per block give pure error. A cell's
   prediction is its fitted difference from the baseline's cell. Subtracting each block's baseline mean from
   its cells instead would give the block's cells one shared error (that mean's), which a regression takes for
@@ -58,9 +58,9 @@ from scipy import stats
 from ablate.config.choices import Levels
 from ablate.stats import variance
 from ablate.stats.contrasts import beyond_range
-from ablate.stats.effects import crossed_pairs, technique_columns
-from ablate.stats.fraction import Fraction
 from ablate.stats.protocol import SCREEN, Key, Measurement, noise_sources
+from ablate.stats.screening.effects import crossed_pairs, technique_columns
+from ablate.stats.screening.fraction import Fraction
 
 LACK_OF_FIT_ALPHA = 0.05  # the lack-of-fit test's level where a report names it; no decision rests on it (above)
 PAIR_ALPHA = 0.05  # family-wise over the candidate pairs: a pair with no effect enters at most this often

@@ -1,18 +1,18 @@
 """The decisions over stored records: each combination's accuracy-parity verdict, and the recommendation.
 
 The recommendation is the race's leader with its confirmed speed-up; where its accuracy puts it out, the race runs
-again without its group (`ablate.stats.finalists`: race first, accuracy last). The race has
+again without its group (`ablate.stats.race.finalists`: race first, accuracy last). The race has
 little power by design, so *not told apart* from the leader is not *as fast*: a simpler member (fewer techniques)
 of the set replaces the leader only where an equivalence test shows the leader at most the margin faster
-(`ablate.stats.simpler`): the study's `equivalence_margin`, else the smallest its design can show at the measured
-noise, at most 5% (`ablate.stats.equivalence`; a fixed 2% never fired at 8% noise, where three blocks show 11%).
+(`ablate.stats.race.simpler`): the study's `equivalence_margin`, else the smallest its design can show at the measured
+noise, at most 5% (`ablate.stats.race.equivalence`; a fixed 2% never fired at 8% noise, where three blocks show 11%).
 Headlining the set's simplest member without that test was simulated and rejected: it was seldom the leader and
-several percent slower than the best (docs/measuring.md, "Evidence: the equivalence margin";
+several percent slower than the best (docs/evidence.md, "Evidence: the equivalence margin";
 tests/stats/test_headline.py). Where a simpler member headlines, the leader's techniques it lacks are named with
 what leaving them out may cost: the bound of its test (`Recommendation.left_out`, `Equivalence.allowed`).
 
 The statistics live in `ablate.stats.parity` (the verdict and the parity race),
-`ablate.stats.racing` (the race, its confirmation blocks, the set of contenders)
+`ablate.stats.race.racing` (the race, its confirmation blocks, the set of contenders)
 and `ablate.stats.contrasts` (paired contrasts, judged by the studentized range); this module feeds them
 the records of one device and hands back records.
 """
@@ -22,17 +22,19 @@ from dataclasses import dataclass, field
 
 from ablate.config.choices import BASELINE, parts
 from ablate.config.design import ProtocolSettings
-from ablate.stats import equivalence, finalists, fractioned, parity, racing, speedups
+from ablate.stats import parity, speedups
 from ablate.stats.contrasts import Contrast
-from ablate.stats.equivalence import CAP, Resolution
+from ablate.stats.protocol import CONFIRM
+from ablate.stats.race import equivalence, finalists, racing
+from ablate.stats.race.equivalence import CAP, Equivalence, Resolution
 
 # The accuracy records' helpers live beside the final set that reads them first; their names stay here too.
-from ablate.stats.finalists import accuracies as accuracies
-from ablate.stats.finalists import accuracy_unmeasured as accuracy_unmeasured
-from ablate.stats.finalists import group_of as _group
-from ablate.stats.finalists import parity_sample_size as parity_sample_size
-from ablate.stats.protocol import CONFIRM
-from ablate.stats.simpler import Equivalence, equivalent, simplest_first
+from ablate.stats.race.finalists import accuracies as accuracies
+from ablate.stats.race.finalists import accuracy_unmeasured as accuracy_unmeasured
+from ablate.stats.race.finalists import group_of as _group
+from ablate.stats.race.finalists import parity_sample_size as parity_sample_size
+from ablate.stats.race.simpler import equivalent, simplest_first
+from ablate.stats.screening import fractioned
 from ablate.store.records import Record, baseline
 
 
@@ -91,8 +93,8 @@ class Recommendation:
     not_raced: tuple[str, ...] = ()  # field members that never got a race seat (their estimates: screening's)
     margin: float = CAP  # the study's, else the smallest its design could show (`equivalence.resolution`)
     accuracy_unmeasured: str | None = None  # why the answer is on speed alone
-    two_level: tuple[str, ...] = ()  # raced ones whose processes ran at two speed levels (`ablate.stats.levels`)
-    rounds: int = 1  # races run: more where a whole final set was out on accuracy (`ablate.stats.finalists`)
+    two_level: tuple[str, ...] = ()  # raced ones whose processes ran at two speed levels (`ablate.stats.race.levels`)
+    rounds: int = 1  # races run: more where a whole final set was out on accuracy (`ablate.stats.race.finalists`)
     resolution: Resolution | None = None  # what its weakest equivalence test could show (None: none ran)
 
     @property
@@ -120,12 +122,12 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
                    speedup_of: dict[str, speedups.Speedup] | None = None,
                    verdicts: dict[str, parity.Parity] | None = None,
                    screened: fractioned.Fractioned | None = None) -> Recommendation | None:
-    """The leader of the race's last round (`ablate.stats.finalists`: a round whose leader accuracy put out is
+    """The leader of the race's last round (`ablate.stats.race.finalists`: a round whose leader accuracy put out is
     raced again without it), never a combination screened once, and the headline: the simplest eligible member
     of its set shown within `protocol.equivalence_margin` of it (`equivalent`), else the leader. While the race
     runs, its leader and contenders not known to be out. `speedup_of` and `verdicts`: the speed-ups and parity
-    verdicts when the caller has them already (`ablate.stats.comparison`); `screened`: the fraction screening
-    measured, where it measured one (`ablate.stats.fractioned.of`)."""
+    verdicts when the caller has them already (`ablate.stats.answer.comparison`); `screened`: the fraction screening
+    measured, where it measured one (`ablate.stats.screening.fractioned.of`)."""
     protocol = protocol or ProtocolSettings()
     verdicts = parity_of(records, tolerance) if verdicts is None else verdicts
     found = finalists.final(records, tolerance, protocol, screened)

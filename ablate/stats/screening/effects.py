@@ -5,8 +5,8 @@ other techniques, and what two techniques do together beyond their separate effe
 Each technique is a 0/1 column and each crossed pair of techniques an interaction column, in a least-squares fit
 (statsmodels) of every measurement's response with the block as a factor (`fit_effects`): log throughput, so an
 effect on throughput is a factor, as a speed-up is (`ablate.stats.speedups`); or test accuracy, in points. The same
-design columns serve the screening model (`ablate.stats.factorial`). Where the measurements cannot support a fit,
-the fit is the reason, in words.
+design columns serve the screening model (`ablate.stats.screening.factorial`). Where the measurements cannot support a
+fit, the fit is the reason, in words.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def accuracy_observations(records: list[Record]) -> list[Observation]:
 
 def technique_columns(levels: Sequence[Mapping[str, str]], dims: Sequence[str]) -> dict[tuple[str, str], np.ndarray]:
     """Each technique (a dimension's non-off choice among `levels`), in `dims` order, as a 0/1 column over `levels`:
-    the design matrix of the effect fits (`fit_effects`, `ablate.stats.factorial`)."""
+    the design matrix of the effect fits (`fit_effects`, `ablate.stats.screening.factorial`)."""
     techniques = [(d, level) for d in dims for level in sorted({lv.get(d, OFF) for lv in levels} - {OFF})]
     return {(d, level): np.array([float(lv.get(d, OFF) == level) for lv in levels]) for d, level in techniques}
 
@@ -113,8 +113,6 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
     would be called distinguishable, and a table of 20 terms would call one in most studies. The familywise
     rate is simulated in tests/stats/test_analysis.py.
     """
-    import statsmodels.api as sm
-
     rows = [(r, r.value) for r in observations if math.isfinite(r.value)]
     columns = technique_columns([r.levels for r, _ in rows], dims)
     techniques = list(columns)
@@ -123,19 +121,32 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
     y = np.array([v for _, v in rows])
     x = {f"{d}={lv}": col for (d, lv), col in columns.items()}
     labels = {f"{d}={lv}": lv for d, lv in techniques}
-    main_cols = list(x)
     pair_cols = {}
     for (d1, l1), (d2, l2) in crossed_pairs(columns):
         a, b = x[f"{d1}={l1}"], x[f"{d2}={l2}"]
         pair_cols[(f"{d1}={l1}", f"{d2}={l2}")] = (a - a.mean()) * (b - b.mean())
-
-    per_cell = Counter(tuple(sorted(r.levels.items())) for r, _ in rows)
-    cells = set(per_cell)
-    levels_per_dim = [1 + sum(1 for d, _ in techniques if d == dim) for dim in dict.fromkeys(d for d, _ in techniques)]
-    full = len(cells) == math.prod(levels_per_dim)
     blocks = sorted({r.block for r, _ in rows if r.block is not None})
     block_cols = [np.array([float(r.block == b) for r, _ in rows]) for b in blocks[1:]]
+    chosen = _terms(y, x, pair_cols, block_cols)
+    if isinstance(chosen, str):
+        return chosen
+    cols, design, residual_df, with_pairs = chosen
+    per_cell = Counter(tuple(sorted(r.levels.items())) for r, _ in rows)
+    levels_per_dim = [1 + sum(1 for d, _ in techniques if d == dim) for dim in dict.fromkeys(d for d, _ in techniques)]
+    full = len(per_cell) == math.prod(levels_per_dim)
+    note = _note(per_cell, full, len(y), len(blocks), residual_df, with_pairs)
+    return EffectFit(name, _effects(y, design, cols, labels), len(y), residual_df, full, with_pairs, note)
 
+
+Term = str | tuple[str, str]  # a technique's column name, or a crossed pair's two
+
+
+def _terms(y: np.ndarray, x: Mapping[str, np.ndarray], pair_cols: Mapping[tuple[str, str], np.ndarray],
+           block_cols: list[np.ndarray]) -> tuple[list[Term], np.ndarray, int, bool] | str:
+    """The terms to fit: the main effects and the crossed pairs, else the main effects alone where the rows cannot
+    separate the pairs too with `MIN_RESIDUAL_DF` left for the noise; with the design matrix (an intercept, the
+    terms, the block columns), its residual degrees of freedom and whether it holds the pairs. Else why no fit."""
+    main_cols: list[Term] = list(x)
     for with_pairs in (True, False):
         cols = main_cols + (list(pair_cols) if with_pairs else [])
         design = np.column_stack([np.ones(len(y))] + [x[c] if isinstance(c, str) else pair_cols[c] for c in cols]
@@ -143,23 +154,35 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
         residual_df = len(y) - design.shape[1]
         separable = np.linalg.matrix_rank(design) == design.shape[1]
         if residual_df >= MIN_RESIDUAL_DF and separable:
-            break
-    else:
-        if residual_df < MIN_RESIDUAL_DF:
-            return (f"{count(len(y), 'measured combination')} are too few to separate "
-                    f"{count(len(main_cols), 'technique')} from noise "
-                    f"(need at least {len(main_cols) + 1 + MIN_RESIDUAL_DF})")
-        return "the measured combinations cannot tell some techniques apart (they were always switched together)"
+            return cols, design, residual_df, with_pairs
+    if residual_df < MIN_RESIDUAL_DF:
+        return (f"{count(len(y), 'measured combination')} are too few to separate "
+                f"{count(len(main_cols), 'technique')} from noise "
+                f"(need at least {len(main_cols) + 1 + MIN_RESIDUAL_DF})")
+    return "the measured combinations cannot tell some techniques apart (they were always switched together)"
+
+
+def _effects(y: np.ndarray, design: np.ndarray, cols: list[Term], labels: Mapping[str, str]) -> tuple[Effect, ...]:
+    """The least-squares fit of `y` on `design`: each term's effect with its interval, simultaneous over the terms
+    (Bonferroni), and its adjusted p-value."""
+    import statsmodels.api as sm
 
     fit = sm.OLS(y, design).fit()
     ci = fit.conf_int(alpha=(1 - CONFIDENCE) / len(cols))
     effects = []
     for i, col in enumerate(cols, start=1):  # the block columns come after: nuisance, not reported
-        keys = (col,) if col in labels else col
+        keys = (col,) if isinstance(col, str) else col
         effects.append(Effect(tuple(labels[k] for k in keys), tuple(k.split("=", 1)[0] for k in keys),
                               Interval(float(fit.params[i]), float(ci[i][0]), float(ci[i][1])),
                               min(1.0, float(fit.pvalues[i]) * len(cols))))
-    blocked = f", with the block as a factor ({len(blocks)} blocks)" if len(blocks) > 1 else ""
+    return tuple(effects)
+
+
+def _note(per_cell: Counter[tuple[tuple[str, str], ...]], full: bool, n: int, blocks: int, residual_df: int,
+          with_pairs: bool) -> str:
+    """What the fit rests on, in words: a full factorial's averages and how unequally its combinations weigh, else
+    a partial one's bias; `n` measurements, `blocks` blocks."""
+    blocked = f", with the block as a factor ({blocks} blocks)" if blocks > 1 else ""
     if full:
         # Least squares weighs every measurement alike, so a raced combination measured many times pulls the
         # averages towards itself: say how unequal the weights are rather than claim an equal average.
@@ -168,12 +191,10 @@ def fit_effects(observations: list[Observation], dims: list[str], name: str) -> 
                    else f"averages over every combination of the other techniques, each weighted by its number of "
                         f"measurements ({least} to {most}: the baseline and the raced ones weigh up to "
                         f"{most / least:g} times as much as one measured {'once' if least == 1 else f'{least} times'})")
-        note = (f"Full factorial ({len(cells)} combinations, {len(y)} measurements{blocked}): main effects are "
+        return (f"Full factorial ({len(per_cell)} combinations, {n} measurements{blocked}): main effects are "
                 f"{weights}; the noise estimate is the residual after "
                 f"main effects{' and two-way interactions' if with_pairs else ''} ({residual_df} degrees of freedom).")
-    else:
-        note = (f"Not a full factorial ({len(cells)} measured combinations{blocked}): effects are least-squares "
-                f"estimates from "
-                f"what was run, and are biased where the untried combinations would have behaved differently"
-                f"{'' if with_pairs else '; too few trials to estimate interactions'}.")
-    return EffectFit(name, tuple(effects), len(y), residual_df, full, with_pairs, note)
+    return (f"Not a full factorial ({len(per_cell)} measured combinations{blocked}): effects are least-squares "
+            f"estimates from "
+            f"what was run, and are biased where the untried combinations would have behaved differently"
+            f"{'' if with_pairs else '; too few trials to estimate interactions'}.")

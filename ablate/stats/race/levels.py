@@ -10,8 +10,8 @@ high group (two values or more each), take the one whose means are furthest apar
 pooled SD about their own means; flag it where that separation is beyond what FLAG_ALPHA of normal samples of
 the same size show (their quantile, simulated once per size with a fixed seed, so the flag is a pure function of
 the measurements). So the false-flag rate on normal noise is FLAG_ALPHA whatever the noise's size. With few values
-it has little power (tests/stats/test_bimodal_race.py; docs/measuring.md, "The two-level flag" and "Evidence: the
-two-level flag").
+it has little power (tests/stats/test_bimodal_race.py; docs/measuring.md, "The two-level flag";
+docs/evidence.md, "Evidence: the two-level flag").
 """
 from __future__ import annotations
 

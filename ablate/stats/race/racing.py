@@ -2,12 +2,12 @@
 
 - **The field**: the screening leader among the eligible combinations (every
   runnable one: accuracy comes after the race, and a new round leaves out the
-  groups it put out, `ablate.stats.finalists`) and those
+  groups it put out, `ablate.stats.race.finalists`) and those
   screening cannot tell apart from it (the race's first look, at
   `SCREEN_ALPHA` of the family's alpha), the best `contenders` of them raced
   first. The baseline is in every race block
   anyway, so it is in the field too: "no technique" may be the answer.
-  Screened on a fraction (`ablate.stats.fraction`): the screening model's
+  Screened on a fraction (`ablate.stats.screening.fraction`): the screening model's
   field (`factorial.race_field`), cells never measured among them.
 - **Elimination**: after each race block from `MIN_RACE_BLOCKS` on, the leader
   (the highest race-only estimate) is compared with every other field member
@@ -31,7 +31,7 @@
   (docs/measuring.md, "Past the planned blocks"). Their looks spend `EXTRA_SHARE` of the race's
   alpha and are guarded as the first five blocks are (a two-level process's
   runs at one level come with more looks too). Only while the blocks left
-  could settle the tie (`ablate.stats.equivalence.settles`: tell the pair
+  could settle the tie (`ablate.stats.race.equivalence.settles`: tell the pair
   apart, or show them within the margin, the gap as observed): a true tie at
   8% noise never could, and its extra blocks would be spent for nothing.
 - **Stop**: when no contender is left after `MIN_RACE_BLOCKS`, or after
@@ -43,13 +43,13 @@
 - **The answer** is the leader, with the set the race could not tell apart from
   it: not told apart is not shown as fast (the race has little power by
   design), so a simpler member replaces the leader only where an equivalence
-  test shows it within the study's margin (`ablate.stats.verdicts`, on the
+  test shows it within the study's margin (`ablate.stats.answer.verdicts`, on the
   contrasts `confirmed` gives). Each eliminated combination keeps the contrast
   that dropped it (`dropped_by`: its interval is the one that decided), and
   field members that never got a seat are named (`not_raced`), with their
   screening estimates. Raced combinations whose per-block differences from
   the baseline fall in two levels are named (`two_level`: a flag for the
-  report, `ablate.stats.levels`).
+  report, `ablate.stats.race.levels`).
 """
 from __future__ import annotations
 
@@ -59,17 +59,15 @@ import statistics
 from dataclasses import dataclass
 from typing import AbstractSet, Callable, Generic, Iterable, Mapping, Sequence, TypedDict
 
-from ablate.stats import equivalence, factorial, variance
+from ablate.stats import variance
 from ablate.stats.contrasts import (
     ALPHA,
     EQUIVALENCE_ALPHA,
-    SCREEN_ALPHA,
     Contrast,
     judged,
     look_alpha,
     paired,
 )
-from ablate.stats.levels import two_levels
 from ablate.stats.protocol import (
     CONFIRM,
     FULL,
@@ -83,8 +81,10 @@ from ablate.stats.protocol import (
     default_techniques,
     estimates,
     noise_sources,
-    screened_apart,
 )
+from ablate.stats.race import equivalence, opening
+from ablate.stats.race.levels import two_levels
+from ablate.stats.screening import factorial
 from ablate.words import count
 
 
@@ -165,11 +165,11 @@ def _differences(values: dict[Key, dict[int, float]], a: Key, b: Key) -> list[fl
 def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
          protocol: ProtocolSettings, techniques: Callable[[Key], frozenset] | None = None,
          screen: factorial.Fit[Key] | None = None) -> Race[Key]:
-    """The next block, from every measurement so far and the eligible combinations (`ablate.stats.finalists.final`:
+    """The next block, from every measurement so far and the eligible combinations (`ablate.stats.race.finalists.final`:
     every runnable one, less the accuracy groups an earlier round's parity put out).
 
-    `screen`: where screening measured a fraction of the grid, the screening model (`ablate.stats.factorial`): the
-    race opens with its field, and eligible combinations never measured challenge on its predictions.
+    `screen`: where screening measured a fraction of the grid, the screening model (`ablate.stats.screening.factorial`):
+    the race opens with its field, and eligible combinations never measured challenge on its predictions.
 
     Call it once every planned measurement has a result; it is deterministic, so workers that call it on the
     same measurements plan the same block.
@@ -193,18 +193,43 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     screen_log = {**{c: e.log for c, e in predicted.items()}, **{c: e.log for c, e in est.items()}}
     screen_rank = sorted(screen_log, key=lambda c: (-screen_log[c], str(c)))
     if not n_race:
-        opening = _opening(est, eligible, baseline, protocol.contenders, screen)
-        members = [c for c in opening if c != baseline][: max(1, protocol.contenders)]
+        opened = opening.field(est, eligible, baseline, protocol.contenders, screen)
+        members = [c for c in opened if c != baseline][: max(1, protocol.contenders)]
         if not members:
             return Race(baseline, (), 0, None, "no combination could still beat the baseline", predicted=predicted)
-        return Race(opening[0], tuple(opening[1:]), 0, tuple(members), "racing", predicted=predicted)
-    looks = max(1, protocol.race_blocks - MIN_RACE_BLOCKS + 1)
-    extra = protocol.extra_blocks
+        return Race(opened[0], tuple(opened[1:]), 0, tuple(members), "racing", predicted=predicted)
+    leader, contrasts, out, field, last = _replay(values, blocks, baseline, eligible, est, protocol, model, screened)
+    rel = {c: _relative(values, c, baseline, blocks) for c in field}
+    ranked = {c: r if r is not None else -math.inf for c, r in rel.items()}
+    survivors = sorted((c for c in field if c != leader and c not in out), key=lambda c: (-ranked[c], str(c)))
+    leader_rel = rel[leader]
+    beat = leader_rel if leader_rel is not None else 0.0
+    challengers = [c for c in screen_rank if c not in values and c != baseline and screen_log[c] > beat]
+    standing = _Standing(leader=leader, contenders=tuple(survivors), race_blocks=n_race, contrasts=tuple(contrasts),
+                         eliminated=tuple(out), dropped_by=tuple(last[c] for c in out if c in last),
+                         predicted=predicted)
+    return _decide(measurements, standing, challengers, len(field), set(values), baseline, eligible, protocol,
+                   techniques, screen)
+
+
+def _looks(protocol: ProtocolSettings) -> int:
+    """The race's planned looks, one after each race block from `MIN_RACE_BLOCKS` on: its alpha is spent over them."""
+    return max(1, protocol.race_blocks - MIN_RACE_BLOCKS + 1)
+
+
+def _replay(values: dict[Key, dict[int, float]], blocks: Sequence[int], baseline: Key, eligible: AbstractSet[Key],
+            est: Mapping[Key, Estimate], protocol: ProtocolSettings, model: Callable[[Key], tuple[float, int]] | None,
+            screened: dict[Key, dict[int, float]],
+            ) -> tuple[Key, list[Contrast[Key]], list[Key], list[Key], dict[Key, Contrast[Key]]]:
+    """The race's looks replayed from its measurements, one after each race block (`blocks`): the field of block n
+    is who ran in it, less the eliminated. The leader, its contrasts and the field at the last look, the eliminated
+    in the order they dropped out, and each combination's contrast at the latest look it was in."""
+    looks = _looks(protocol)
     out: list[Key] = []
     contrasts: list[Contrast[Key]] = []
-    last: dict[Key, Contrast[Key]] = {}  # each combination's contrast at the latest look it was in
+    last: dict[Key, Contrast[Key]] = {}
     field: list[Key] = []
-    for n in range(1, n_race + 1):  # replay the looks: the field of block n is who ran in it, less the eliminated
+    for n in range(1, len(blocks) + 1):
         past = n > protocol.race_blocks
         if past:  # past the planned blocks only the top two run: the rest wait, still in
             field = [c for c in field if c not in out]
@@ -218,27 +243,26 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
             if baseline in eligible and baseline not in field and baseline not in out:
                 field.append(baseline)
             field = [c for c in field if c in est]
-        alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks, extra=extra) if n >= MIN_RACE_BLOCKS else 0.0
+        alpha = look_alpha(n - MIN_RACE_BLOCKS + 1, looks, extra=protocol.extra_blocks) if n >= MIN_RACE_BLOCKS else 0.0
         leader, contrasts, dropped = _look(values, baseline, field, blocks[:n], alpha, model, screened, guarded=past)
         last.update({c.other: c for c in contrasts})
         out += sorted(dropped, key=str)
-    survivors = [c for c in field if c != leader and c not in out]
-    rel = {c: _relative(values, c, baseline, blocks) for c in field}
-    ranked = {c: r if r is not None else -math.inf for c, r in rel.items()}
-    survivors.sort(key=lambda c: (-ranked[c], str(c)))
-    raced = set(values)
-    leader_rel = rel[leader]
-    beat = leader_rel if leader_rel is not None else 0.0
-    challengers = [c for c in screen_rank if c not in raced and c != baseline and screen_log[c] > beat]
-    standing = _Standing(leader=leader, contenders=tuple(survivors), race_blocks=n_race, contrasts=tuple(contrasts),
-                         eliminated=tuple(out), dropped_by=tuple(last[c] for c in out if c in last),
-                         predicted=predicted)
+    return leader, contrasts, out, field, last
+
+
+def _decide(measurements: Sequence[Measurement[Key]], standing: _Standing[Key], challengers: list[Key], k: int,
+            raced: set[Key], baseline: Key, eligible: AbstractSet[Key], protocol: ProtocolSettings,
+            techniques: Callable[[Key], frozenset], screen: factorial.Fit[Key] | None) -> Race[Key]:
+    """The stop decision after the replayed looks (`k`: the last look's field): another race block (with the
+    challengers that take a free seat), one more past the planned blocks, or the stop with why, then confirmation."""
+    leader, survivors, n_race = standing["leader"], standing["contenders"], standing["race_blocks"]
     seats = max(0, max(1, protocol.contenders) - 1 - len([c for c in survivors if c != baseline]))
     entering = challengers[:seats]
     if n_race < protocol.race_blocks and (n_race < MIN_RACE_BLOCKS or survivors or entering):
         members = [c for c in [leader, *survivors, *entering] if c != baseline]
         if members:
             return Race(**standing, next_block=tuple(members), why="racing")
+    extra = protocol.extra_blocks
     most = protocol.race_blocks + extra
     tie, past = None, bool(extra and protocol.race_blocks <= n_race <= most and survivors)
     if past and any(m.phase == CONFIRM for m in measurements):
@@ -246,7 +270,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
         # spreads revive a contender the last look had dropped (a two-level process's spread, seen at last), it is
         # listed as not told apart, on all the evidence, and the race does not resume (a resumed race could change
         # the leader after its confirmation). Leaving confirmation out of the race's variance model gained power but
-        # broke ties with a two-level member past the 5% bound (docs/measuring.md, "Evidence: the race").
+        # broke ties with a two-level member past the 5% bound (docs/evidence.md, "Evidence: the race").
         before = race([m for m in measurements if m.phase != CONFIRM], baseline, eligible, protocol, techniques,
                       screen)
         revived = [str(c) for c in survivors if c not in before.contenders]
@@ -254,7 +278,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
                             if revived else "")
     elif past:  # undecided: the leader and its closest, on while more blocks could change the answer
         tie = _past_planned(standing, survivors[0], most - n_race,
-                            look_alpha(most - MIN_RACE_BLOCKS + 1, looks, extra=extra), len(field), protocol,
+                            look_alpha(most - MIN_RACE_BLOCKS + 1, _looks(protocol), extra=extra), k, protocol,
                             techniques)
         if tie is None:
             members = [c for c in (leader, survivors[0]) if c != baseline]
@@ -264,7 +288,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
                   if n_race >= most and survivors else
                   f"the leader was told apart from every other by paired contrasts after {count(n_race, 'race block')}"
                   if not survivors else "no contender other than the baseline is left")
-    unseated = _not_raced(measurements, baseline, eligible, techniques, set(values), challengers, protocol, screen)
+    unseated = opening.never_raced(measurements, baseline, eligible, techniques, raced, challengers, protocol, screen)
     return _confirm(measurements, standing, why, challengers, baseline, protocol, techniques, unseated)
 
 
@@ -273,7 +297,7 @@ def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: floa
     """Past the planned race blocks with the leader and `closest` (and perhaps others) not told apart: None to take
     another block, else why the race stops there, with the tie's bound. It stops where the `left` blocks it may
     still take could not tell the two apart at the last look's `alpha` over `k` and the leader is within the margin
-    of every member still in (`ablate.stats.equivalence.settled`), or where none is left."""
+    of every member still in (`ablate.stats.race.equivalence.settled`), or where none is left."""
     leader, contenders = standing["leader"], standing["contenders"]
     pair = next((c for c in standing["contrasts"] if c.other == closest and c.se is not None), None)
     still = [c for c in standing["contrasts"] if c.other in contenders]
@@ -294,34 +318,6 @@ def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: floa
         return None
     ended = f"at its maximum of {count(standing['race_blocks'], 'block')}"
     return f"the race stopped {ended} with {count(len(contenders), 'member')} not told apart from the leader; {tie}"
-
-
-def _not_raced(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
-               techniques: Callable[[Key], frozenset], raced: set[Key], pending: list[Key],
-               protocol: ProtocolSettings, screen: factorial.Fit[Key] | None = None) -> tuple[Key, ...]:
-    """The race's field as screening chose it (as at the race's first step: `_opening`) and the pending challengers
-    (best screened first), less every one that was raced."""
-    screened = {c: e for c, e in estimates([m for m in measurements if m.phase == SCREEN], baseline,
-                                             techniques).items() if c in eligible}
-    if not screened:
-        return tuple(c for c in pending if c != baseline)
-    field = _opening(screened, eligible, baseline, protocol.contenders, screen)
-    return tuple(c for c in dict.fromkeys([*field, *pending]) if c not in raced and c != baseline)
-
-
-def _opening(screened: Mapping[Key, Estimate], eligible: AbstractSet[Key], baseline: Key, contenders: int,
-             screen: factorial.Fit[Key] | None) -> list[Key]:
-    """The race's opening field, best first. Screened in full: the screening leader (the baseline, maybe) and every
-    eligible combination not screened apart from it (`screened_apart`). Screened on a fraction: the model's
-    field (`factorial.race_field`, at most `contenders`, never the baseline) over the eligible combinations,
-    measured or not: its predictions pool every screened cell, where one cell's own estimate rests on one
-    process."""
-    if screen is not None:
-        allowed = {c: p for c, p in screen.predictions.items() if c in eligible}
-        fit = screen if len(allowed) == len(screen.predictions) else dataclasses.replace(screen, predictions=allowed)
-        return [c for c in factorial.race_field(fit, max(1, contenders), SCREEN_ALPHA) if c != baseline]
-    rank = sorted(screened, key=lambda c: (-screened[c].log, str(c)))
-    return [c for c in rank if c == rank[0] or not screened_apart(screened[rank[0]], screened[c], len(rank))]
 
 
 def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key], why: str, pending: list[Key],

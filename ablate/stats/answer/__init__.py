@@ -1,0 +1,1 @@
+"""The answer: each combination against the baseline, the recommendation and what else the study found."""

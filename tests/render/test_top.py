@@ -1,0 +1,74 @@
+"""The report's first screen (`ablate.render.top`): what to use, how much faster, whether accuracy is safe, how sure
+and what it cost, in that order, each in words a practitioner can act on."""
+from __future__ import annotations
+
+import math
+
+from ablate.config.choices import BASELINE
+from ablate.render import top
+from ablate.stats import parity
+from ablate.stats.answer.verdicts import Recommendation
+from ablate.stats.protocol import CONFIRM, Estimate
+from ablate.stats.speedups import Speedup
+from ablate.store.records import Record
+
+COMPOSE = ("from strategies import AMP, compose", "stack = compose(AMP(dtype='bf16'))")
+COST = {"actual": {"wall_s": 1500.0, "sessions": 1, "measurements": 96, "accuracy_trainings": 9}}
+PICK = "amp(dtype=bf16)"
+
+
+def _rec(pick: str = PICK, *others: str, verdict: str = parity.OK, confirmed: bool = True) -> Recommendation:
+    records = {c: Record(i, c, {}, "complete") for i, c in enumerate((pick, *others))}
+    change = parity.Parity(verdict, -0.1, -0.4, 0.2, 3, 0.1, 8, tolerance=1.0)
+    estimate = Estimate(math.log(1.2), 0.03, 6, 3, CONFIRM if confirmed else "race", "paired")
+    return Recommendation(leader=records[pick], speedup=Speedup(records[pick], estimate),
+                          members=tuple(records.values()), contrasts={}, eliminated=(), pending=(), race=None,
+                          parity=change)
+
+
+def _said(rec: Recommendation | None, cost=COST) -> str:
+    speedup_of = {rec.pick.combination: rec.speedup} if rec and rec.speedup else {}
+    return "\n".join(top.section(rec, speedup_of, COMPOSE if rec else None, cost, "no baseline"))
+
+
+def test_the_answer_comes_in_the_order_a_practitioner_asks():
+    text = _said(_rec())
+    order = ["**Use amp(dtype=bf16).**", "stack = compose(", "**How much faster:**", "**Is accuracy safe?**",
+             "**How sure:**", "**What it cost:**"]
+    places = [text.index(part) for part in order]
+    assert places == sorted(places)
+
+
+def test_each_answer_says_its_figure_in_words():
+    text = _said(_rec())
+    assert "x1.20 the baseline's throughput (95% range x1.1" in text
+    assert "yes: -0.10 points [-0.40, +0.20] against the baseline, within the 1-point tolerance" in text
+    assert "faster than the baseline in 3 blocks its choice never saw: the whole range is above x1.00" in text
+    assert "96 measurements and 9 accuracy trainings in 25 minutes." in text
+
+
+def test_an_uncertain_accuracy_is_not_called_safe():
+    text = _said(_rec(verdict=parity.UNCERTAIN))
+    assert "**Is accuracy safe?** not shown:" in text and "more training seeds would decide it" in text
+    assert "yes:" not in text
+
+
+def test_the_stacks_the_race_could_not_separate_are_named_without_a_second_interval():
+    text = _said(_rec(PICK, "baseline", "num_workers(n=1)"))
+    assert "could not tell it apart from baseline, num_workers(n=1)" in text
+    assert text.count("[") == 1  # the accuracy change's interval; the speed-up's range is in words
+
+
+def test_the_baseline_as_the_answer_says_keep_your_loop():
+    text = _said(_rec(BASELINE))
+    assert "**Keep your loop as it is**" in text and "stack = compose(" not in text
+    assert "**Is accuracy safe?** yes: it is your loop as it is." in text
+
+
+def test_no_recommendation_says_why_and_still_the_cost():
+    text = _said(None)
+    assert "**No stack to recommend**: no baseline." in text and "What it cost:" in text
+
+
+def test_a_study_stored_before_its_cost_was_counted_leaves_the_line_out():
+    assert "What it cost" not in _said(_rec(), cost=None)
