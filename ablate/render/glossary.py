@@ -1,7 +1,7 @@
 """The words a verdict is said in, each defined once in a sentence a practitioner can act on.
 
-The report closes its answer with the ones it used; docs/results.md lists them all (tests/docs/test_glossary.py
-holds the two to this one source).
+The report closes its answer with the ones it used, as `ablate compare`'s page its rows; docs/results.md lists them
+all (tests/docs/test_glossary.py holds the two to this one source).
 """
 from __future__ import annotations
 

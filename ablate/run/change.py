@@ -4,7 +4,8 @@ A change is the same study measured twice: after a torch upgrade, on another mac
 It reads what each study's report wrote for scripts (summary.json), never the Optuna storage: the two may sit on
 different machines and the summary carries what a comparison needs - each combination's log speed-up with its
 standard error and degrees of freedom, the baseline's own level across its blocks, the machine field by field and
-the workload's settings. The statistics are `ablate.stats.changes`; how it reads, `ablate.render.changes`.
+the workload's settings. The statistics are `ablate.stats.changes`; how it reads, `ablate.render.changes` (its
+table and page: `ablate.render.change_table`, `ablate.render.change_page`).
 
 Two studies of different workloads (model, dataset, task, budget) would compare different things, so they are
 refused in one line naming the settings that differ, unless the user pairs them anyway (`--pair-anyway`: a CPU
@@ -22,7 +23,9 @@ from typing import Any
 
 from ablate.config.choices import BASELINE
 from ablate.config.validate import StudyError
-from ablate.render.changes import FIGURE, ComparedStudy, StudyChange, as_json, page, table
+from ablate.render.change_page import FIGURE, page
+from ablate.render.change_table import table
+from ablate.render.changes import ComparedStudy, StudyChange, as_json
 from ablate.stats import changes
 from ablate.stats.changes import Side
 from ablate.store.files import replaced
@@ -137,7 +140,7 @@ def compare(a_path: Path, b_path: Path, margin: float = changes.DEFAULT_MARGIN, 
     if differ and not pair_anyway:
         raise StudyError(f"A and B measure different workloads ({', '.join(differ)} differ); compare them anyway "
                          "with --pair-anyway")
-    rows = changes.compare(sides(a), sides(b), margin=margin, alpha=alpha)
+    rows = changes.change(sides(a), sides(b), margin=margin, alpha=alpha)
     beyond = [c.row for c in changes.moved_beyond(rows, threshold)] if threshold is not None else []
     return StudyChange(study(a, "A", a_path), study(b, "B", b_path), rows, margin, alpha, threshold, beyond,
                        differ if pair_anyway else ())

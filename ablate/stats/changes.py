@@ -127,8 +127,8 @@ def _t(q: float | np.ndarray, df: np.ndarray) -> np.ndarray:
     return np.asarray(stats.t.ppf(q, df), float)
 
 
-def compare(a: Mapping[str, Side], b: Mapping[str, Side], margin: float = DEFAULT_MARGIN,
-            alpha: float = 0.05) -> list[Change]:
+def change(a: Mapping[str, Side], b: Mapping[str, Side], margin: float = DEFAULT_MARGIN,
+           alpha: float = 0.05) -> list[Change]:
     """Every row of `a` and `b` (A's order, then B's rows A lacks), judged as the module docstring says."""
     if not 0 < margin or not 0 < alpha < 1:
         raise ValueError(f"margin above 0 and alpha in (0, 1); got {margin!r}, {alpha!r}")

@@ -8,8 +8,10 @@ import math
 
 import pytest
 
-from ablate.render import changes as render
-from ablate.render.changes import ABSOLUTE_LABEL, ComparedStudy, StudyChange, as_json, page, table, verdict
+from ablate.render import glossary
+from ablate.render.change_page import FIGURE, page
+from ablate.render.change_table import table
+from ablate.render.changes import ABSOLUTE_LABEL, ComparedStudy, StudyChange, as_json, verdict
 from ablate.stats import changes
 from ablate.stats.changes import BASELINE_ABSOLUTE, Change, Side
 
@@ -142,12 +144,26 @@ def test_the_table_says_what_differs_and_what_else_it_shows(change):
 def test_the_page_writes_markdown_html_and_its_picture(change, tmp_path):
     md = page(change, tmp_path / "out")
     folder = md.parent
-    assert md == folder / "change.md" and (folder / render.FIGURE).stat().st_size > 0
+    assert md == folder / "change.md" and (folder / FIGURE).stat().st_size > 0
     text = md.read_text()
-    assert f"]({render.FIGURE})" in text and "no change shown (up to +-31%)" in text and LONG in text
+    assert f"]({FIGURE})" in text and "no change shown (up to +-31%)" in text and LONG in text
     assert text.index(ABSOLUTE_LABEL) < text.index(ROWS[0])
     html = (folder / "change.html").read_text()
     assert "data:image/png;base64," in html and "<table>" in html
+
+
+def test_the_page_defines_the_verdict_words_its_rows_and_parity_line_use(change, tmp_path):
+    text = page(change, tmp_path / "out").read_text()
+    footnote = text[text.index(f"## {glossary.TITLE}"):text.index("## The two environments")]
+    defined = [w for w, sentence in glossary.WORDS.items() if f"- **{w}**: {sentence}" in footnote]
+    # The rows' verdicts, then the parity line's (amp: ok -> below); none the rows do not use.
+    assert footnote.index("**moved**") < footnote.index("**ok**")
+    assert sorted(defined) == sorted(["moved", "same", "no change shown", "ok", "below"]), footnote
+    # No verdict in the rows or the parity line: no footnote, although the legend and the headline ("the same
+    # combination") use the words in passing.
+    unjudged = [c for c in change.rows if c.verdict in (changes.ONLY_A, changes.ONLY_B)]
+    alone = page(StudyChange(change.a, change.a, unjudged, 0.05, 0.05, None, []), tmp_path / "alone").read_text()
+    assert "the same combination" in alone and f"## {glossary.TITLE}" not in alone
 
 
 def test_the_title_names_what_differs_where_study_and_device_agree(change, tmp_path):
@@ -159,15 +175,15 @@ def test_the_title_names_what_differs_where_study_and_device_agree(change, tmp_p
     assert text.startswith("# What changed: repro16 on cpu -> repro16 on cuda\n")
 
 
-def test_a_change_compare_judged_renders_within_its_width():
-    """Rows as `ablate.stats.changes.compare` judges them from hand-made sides."""
+def test_a_change_as_stats_judges_it_renders_within_its_width():
+    """Rows as `ablate.stats.changes.change` judges them from hand-made sides."""
     a = {BASELINE_ABSOLUTE: Side(math.log(1000.0), 0.01, 11.0), "amp(dtype=bf16)": Side(0.4, 0.02, 11.0),
          "compile(regional=True)": Side(0.1, 0.02, 11.0), "channels_last": Side(0.05, 0.2, 3.0),
          "predicted": Side(0.2, 0.05, math.inf, predicted=True), "gone": Side(0.1, 0.02, 11.0)}
     b = {BASELINE_ABSOLUTE: Side(math.log(800.0), 0.01, 11.0), "amp(dtype=bf16)": Side(0.6, 0.02, 11.0),
          "compile(regional=True)": Side(0.1, 0.005, 11.0), "channels_last": Side(0.05, 0.2, 3.0),
          "predicted": Side(0.3, 0.05, math.inf), "new": Side(0.0, None, 0.0)}
-    rows = changes.compare(a, b)
+    rows = changes.change(a, b)
     s = _study("A", "2.10.0", "32", list(a), None)
     change = StudyChange(s, _study("B", "2.10.0", "32", list(b), None), rows, changes.DEFAULT_MARGIN, 0.05, None, [])
     text = table(change)

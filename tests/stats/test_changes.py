@@ -90,7 +90,7 @@ def verdicts(design, noise: float, seed: int, **b_change) -> list[list[changes.C
     """`PAIRS` pairs of studies of `design` at `noise`, B with `b_change` (`shift`, `level`) and A without."""
     rng = np.random.default_rng(seed)
     a, b = design(noise, PAIRS, rng), design(noise, PAIRS, rng, **b_change)
-    return [changes.compare(x, y) for x, y in zip(a, b)]
+    return [changes.change(x, y) for x, y in zip(a, b)]
 
 
 def moved(found: list[list[changes.Change]], rows: set[str] | None = None) -> np.ndarray:
@@ -103,7 +103,7 @@ def moved(found: list[list[changes.Change]], rows: set[str] | None = None) -> np
 def test_rows_keep_a_s_order_then_b_s_and_only_one_side_is_said():
     a = {"x": Side(0.1, 0.02, 10), "y": Side(0.2, 0.02, 10)}
     b = {"y": Side(0.2, 0.02, 10), "z": Side(0.3, 0.02, 10)}
-    found = changes.compare(a, b)
+    found = changes.change(a, b)
     assert [(c.row, c.verdict) for c in found] == [("x", ONLY_A), ("y", NOT_SHOWN), ("z", ONLY_B)]
     assert found[0].log is None and found[0].interval is None and found[2].a is None
 
@@ -113,7 +113,7 @@ def test_each_verdict_is_read_from_its_printed_interval():
     and the bound is how far it reaches."""
     a = {c: Side(0.0, 0.01, 20) for c in "abc"}
     b = {"a": Side(0.30, 0.01, 20), "b": Side(0.002, 0.004, 20), "c": Side(0.01, 0.05, 20)}
-    found = {c.row: c for c in changes.compare(a, b, margin=0.05)}
+    found = {c.row: c for c in changes.change(a, b, margin=0.05)}
     assert found["a"].verdict == MOVED and found["a"].low > 0
     assert found["b"].verdict == SAME and math.log(1 / 1.05) < found["b"].low < found["b"].high < math.log(1.05)
     c = found["c"]
@@ -126,7 +126,7 @@ def test_holm_calls_more_moved_than_bonferroni_and_its_intervals_agree():
     calls: its interval is that step's, excluding 1, where Bonferroni's would hold it."""
     a = {c: Side(0.0, 0.1, math.inf) for c in "abcd"}
     b = {c: Side(0.1 * z, 0.0, math.inf) for c, z in zip("abcd", (2.6, 2.7, 2.8, 2.33))}
-    found = changes.compare(a, b)
+    found = changes.change(a, b)
     assert [c.verdict for c in found] == [MOVED] * 4
     assert all(c.low > 0 for c in found) and found[3].p == pytest.approx(0.0198, abs=1e-3)
     assert found[3].low == pytest.approx(0.233 - 1.96 * 0.1, abs=1e-3)
@@ -135,17 +135,17 @@ def test_holm_calls_more_moved_than_bonferroni_and_its_intervals_agree():
 def test_a_prediction_is_never_moved_nor_same_and_leaves_the_family():
     a = {"p": Side(0.0, 0.01, 10, predicted=True), "x": Side(0.0, 0.01, 10)}
     b = {"p": Side(0.5, 0.01, 10), "x": Side(0.5, 0.01, 10)}
-    found = {c.row: c for c in changes.compare(a, b)}
+    found = {c.row: c for c in changes.change(a, b)}
     assert found["p"].verdict == PREDICTED and found["p"].low is not None and found["p"].detectable is None
     assert found["x"].verdict == MOVED and found["x"].p is not None
-    alone = changes.compare({"x": a["x"]}, {"x": b["x"]})[0]  # the family is one row either way
+    alone = changes.change({"x": a["x"]}, {"x": b["x"]})[0]  # the family is one row either way
     assert (alone.low, alone.high) == pytest.approx((found["x"].low, found["x"].high))
 
 
 def test_a_row_without_a_spread_shows_no_interval_and_no_bound():
     a = {"x": Side(0.0, None, 0), "y": Side(0.0, 0.02, 0)}
     b = {"x": Side(0.9, 0.01, 10), "y": Side(0.9, 0.01, 10)}
-    for c in changes.compare(a, b):
+    for c in changes.change(a, b):
         assert c.verdict == NOT_SHOWN and c.interval is None and c.bound is None and c.log == pytest.approx(0.9)
 
 
@@ -160,7 +160,7 @@ def test_the_smallest_detectable_change_and_the_design_margin():
     """One row on infinite df: detectable (z_{1-alpha/2} + z_{0.80}) se, showable z_{1-alpha/2} se; the design
     margin is the largest showable."""
     a = {"x": Side(0.0, 0.03, math.inf), "y": Side(0.0, 0.06, math.inf)}
-    found = changes.compare(a, a)
+    found = changes.change(a, a)
     x = found[0]
     assert x.detectable == pytest.approx(math.expm1((2.2414 + 0.8416) * 0.03 * math.sqrt(2)), rel=1e-3)
     assert x.showable == pytest.approx(math.expm1(2.2414 * 0.03 * math.sqrt(2)), rel=1e-3)
@@ -170,14 +170,14 @@ def test_the_smallest_detectable_change_and_the_design_margin():
 def test_moved_beyond_a_threshold_either_way():
     a = {c: Side(0.0, 0.01, 20) for c in "abc"}
     b = {"a": Side(math.log(1.2), 0.01, 20), "b": Side(math.log(1 / 1.2), 0.01, 20), "c": Side(0.05, 0.01, 20)}
-    found = changes.compare(a, b)
+    found = changes.change(a, b)
     assert [c.verdict for c in found] == [MOVED] * 3
     assert [c.row for c in changes.moved_beyond(found, 0.10)] == ["a", "b"]
 
 
 def test_a_bad_margin_is_refused():
     with pytest.raises(ValueError):
-        changes.compare({}, {}, margin=0)
+        changes.change({}, {}, margin=0)
 
 
 # ---- the rates, simulated ----

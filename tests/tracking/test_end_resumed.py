@@ -66,3 +66,27 @@ def test_sync_ends_a_measurements_run_an_outage_left_running(cut_short, tiny_stu
     assert ended.info.status in ("FINISHED", "FAILED", "KILLED")
     assert ended.data.tags["ablate.trial_number"] == str(number)
     assert main(argv) == 0 and "nothing to sync" in capsys.readouterr().out
+
+
+
+def test_a_second_end_writes_each_measurements_accuracy_as_the_first_did(cut_short, tiny_study_file):
+    """What the end writes on every measurement's run (tests/tracking/test_run_accuracy.py): deleted, the end due
+    again, `ablate sync` writes it back as it was, and the metrics stay as they were."""
+    client = _client(cut_short)
+    experiment = client.get_experiment_by_name("ablate/tiny").experiment_id
+    stored = {str(t.number): t.user_attrs for t in _optuna(cut_short).get_trials()}
+
+    def logged() -> dict[str, tuple[dict[str, float], dict[str, str]]]:
+        return {r.info.run_id: (r.data.metrics, r.data.tags) for r in client.search_runs([experiment], max_results=1000)
+                if "mlflow.parentRunId" in r.data.tags}
+
+    first = logged()
+    for run_id, (_, tags) in first.items():
+        # The source of a borrowed accuracy is the end's to write; a measurement that stored one logged it itself.
+        lent = "accuracy_from" not in stored[tags["ablate.trial_number"]]
+        for key in ("parity", "accuracy change", *([records.ACCURACY_FROM_TAG] if lent else [])):
+            if key in tags:
+                client.delete_tag(run_id, key)
+    assert logged() != first
+    assert main(["sync", str(tiny_study_file), "--device", "cpu", "--results", str(cut_short)]) == 0
+    assert logged() == first
