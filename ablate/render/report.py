@@ -28,7 +28,7 @@ from ablate.stats.screening.effects import EffectFit
 from ablate.stats.speedups import Interval, Speedup
 from ablate.store import seeds
 from ablate.store.files import replaced
-from ablate.store.records import Record, baseline
+from ablate.store.records import Record, State, baseline
 from ablate.trial import metrics as metric
 from ablate.words import count, factor, interval, points
 
@@ -140,6 +140,13 @@ def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Repo
                   accuracy=answer.accuracy_words(rec) if rec else None)
 
 
+def _counted(records: list[Record]) -> str:
+    """How many combinations were measured, and how many could not run here or failed."""
+    states = Counter(r.state for r in records)
+    left = [f"{n} {state.value}" for state in (State.SKIPPED, State.FAILED) if (n := states[state.value])]
+    return f"{count(states[State.COMPLETE.value], 'combination')} measured" + "".join(f", {s}" for s in left)
+
+
 def _why_none(records: list[Record]) -> str:
     """Why there is no recommendation: no complete baseline (it is always a candidate otherwise)."""
     return NO_BASELINE if baseline(records) is None else ALL_BELOW
@@ -167,8 +174,8 @@ def _answer(study: Study, found: Findings, search: str) -> list[str]:
         f"# ablate report: {study.name} ({search}) on {device}",
         "",
         *top.section(rec, compared.speedup_of, compose, found.study_record.cost_summary, _why_none(records)),
-        f"{study.model} on {study.dataset}, {device}, {count(len(records), 'combination')}; how this was "
-        f"measured closes the report ([{method.TITLE}](#how-this-was-measured)).",
+        f"{study.model} on {study.dataset}, {device}: {_counted(records)}; how this was measured closes the "
+        f"report ([{method.TITLE}](#how-this-was-measured)).",
         "",
         *([f"**Accuracy was not measured**: {notes[0]}. Speed-ups stand; test accuracy, parity and the effects on "
            "accuracy do not apply.", ""] if (notes := sorted({r.accuracy_note for r in records if r.accuracy_note}))

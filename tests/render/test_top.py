@@ -72,3 +72,12 @@ def test_no_recommendation_says_why_and_still_the_cost():
 
 def test_a_study_stored_before_its_cost_was_counted_leaves_the_line_out():
     assert "What it cost" not in _said(_rec(), cost=None)
+
+
+def test_the_report_counts_measured_combinations_apart_from_those_that_could_not_run():
+    from ablate.render import report
+
+    states = ["complete"] * 28 + ["skipped"] * 48 + ["failed"]
+    records = [Record(i, f"c{i}", {}, s) for i, s in enumerate(states)]
+    assert report._counted(records) == "28 combinations measured, 48 skipped, 1 failed"
+    assert report._counted(records[:1]) == "1 combination measured"
