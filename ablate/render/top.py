@@ -21,10 +21,9 @@ def section(rec: Recommendation | None, speedup_of: Mapping[str, Speedup], compo
     if rec is None or compose is None:
         return out + [f"**No stack to recommend**: {why_none}.", "", *_cost(cost)]
     pick = rec.pick.combination
-    if pick == BASELINE:
-        out += ["**Keep your loop as it is**: no stack was shown faster than it on this machine.", ""]
-    else:
-        out += [f"**Use {pick}.**", "", "```python", *compose, "```", ""]
+    said = ("**Keep your loop as it is**: no stack was shown faster than it on this machine." if pick == BASELINE
+            else f"**Use {pick}.**")
+    out += [said, "", "```python", *compose, "```", ""]  # the baseline's too: the terminal prints it as well
     s = speedup_of.get(pick)
     return out + [f"- **How much faster:** {_faster(pick, s)}",
                   f"- **Is accuracy safe?** {_accuracy(rec)}",

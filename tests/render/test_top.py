@@ -61,7 +61,7 @@ def test_the_stacks_the_race_could_not_separate_are_named_without_a_second_inter
 
 def test_the_baseline_as_the_answer_says_keep_your_loop():
     text = _said(_rec(BASELINE))
-    assert "**Keep your loop as it is**" in text and "stack = compose(" not in text
+    assert "**Keep your loop as it is**" in text and "stack = compose(" in text  # as the terminal prints it
     assert "**Is accuracy safe?** yes: it is your loop as it is." in text
 
 
