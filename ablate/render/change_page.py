@@ -32,13 +32,13 @@ WORDS = {**glossary.CHANGE_WORDS, **glossary.STUDY_WORDS}
 
 def page(change: StudyChange, folder: Path) -> Path:
     """folder/change.md, change.html (the report's page, the picture embedded) and change.png; the Markdown's path."""
-    from ablate.render.report import _html  # the report's page maker (and matplotlib): only where a page is made
+    from ablate.render.report import html_page  # the report's page maker (and matplotlib): only where a page is made
 
     folder.mkdir(parents=True, exist_ok=True)
     title = _title(change)
     figure = chart(change, folder / FIGURE, title)
     text = "\n".join(_markdown(change, title))
-    for name, content in (("change.md", text), ("change.html", _html(text, [figure], title))):
+    for name, content in (("change.md", text), ("change.html", html_page(text, [figure], title))):
         with replaced(folder / name) as file:
             file.write(content)
     return folder / "change.md"

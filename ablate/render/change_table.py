@@ -24,7 +24,7 @@ from ablate.render.changes import (
     throughput_of,
     verdict,
 )
-from ablate.render.results import COMPACT_WIDTH, _fitted
+from ablate.render.results import COMPACT_WIDTH, fitted_table
 from ablate.stats.changes import BASELINE_ABSOLUTE, POWER
 from ablate.words import count, factor
 
@@ -78,7 +78,7 @@ def _rows(change: StudyChange, width: int) -> str:
             for c, label in zip(rows, labels)]
     # One column for both throughputs, its unit above: two would take the combination's room.
     headers = ["#", "combination", "A", "B", "B/A [interval]", "verdict", f"{a.unit}\nA -> B"]
-    return _fitted(body, headers, width)
+    return fitted_table(body, headers, width)
 
 
 def _after(change: StudyChange, width: int) -> list[str]:

@@ -125,7 +125,7 @@ def _build_one(study: Study, found: Findings, search: str, folder: Path) -> Repo
     said = _answer(study, found, search)
     text = "\n".join(said + glossary.section("\n".join(said)) + method.section(study, found))
     md, html, summary = folder / "report.md", folder / "report.html", folder / "summary.json"
-    for path, content in ((md, text), (html, _html(text, figures, title)),
+    for path, content in ((md, text), (html, html_page(text, figures, title)),
                           (summary, json.dumps(summaries.summary(study, found, search), indent=2) + "\n")):
         with replaced(path) as file:
             file.write(content)
@@ -310,7 +310,8 @@ def _parity_cell(p: Parity | None) -> str:
     return "" if p is None else f"{p.label} {interval(p.low, p.high, signed=True)}"
 
 
-def _html(text: str, figures: list[Path], title: str) -> str:
+def html_page(text: str, figures: list[Path], title: str) -> str:
+    """A self-contained page from Markdown, its figures embedded: the report's, and `ablate compare`'s."""
     body = markdown.markdown(text, extensions=["tables", "fenced_code", "toc"])
     for path in figures:  # embed the plots so the page stands alone
         data = base64.b64encode(path.read_bytes()).decode()

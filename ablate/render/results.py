@@ -159,9 +159,10 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
             for i, (r, label) in enumerate(zip(shown, labels), start=1)]
     headers = ["#", "combination", "speed-up [95% CI]", "Δ acc [95% CI] parity",
                *(["energy"] if counted else []), "state"]
-    text = _fitted(body, headers, width)
+    text = fitted_table(body, headers, width)
     if max(map(len, text.splitlines())) > width and all(r["state"] == "complete" for r in shown):
-        text = _fitted([row[:-1] for row in body], headers[:-1], width)  # a narrow terminal: no column of "complete"
+        # A narrow terminal: no column of "complete".
+        text = fitted_table([row[:-1] for row in body], headers[:-1], width)
     notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
              f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it (probably below "
              f"where the change itself is under -{tolerance:g}: never recommended either)."]
@@ -177,7 +178,7 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
     return text + "\n\n" + "\n".join(wrapped)
 
 
-def _fitted(body: list[list[str]], headers: list[str], width: int) -> str:
+def fitted_table(body: list[list[str]], headers: list[str], width: int) -> str:
     """The table with its combination column narrowed (it wraps) until the whole table fits `width`, or 20 wide."""
     room = width
     while True:
