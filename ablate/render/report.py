@@ -170,16 +170,17 @@ def _answer(study: Study, found: Findings, search: str) -> list[str]:
     compared, records, device, rec = found.compared, found.records, found.device, found.recommendation
     base = baseline(records)
     compose = found.compose.get(rec.pick.combination) if rec else None
+    notes = sorted({r.accuracy_note for r in records if r.accuracy_note})
     out = [
         f"# ablate report: {study.name} ({search}) on {device}",
         "",
-        *top.section(rec, compared.speedup_of, compose, found.study_record.cost_summary, _why_none(records)),
+        *top.section(rec, compared.speedup_of, compose, found.study_record.cost_summary, _why_none(records),
+                     unmeasured=notes[0] if notes else None),
         f"{study.model} on {study.dataset}, {device}: {_counted(records)}; how this was measured closes the "
         f"report ([{method.TITLE}](#how-this-was-measured)).",
         "",
         *([f"**Accuracy was not measured**: {notes[0]}. Speed-ups stand; test accuracy, parity and the effects on "
-           "accuracy do not apply.", ""] if (notes := sorted({r.accuracy_note for r in records if r.accuracy_note}))
-          else []),
+           "accuracy do not apply.", ""] if notes else []),
     ]
     if rec and compose:
         out += [f"## {RACE_TITLE}", ""]

@@ -15,8 +15,9 @@ TITLE = "The answer"
 
 
 def section(rec: Recommendation | None, speedup_of: Mapping[str, Speedup], compose: tuple[str, ...] | None,
-            cost: Mapping[str, Any] | None, why_none: str) -> list[str]:
-    """The answer as the report opens with it: a bold line, the compose lines, then four short answers."""
+            cost: Mapping[str, Any] | None, why_none: str, unmeasured: str | None = None) -> list[str]:
+    """The answer as the report opens with it: a bold line, the compose lines, then four short answers.
+    `unmeasured`: why the study measures no accuracy at all (stand-in data's `accuracy_note`), where so."""
     out = [f"## {TITLE}", ""]
     if rec is None or compose is None:
         return out + [f"**No stack to recommend**: {why_none}.", "", *_cost(cost)]
@@ -26,7 +27,7 @@ def section(rec: Recommendation | None, speedup_of: Mapping[str, Speedup], compo
     out += [said, "", "```python", *compose, "```", ""]  # the baseline's too: the terminal prints it as well
     s = speedup_of.get(pick)
     return out + [f"- **How much faster:** {_faster(pick, s)}",
-                  f"- **Is accuracy safe?** {_accuracy(rec)}",
+                  f"- **Is accuracy safe?** {_accuracy(rec, unmeasured)}",
                   f"- **How sure:** {_sure(rec, s)}",
                   *_cost(cost, item=True), ""]
 
@@ -42,12 +43,13 @@ def _faster(pick: str, s: Speedup | None) -> str:
     return f"{factor(i.point)} the baseline's throughput (95% range x{i.low:.2f} to x{i.high:.2f})."
 
 
-def _accuracy(rec: Recommendation) -> str:
+def _accuracy(rec: Recommendation, unmeasured: str | None) -> str:
     """Yes, not shown, or no, with the accuracy change and its interval in points (`answer.accuracy_words`' facts)."""
+    why = unmeasured or rec.accuracy_unmeasured
     if rec.pick.combination == BASELINE:
-        return "yes: it is your loop as it is."
-    if rec.accuracy_unmeasured or rec.parity is None:
-        return f"not measured: the answer is on speed alone ({rec.accuracy_unmeasured or 'no accuracy training'})."
+        return f"yes: it is your loop as it is{f'; this study measured no accuracy ({why})' if why else ''}."
+    if why or rec.parity is None:
+        return f"not measured: the answer is on speed alone ({why or 'no accuracy training'})."
     p = rec.parity
     change = f"{p.change:+.2f} points [{p.low:+.2f}, {p.high:+.2f}] against the baseline"
     if p.verdict == parity.OK:

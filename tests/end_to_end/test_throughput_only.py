@@ -28,5 +28,8 @@ def test_accuracy_not_measured_is_said_in_the_table_the_report_and_mlflow(tmp_pa
     assert all(r["test acc %"] == "" and r["reason"].startswith("accuracy not measured") for r in rows)
     report = (tmp_path / "stand_in" / "report" / "grid" / "report.md").read_text()
     assert "**Accuracy was not measured**: random stand-in images (test)" in report
-    assert "**Is accuracy safe?** not measured: the answer is on speed alone" in report
+    # The winner depends on the CPU's bf16 speed; either way the accuracy line says what was not measured.
+    said = next(line for line in report.splitlines() if line.startswith("- **Is accuracy safe?**"))
+    assert "random stand-in images (test)" in said
+    assert ("not measured: the answer is on speed alone" in said) != ("**Keep your loop as it is**" in report)
     assert "stack = compose(" in report  # still recommends the fastest

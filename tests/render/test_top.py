@@ -81,3 +81,13 @@ def test_the_report_counts_measured_combinations_apart_from_those_that_could_not
     records = [Record(i, f"c{i}", {}, s) for i, s in enumerate(states)]
     assert report._counted(records) == "28 combinations measured, 48 skipped, 1 failed"
     assert report._counted(records[:1]) == "1 combination measured"
+
+
+def test_a_study_without_accuracy_says_so_whichever_stack_wins():
+    """Stand-in data: which stack wins depends on the CPU, and the accuracy line names why none was measured."""
+    for pick, said in ((PICK, "not measured: the answer is on speed alone (stand-in data)."),
+                       (BASELINE, "yes: it is your loop as it is; this study measured no accuracy (stand-in data).")):
+        rec = _rec(pick)
+        text = "\n".join(top.section(rec, {pick: rec.speedup}, COMPOSE, COST, "no baseline",
+                                     unmeasured="stand-in data"))
+        assert f"**Is accuracy safe?** {said}" in text
