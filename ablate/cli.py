@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     study, storage = cleared.study, cleared.storage
     args.folder = args.results / study.name  # the folder a full disk is said of
 
-    from ablate.config.design import single_pass
+    from ablate.config.design import chosen
     from ablate.render.terminal import wrapped
     from ablate.run.header import header
     from ablate.run.runner import Runner
@@ -91,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     with lock, library_log.trial_log_set():  # the lock refuses at once while another run holds the study
         library_log.to_log_file(cleared.log)  # MLflow's loggers too, and the trials' output
         runner = Runner(study, machine, args.search, storage, args.results, n_trials=args.trials,
-                        protocol=single_pass(study.protocol) if args.single_pass else None)
+                        protocol=chosen(study.protocol, single=args.single_pass, quick=args.quick))
         for line in header(runner, args.search, args.trials, getattr(args, "explain", False)):
             print(wrapped(line))
         outcome = _measure(args, cleared, runner)
@@ -114,7 +114,7 @@ def _measure(args: argparse.Namespace, cleared: Cleared, runner: Runner) -> Outc
         if args.workers > 1:
             runner.parent.open()  # before the workers start, so that they all log under it
             if status := run_workers(args.study, args.workers, cleared.device, cleared.storage, args.results,
-                                      args.single_pass):
+                                      cli_parser.design_flags(args)):
                 if status == 130:  # the workers have stopped; the parent run they shared is ended here
                     runner.parent.stop()
                 return status

@@ -59,7 +59,7 @@ def build(results: Path) -> tuple[Parser, Commands]:
 def _add_run(commands: Commands, results: Path) -> None:
     run = _study_command(commands, "run", "run a study (resumes where it stopped)")
     _add_search(run)
-    _add_single_pass(run)
+    _add_design(run)
     run.add_argument("--trials", type=_positive, metavar="N", help="number of trials for --search optuna")
     run.add_argument("--workers", type=_positive, default=1, metavar="N",
                      help="worker processes on this machine sharing --storage (a server database); "
@@ -79,7 +79,7 @@ def _add_worker(commands: Commands, results: Path) -> None:
     worker.set_defaults(search="grid", trials=None, workers=1)  # workers share the grid's combinations
     # `run --workers N` prints the table and report once, when all of its workers have finished
     worker.add_argument("--no-summary", action="store_true", help=argparse.SUPPRESS)
-    _add_single_pass(worker)
+    _add_design(worker)
     _add_where(worker, results, "required: a server database, e.g. postgresql://user:password@host/db",
                "cpu or cuda[:N]", required=True)
 
@@ -103,11 +103,23 @@ def _add_search(command: argparse.ArgumentParser) -> None:
                               "(default: %(default)s)")
 
 
-def _add_single_pass(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--single-pass", action="store_true",
-                         help="measure every combination once against one baseline, with no blocks and no "
-                              "racing (the design before blocks; its speed-ups carry no interval); stored "
-                              "apart from the study's own protocol, so give it its own --results")
+def _add_design(command: argparse.ArgumentParser) -> None:
+    """--quick or --single-pass: a cheaper design than the whole table, each stored apart from the study's own."""
+    design = command.add_mutually_exclusive_group()
+    design.add_argument("--quick", action="store_true",
+                        help="only what the answer needs: half the grid where its dimensions allow, the rest "
+                             "predicted, and accuracy for the finalists only (the study setting protocol.quick); "
+                             "stored apart from the whole table, so give it its own --results")
+    design.add_argument("--single-pass", action="store_true",
+                        help="measure every combination once against one baseline, with no blocks and no "
+                             "racing (the design before blocks; its speed-ups carry no interval); stored "
+                             "apart from the study's own protocol, so give it its own --results")
+
+
+def design_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The design options a run was given, as `ablate worker` takes them again (`run --workers N`)."""
+    return (("--quick",) if getattr(args, "quick", False) else ()) + (
+        ("--single-pass",) if getattr(args, "single_pass", False) else ())
 
 
 def _add_where(command: argparse.ArgumentParser, results: Path, storage_help: str, device_help: str,

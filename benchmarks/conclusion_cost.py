@@ -1,6 +1,7 @@
 """What a conclusion costs: a full study run with its protocol, in wall time and in reference epochs.
 
-    python -m benchmarks.conclusion_cost [--study mnist_cnn] [--results results/conclusion-cost] [--single-pass]
+    python -m benchmarks.conclusion_cost [--study mnist_cnn] [--results results/conclusion-cost]
+        [--quick | --single-pass]
     python -m benchmarks.conclusion_cost --from RESULTS_DIR [--study mnist_cnn]   # a run's storage, read only
 
 Times one reference epoch (`benchmarks.reference_epoch`, in a process of its
@@ -10,8 +11,9 @@ time over the mean of the two epochs, with where the time went: trials by
 kind from the run's own Optuna storage, and per-trial start-up (launch to
 the first batch). Dividing by an epoch timed beside the run is what lets two
 runs taken at different loads, or on different machines, be compared.
-`--single-pass` runs the design before blocks (every combination once, one
-seed), the price the protocol's is set against.
+`--quick` runs only what the answer needs (`ablate run --quick`); `--single-pass`
+the design before blocks (every combination once, one seed), the price the
+protocol's is set against.
 
 Then the split (`split`): the run's wall time by activity, from each
 measurement's stored timeline (`ablate.trial.metrics.Mark`), each moment
@@ -38,6 +40,7 @@ from pathlib import Path
 
 import optuna
 
+from ablate import cli_parser
 from ablate.store import records, study_record
 from ablate.trial import metrics as metric
 from ablate.trial.machine import default_device, describe
@@ -227,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", default="mnist_cnn")
     parser.add_argument("--results", type=Path, default=Path("results/conclusion-cost"))
     parser.add_argument("--device", default=default_device())
-    parser.add_argument("--single-pass", action="store_true", help="every combination once, one seed: no protocol")
+    design = parser.add_mutually_exclusive_group()
+    design.add_argument("--quick", action="store_true", help="only what the answer needs (ablate run --quick)")
+    design.add_argument("--single-pass", action="store_true", help="every combination once, one seed: no protocol")
     parser.add_argument("--from", dest="source", type=Path, help="split a run already made from its results folder")
     args = parser.parse_args(argv)
     if args.source:
@@ -237,13 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     with cpu_time.Meter() as meter:  # steal and neighbours over the whole measurement, epochs included
         before = reference_epoch()
         print(f"reference epoch before: {before:.1f} s", flush=True)
-        done = grid.run(args.study, args.results, args.device, ("--single-pass",) if args.single_pass else ())
+        done = grid.run(args.study, args.results, args.device, cli_parser.design_flags(args))
         after = reference_epoch()
     epoch = (before + after) / 2
     ran = stored_study(args.results, args.study)
     found, spent = breakdown(ran), split(ran, done.wall_s)
-    summary = {"study": args.study, "single_pass": args.single_pass, "machine": machine.device_name,
-               "torch": machine.torch, "commit": machine.commit,
+    summary = {"study": args.study, "single_pass": args.single_pass, "quick": args.quick,
+               "machine": machine.device_name, "torch": machine.torch, "commit": machine.commit,
                "wall_s": done.wall_s, "reference_epoch_s": [before, after],
                "reference_epochs": done.wall_s / epoch, "cpu_time_pct": meter.shares, **found, "split": spent}
     (args.results / "cost.json").write_text(json.dumps(summary, indent=1))

@@ -47,6 +47,8 @@ class ProtocolSettings:
     # Before each run's first measurement (a start, a resume, each worker), this many throughput-only trials of the
     # baseline, thrown away: a machine that was idle reads its first trial low (ablate.run.runner); 0: none.
     warm_up_trials: int = 1
+    # Only what the answer needs: a fraction of the grid where one fits, accuracy only for the final set (--quick).
+    quick: bool = False
 
     def __post_init__(self) -> None:
         margin = self.equivalence_margin
@@ -60,6 +62,17 @@ class ProtocolSettings:
     @property
     def racing(self) -> bool:
         return self.full_blocks is None and self.race_blocks > 0
+
+    @property
+    def design(self) -> str:
+        """Which design runs, as summary.json and the report name it."""
+        if self.full_blocks:
+            return "full blocks"
+        if self.block_size >= SINGLE_BLOCK:
+            return "single pass"
+        if not self.racing:
+            return "screening only"
+        return "quick" if self.quick else "whole table"
 
     @property
     def extra_blocks(self) -> int:
@@ -134,10 +147,21 @@ def single_pass(protocol: ProtocolSettings) -> ProtocolSettings:
                    warm_up_trials=protocol.warm_up_trials)
 
 
+def chosen(protocol: ProtocolSettings, *, single: bool = False, quick: bool = False) -> ProtocolSettings | None:
+    """The protocol `--single-pass` or `--quick` runs the study under; None: the study file's own."""
+    if single:
+        return single_pass(protocol)
+    return replace(protocol, quick=True) if quick else None
+
+
 # Defaults a release has changed: setting -> the values it took by default before. A study stored under one of them
 # resumes under it (`resumed`), rather than refusing because this release's default differs.
-# equivalence_margin: 0.02 before its default was derived from the design (`ablate.stats.race.equivalence`).
-FORMER_DEFAULTS: dict[str, tuple[object, ...]] = {"equivalence_margin": (0.02,)}
+# equivalence_margin: 0.02 before its default was derived from the design (`ablate.stats.race.equivalence`);
+# quick: the answer only, before the whole table became the default.
+FORMER_DEFAULTS: dict[str, tuple[object, ...]] = {"equivalence_margin": (0.02,), "quick": (True,)}
+# Settings a store from before they existed followed at another value than today's default: a study stored before
+# `quick` existed measured only what the answer needed.
+ABSENT: dict[str, object] = {"quick": True}
 
 
 def resumed(stored: dict[str, object], protocol: ProtocolSettings) -> tuple[ProtocolSettings | None, list[str]]:
@@ -145,7 +169,7 @@ def resumed(stored: dict[str, object], protocol: ProtocolSettings) -> tuple[Prot
     setting the store holds at a former default (`FORMER_DEFAULTS`) where `protocol` has this release's default, so
     that an upgrade does not strand a half-measured study. None where another setting differs (a changed study)."""
     defaults, now = asdict(ProtocolSettings()), asdict(protocol)
-    planned = {**defaults, **stored}  # a study stored before a setting existed followed its default
+    planned = {**defaults, **ABSENT, **stored}  # a study stored before a setting existed followed its default
     kept = [k for k, v in planned.items() if v != now.get(k) and now.get(k) == defaults.get(k)
             and v in FORMER_DEFAULTS.get(k, ())]
     protocol = replace(protocol, **{k: planned[k] for k in kept})
@@ -166,5 +190,5 @@ def resume(stored_protocol: Mapping[str, object] | None, protocol: ProtocolSetti
     if going_on is None:
         raise StudyError(f"the stored measurements of {name} follow another protocol ({stored_protocol}); "
                          "run with the same protocol, or pass --results or --storage to start afresh")
-    said = ", ".join(f"{k}={stored_protocol[k]!r}" for k in kept)
+    said = ", ".join(f"{k}={getattr(going_on, k)!r}" for k in kept)
     return going_on, f"resuming under the stored study's {said}: the default it was measured with" if kept else None

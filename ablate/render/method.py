@@ -63,6 +63,7 @@ def section(study: Study, found: Findings) -> list[str]:
         f"- Trials: {count(len(records), 'combination')}: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
         + f"; {count(sum(len([m for m in r.measurements if m.complete]) for r in records), 'throughput measurement')} "
         f"in {count(len({m.block for r in records for m in r.measurements}), 'block')}",
+        f"- Design: {DESIGNS.get(found.protocol.design, found.protocol.design)}.",
         f"- Protocol: {found.protocol.describe(fraction=_fraction(found))}. "
         + (f"Race: {study_record.race['why']}." if study_record.race else ""),
         f"- Host noise: the baseline's throughput varied by {100 * cv:.1f}% (coefficient of variation) across "
@@ -80,10 +81,16 @@ def section(study: Study, found: Findings) -> list[str]:
     ]
 
 
+DESIGNS = {"whole table": "the whole table, every runnable combination measured (the default)",
+           "quick": "quick, only what the answer needs: a fraction of the grid where one fits, accuracy for the final "
+                    "set only (`--quick`)",
+           "single pass": "the single pass, every combination once against one baseline (`--single-pass`)"}
+
+
 def _fraction(found: Findings) -> str | None:
     """The fraction of the grid screening measured (None: all of it), and whether the fold-over followed."""
     part = found.compared.screened
-    if part is None:
+    if part is None or part.part is None:
         return None
     return part.fraction.describe() + (" (then the fold-over: every other one)" if part.folded else "")
 

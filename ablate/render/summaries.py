@@ -154,12 +154,12 @@ def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
     # Each field's values over the measurements, comma-separated where they differ ("unknown": stored before it).
     machine = {k: ", ".join(sorted({str(r.machine.get(k, "unknown")) for r in records})) for k in fields}
     level = found.baseline_level
-    part = compared.screened  # the fraction of the grid screening measured, where it measured one
+    part = compared.screened if compared.screened and compared.screened.part else None  # a fraction, where one
     return {
         "schema_version": SCHEMA_VERSION,
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": compared.device,
         "torch": machine.get("torch", ""), "commit": machine.get("commit", ""),
-        "protocol": {**protocol.__dict__,
+        "protocol": {**protocol.__dict__, "design": protocol.design,
                      "description": protocol.describe(fraction=part.fraction.describe() if part else None),
                      "screened_fraction": part and {"cells": len(part.fraction.cells),
                                                     "of": len(part.fraction.cells) + len(part.fraction.rest),

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from ablate.run.interrupts import sigterm_as_keyboard_interrupt
 from ablate.run.objective import SHARED_CPU_ENV
@@ -21,10 +21,11 @@ if TYPE_CHECKING:
     import torch
 
 
-def run_workers(shown: str, n: int, device: torch.device, storage: str, results: Path, single_pass: bool) -> int:
+def run_workers(shown: str, n: int, device: torch.device, storage: str, results: Path,
+                design: Sequence[str] = ()) -> int:
     """Run `ablate worker` `n` times at once on this machine and wait for all: their worst exit status, 0 when
     all finished (the caller's runner then finds every combination done). `shown`: the study as the user named
-    it, which each worker reads again."""
+    it, which each worker reads again; `design`: its design options (`--quick`, `--single-pass`), passed on."""
     if device.type == "cpu":
         print(f"ablate: warning: {n} workers share this machine's CPU cores, so each one's throughput is measured "
               "while the others compete with it; use several CPU workers to try the set-up, one worker per GPU to "
@@ -34,7 +35,7 @@ def run_workers(shown: str, n: int, device: torch.device, storage: str, results:
     env = {**os.environ, SHARED_CPU_ENV: "1"} if device.type == "cpu" else None
     started = [subprocess.Popen([sys.executable, "-m", "ablate", "worker", shown, "--storage", storage,
                                  "--device", d, "--results", str(results), "--no-summary",
-                                 *(["--single-pass"] if single_pass else [])],
+                                 *design],
                                 start_new_session=True, env=env) for d in devices]
     try:
         with sigterm_as_keyboard_interrupt():

@@ -94,9 +94,10 @@ class Planner:
 
     def screened_fraction(self) -> fraction.Fraction | None:
         """The fraction of the runnable grid screening measures here (`ablate.stats.screening.fraction`), or None: all
-        of it. None too where the protocol does not race (screening only, `--single-pass`, a full randomized block
-        design): there screening's measurements are the answer, and a combination never measured could be none."""
-        if not self.protocol.racing:
+        of it. A fraction only under `quick`: the whole table measures every combination. None too where the protocol
+        does not race (screening only, `--single-pass`, a full randomized block design): there screening's
+        measurements are the answer, and a combination never measured could be none."""
+        if not self.protocol.racing or not self.protocol.quick:
             return None
         runnable = [levels for levels in grid(self.options) if self.runnable(levels)]
         return fraction.screening_fraction(self.options, runnable, baseline_levels(self.options))

@@ -137,7 +137,7 @@ def test_bad_run_options_are_one_line_and_write_nothing(args, expected, tmp_path
                           "worker; did you mean 'run'? (see ablate --help)"),
     (["report", str(TINY), "--storage", "nowhere"], "--storage 'nowhere' is not a database URL"),
     (["run", str(TINY), "--trails", "3"],
-     "unknown option '--trails'; choose one of: --device, --explain, --full-table, --results, "
+     "unknown option '--trails'; choose one of: --device, --explain, --full-table, --quick, --results, "
      "--search, --single-pass, --storage, --trials, --workers, -h; did you mean "
      "'--trials'? "
      "(see ablate run --help)"),

@@ -56,3 +56,16 @@ def test_a_changed_file_or_another_protocol_is_one_error_naming_what_to_do():
         _resume(_stored(), stored_hash="xyz")
     with pytest.raises(StudyError, match="the stored measurements of tiny follow another protocol"):
         _resume(_stored(race_blocks=4))
+
+
+def test_a_study_stored_before_the_whole_table_resumes_as_it_was_measured_quick():
+    """A store from before `quick` existed measured only what the answer needed: it goes on that way, and says so,
+    rather than widening half-way into the whole table; a --quick run on a whole-table store is refused."""
+    stored = _stored()
+    del stored["quick"]
+    protocol, said = _resume(stored)
+    assert protocol == ProtocolSettings(quick=True)
+    assert said == "resuming under the stored study's quick=True: the default it was measured with"
+    with pytest.raises(StudyError, match="follow another protocol"):
+        resume(_stored(), ProtocolSettings(quick=True), "abc", file_hash="abc", name="tiny", file="tiny.yaml",
+               where="results/tiny")

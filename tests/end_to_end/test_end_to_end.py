@@ -405,6 +405,8 @@ ADDED = {
         "equivalence_design", "equivalence_design.smallest_shown", "equivalence_design.blocks",
         "equivalence_design.blocks_for_margin", "equivalence_design.margin_below_smallest", "left_out",
         "left_out.techniques", "left_out.may_cost_up_to")),
+    # Which design ran (the whole table, --quick's, the single pass...) and the setting that chooses it.
+    "tiny/report/grid/summary.json:keys:protocol.design", "tiny/report/grid/summary.json:keys:protocol.quick",
     # The fraction of the grid screening measured (null where it measured every runnable combination).
     *(f"tiny/report/grid/summary.json:keys:protocol.screened_fraction{k}" for k in (
         "", ".cells", ".of", ".generators", ".resolution", ".fold_over")),

@@ -57,14 +57,15 @@ class CpuGrid(Planner):
 
 
 class FullScreening(CpuGrid):
-    """The same planner screening every runnable combination, as before fractions."""
+    """The same planner under the default design, the whole table: every runnable combination screened."""
 
-    def screened_fraction(self) -> None:
-        return None
+
+QUICK = ProtocolSettings(quick=True)  # the fraction is `--quick`'s
 
 
 def _planner(kind: type[CpuGrid], seed: int) -> CpuGrid:
-    return kind(studies.load(str(MNIST), "cpu"), ProtocolSettings(), seed, "cpu", "test cpu", defer_accuracy=True)
+    protocol = ProtocolSettings() if kind is FullScreening else QUICK
+    return kind(studies.load(str(MNIST), "cpu"), protocol, seed, "cpu", "test cpu", defer_accuracy=True)
 
 
 def _truth(levels: Levels, aliased: float = 0.0) -> float:
@@ -121,7 +122,7 @@ def _study(kind: type[CpuGrid], seed: int, aliased: float = 0.0) -> Outcome:
         measure(planned)
     else:
         raise AssertionError("the study never ended")
-    found = comparison.compare(combine(raw), 1.0, ProtocolSettings(), planner.study)[0]
+    found = comparison.compare(combine(raw), 1.0, planner.protocol, planner.study)[0]
     rec = found.recommendation
     best = max(truth, key=lambda c: truth[c])
     headline = rec.pick.combination if rec else None
@@ -210,16 +211,34 @@ def test_a_combination_never_measured_is_named_with_its_prediction_said_to_be_on
 def test_the_grid_found_again_from_the_stored_records_matches_the_planners():
     planner = _planner(CpuGrid, 1)
     label = {levels: combination_label(planner.options_of(levels)) for levels in grid(planner.options)}
-    raw = [Record(i, label[p.slot.combination], dict(p.slot.combination),
-                  "complete" if planner.runnable(p.slot.combination) else "skipped", block=p.slot.block,
-                  phase=p.slot.phase, position=p.slot.position, metrics={"throughput": 1.0, "throughput_window_0": 1.0})
-           for i, p in enumerate(planner.screening())]
+    raw = _screened_records(planner)
     found = fractioned.of(planner.study, combine(raw))
     part = planner.screened_fraction()
     assert found is not None and part is not None and found.fraction == part and not found.folded
     assert len(found.cells) == 48 and set(found.rest) == {label[lv] for lv in part.rest}
     one = next(label[lv] for lv in part.cells if label[lv] != BASELINE)
     assert fractioned.of(planner.study, combine([r for r in raw if r.combination != one])) is None  # not yet
+
+
+def _screened_records(planner: Planner) -> list[Record]:
+    label = {levels: combination_label(planner.options_of(levels)) for levels in grid(planner.options)}
+    return [Record(i, label[p.slot.combination], dict(p.slot.combination),
+                   "complete" if planner.runnable(p.slot.combination) else "skipped", block=p.slot.block,
+                   phase=p.slot.phase, position=p.slot.position,
+                   metrics={"throughput": 1.0, "throughput_window_0": 1.0})
+            for i, p in enumerate(planner.screening())]
+
+
+def test_the_whole_table_screens_every_runnable_combination_and_is_never_called_a_fraction():
+    """The default design: all 48 in 6 blocks; found again from the records as screened whole from the first block
+    (the race opens on the model fitted to every cell), which no surface may call a fraction or a fold-over."""
+    planner = _planner(FullScreening, 1)
+    assert planner.screened_fraction() is None and planner.protocol.design == "whole table"
+    assert "measure all 48" in planner.plain() and "fraction" not in planner.describe()
+    found = fractioned.of(planner.study, combine(_screened_records(planner)))
+    assert found is not None and found.folded and found.whole and found.part is None
+    quick = fractioned.of(planner.study, combine(_screened_records(_planner(CpuGrid, 1))))
+    assert quick is not None and not quick.whole and quick.part is not None
 
 
 def _rates(found: list[Outcome]) -> tuple[int, int]:

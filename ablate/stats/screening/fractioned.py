@@ -6,8 +6,9 @@ Found from the study and one device's stored records alone, so that the planner,
 long after, find the same one: the runnable combinations are the grid's less those recorded as skipped on the
 device (screening records every combination it cannot run, in its first block, fraction or not); the fraction is
 fixed by the study's dimension order, never by a seed; and a fraction was screened exactly where screening measured
-its cells, or its cells and then the fold-over's (`Planner.plan`). A study screened in full, by TPE, or by an
-ablate before fractions measured others: None, and the race runs as it always has.
+its cells, or its cells and then the fold-over's (`Planner.plan`). A grid that could be fractioned but was screened
+in full from its first block (the whole table) is found too, `whole`: the race opens on the model fitted to every
+cell, as after a fold-over. A study screened by TPE, or by an ablate before fractions, measured others: None.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from ablate.config.choices import (
 from ablate.config.study import Study
 from ablate.stats.protocol import SCREEN, Measurement
 from ablate.stats.screening import factorial, fraction
+from ablate.stats.screening.fraction import Fraction
 from ablate.store.records import Record, State
 
 
@@ -34,6 +36,12 @@ class Fractioned:
     cells: Mapping[str, Levels]  # every runnable combination's levels, by label (measured or not)
     groups: Mapping[str, str]  # every runnable combination's accuracy group (the stored one where it was measured)
     folded: bool  # the fold-over (`fraction.rest`) was screened too: every runnable combination has been
+    whole: bool = False  # screened in full from the first block (no fraction first): nothing was folded over
+
+    @property
+    def part(self) -> Fraction | None:
+        """The fraction screening measured first, where it measured one (None: the whole grid from the start)."""
+        return None if self.whole else self.fraction
 
     @property
     def rest(self) -> tuple[str, ...]:
@@ -73,11 +81,18 @@ def of(study: Study, records: Sequence[Record]) -> Fractioned | None:
         return None
     label = {levels: c for c, levels in cells.items()}
     part, rest = {label[levels] for levels in found.cells}, {label[levels] for levels in found.rest}
-    screened = {r.combination for r in records for m in r.every_measurement
-                if m.phase == SCREEN and m.state != State.SKIPPED}
+    blocks: dict[str, list[int]] = {}
+    for r in records:
+        for m in r.every_measurement:
+            if m.phase == SCREEN and m.state != State.SKIPPED:
+                blocks.setdefault(r.combination, []).append(m.block)
+    screened = set(blocks)
     if screened not in (part, part | rest):
         return None
-    return Fractioned(found, cells, _groups(study, cells, records), folded=screened == part | rest)
+    folded = screened == part | rest
+    # A fold-over's blocks follow every block of the fraction's (`Planner._fold_over`); a whole screen mixes them.
+    whole = folded and min(b for c in rest for b in blocks[c]) <= max(b for c in part - {BASELINE} for b in blocks[c])
+    return Fractioned(found, cells, _groups(study, cells, records), folded=folded, whole=whole)
 
 
 def _groups(study: Study, cells: Mapping[str, Levels], records: Sequence[Record]) -> dict[str, str]:
