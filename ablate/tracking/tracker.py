@@ -157,7 +157,7 @@ class Tracker:
         (`ablate.tracking.view`; set again on an existing one, so its view follows the study's dimensions). A tracking
         server stores artifacts where it was told to (`--artifacts-destination`); a local database keeps them
         beside itself in the results folder."""
-        tags = view.experiment_tags(dim for dim, _ in self.study.space)
+        tags = view.experiment_tags((dim for dim, _ in self.study.space), view.quality_metric(self.study))
         if experiment := self.client.get_experiment_by_name(name):
             for key, value in tags.items():
                 if experiment.tags.get(key) != value:

@@ -8,6 +8,14 @@ what does it cost in accuracy", through MLflow's own mechanisms (looked up in th
   search filter, sort and columns; ``viewStateShareKey=KEY`` in the URL opens it. Plain JSON is accepted.
 - One run per combination carries ``ablate.row = combination`` (its primary measurement): the view filters on
   it, so each combination is one row, not one per measurement.
+- Its columns: the speed-up, the group's ``test_accuracy`` (a metric column: one click sorts the grid by
+  accuracy; ``test_loss`` for a task without accuracy, none where the study trains nothing), the accuracy change,
+  the parity verdict and the state, then the dimensions. Its parallel-coordinates chart plots the dimensions, that
+  metric and the speed-up (coloured by the last axis: the speed-up); the UI draws only the runs that carry every
+  plotted metric.
+- ``parity_verdict`` (a metric beside the ``parity`` tag, on every measurement of a combination with a verdict):
+  1 ok, 0 uncertain, -0.5 uncertain and probably below, -1 below. Sorting on it puts the safe combinations first;
+  ``metrics.parity_verdict >= 0`` keeps those the race could recommend, ``= 1`` those passed ``ok``.
 - Display tags: the speed-up with its interval, the accuracy change, the parity verdict and the energy per sample
   over the baseline's (``not counted here`` where nothing on the device counted energy) as short strings
   (``x1.07 [0.98, 1.17]``), so the table reads at a glance. The metrics keep full precision: they are the
@@ -19,9 +27,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from ablate.config.study import Study
 from ablate.render.results import NOT_COUNTED
 from ablate.stats.answer.comparison import Comparison, DeviceComparisons
+from ablate.stats.parity import BELOW, OK, UNCERTAIN, Parity
 from ablate.store.records import ACCURACY_FROM_TAG, held_out, trained_figures
+from ablate.trial.metrics import TEST_ACCURACY, TEST_LOSS
 from ablate.words import factor, interval
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
@@ -29,11 +40,15 @@ SHARE_KEY = "ablate"
 SHARE_TAG = f"mlflow.sharedViewState.{SHARE_KEY}"
 ROW_TAG, ROW = "ablate.row", "combination"
 SPEEDUP, ACCURACY, PARITY, STATE = "speed-up", "accuracy change", "parity", "ablate.state"
-ENERGY = "energy per sample"  # a display tag only: the view's columns stay the answer's four
+ENERGY = "energy per sample"  # a display tag only, not one of the view's columns
 DIMENSION = "dim."  # a dimension's param; strategies' own settings are "strategy.NAME.SETTING": sorted after
 SETTING = "strategy."
 UI_PORT = 5000
 RUN_NAME = "mlflow.runName"  # mlflow.utils.mlflow_tags.MLFLOW_RUN_NAME: a run's name, settable as a tag
+PARITY_METRIC = "parity_verdict"
+# Ordered by how safe the accuracy is; a probably-below `uncertain` sorts under zero, as the race treats it.
+PARITY_CODE = {OK: 1.0, UNCERTAIN: 0.0, BELOW: -1.0}
+PROBABLY_BELOW_CODE = -0.5
 
 
 def _column(kind: str, key: str) -> str:
@@ -41,11 +56,21 @@ def _column(kind: str, key: str) -> str:
     return f"{kind}.`{key}`"
 
 
-def shared_state(dimensions: Iterable[str]) -> dict[str, Any]:
-    """The view: one row per combination, fastest first, the answer's columns, then the study's dimensions."""
+def quality_metric(study: Study) -> str | None:
+    """The held-out figure the view shows beside the speed-up: the test accuracy, a loss-only task's test loss, none
+    where the study trains nothing."""
+    if study.budget.throughput_only:
+        return None
+    return TEST_ACCURACY if study.task.has_accuracy else TEST_LOSS
+
+
+def shared_state(dimensions: Iterable[str], quality: str | None) -> dict[str, Any]:
+    """The view: one row per combination, fastest first, the answer's columns, then the study's dimensions. `quality`:
+    the held-out metric (`quality_metric`) shown as a column and charted against the speed-up."""
     dimensions = list(dimensions)
-    columns = [_column("tags", key) for key in (SPEEDUP, ACCURACY, PARITY, STATE)] + [
-        _column("params", DIMENSION + d) for d in dimensions]
+    answer = [_column("tags", SPEEDUP), *([_column("metrics", quality)] if quality else []),
+              *(_column("tags", key) for key in (ACCURACY, PARITY, STATE))]
+    columns = answer + [_column("params", DIMENSION + d) for d in dimensions]
     name = _column("attributes", "Run Name")
     return {
         "searchFilter": f"tags.`{ROW_TAG}` = '{ROW}'",
@@ -54,9 +79,10 @@ def shared_state(dimensions: Iterable[str]) -> dict[str, Any]:
         "selectedColumns": columns,
         # The table groups columns by kind (params before tags) unless told their order: the answer first.
         "columnOrder": [name, *columns],
-        "columnWidths": {name: 300, columns[0]: 150, columns[1]: 130, columns[2]: 150},
+        "columnWidths": {name: 300, _column("tags", SPEEDUP): 150, _column("tags", ACCURACY): 130,
+                         _column("tags", PARITY): 150},
         "runsHiddenMode": "SHOW_ALL",  # the charts compare every combination, not the UI's default first 10
-        "compareRunCharts": _charts(dimensions),
+        "compareRunCharts": _charts(dimensions, quality),
         "compareRunSections": [{"uuid": SECTION, "name": "ablate: the answer", "display": True, "isReordered": False,
                                 "deleted": False, "isGenerated": False}],
     }
@@ -65,21 +91,22 @@ def shared_state(dimensions: Iterable[str]) -> dict[str, Any]:
 SECTION = "ablate-answer"
 
 
-def _charts(dimensions: list[str]) -> list[dict[str, Any]]:
-    """The chart view (`compareRunsMode=CHART`): the study's dimensions against the speed-up, the speed-up of
-    each combination, and speed-up against accuracy change: chart configurations as the UI stores them."""
+def _charts(dimensions: list[str], quality: str | None) -> list[dict[str, Any]]:
+    """The chart view (`compareRunsMode=CHART`): the study's dimensions against the held-out metric and the speed-up
+    (parallel coordinates, coloured by the last axis), the speed-up of each combination, and speed-up against
+    accuracy change: chart configurations as the UI stores them."""
     common = {"metricSectionId": SECTION, "deleted": False, "isGenerated": False, "runsCountToCompare": 100}
     return [
         {**common, "uuid": "ablate-parallel", "type": "PARALLEL", "selectedParams": [DIMENSION + d for d in dimensions],
-         "selectedMetrics": ["speedup"], "showAllRuns": True},
+         "selectedMetrics": [*([quality] if quality else []), "speedup"], "showAllRuns": True},
         {**common, "uuid": "ablate-speedup", "type": "BAR", "metricKey": "speedup"},
         {**common, "uuid": "ablate-tradeoff", "type": "SCATTER", "xaxis": {"key": "speedup", "type": "METRIC"},
          "yaxis": {"key": "accuracy_change", "type": "METRIC"}},
     ]
 
 
-def experiment_tags(dimensions: Iterable[str]) -> dict[str, str]:
-    return {**EXPERIMENT_KIND, SHARE_TAG: json.dumps(shared_state(dimensions))}
+def experiment_tags(dimensions: Iterable[str], quality: str | None) -> dict[str, str]:
+    return {**EXPERIMENT_KIND, SHARE_TAG: json.dumps(shared_state(dimensions, quality))}
 
 
 def url(tracking_uri: str, experiment_id: str, charts: bool = False, port: int = UI_PORT) -> str:
@@ -115,8 +142,13 @@ def metrics(c: Comparison) -> dict[str, float]:
              "speedup_blocks": c.blocks, "accuracy_change": c.accuracy_change,
              "accuracy_change_low": p.low if p else None, "accuracy_change_high": p.high if p else None,
              "energy_ratio": c.energy_ratio, "energy_ratio_low": e.low if e else None,
-             "energy_ratio_high": e.high if e else None}
+             "energy_ratio_high": e.high if e else None, PARITY_METRIC: parity_code(p) if p else None}
     return {k: float(v) for k, v in found.items() if v is not None}
+
+
+def parity_code(p: Parity) -> float:
+    """The verdict as a number to sort and filter on (`PARITY_CODE`)."""
+    return PROBABLY_BELOW_CODE if p.probably_below else PARITY_CODE[p.verdict]
 
 
 def display_tags(c: Comparison, counted: bool) -> dict[str, str]:

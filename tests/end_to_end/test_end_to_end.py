@@ -386,6 +386,8 @@ ADDED = {
     *(f"{where}:{m}" for where in ("mlflow.db:measurement:metrics", "mlflow.db:row:metrics",
                                    "tiny/optuna.db:trial_metrics")
       for m in ("test_split_samples", "test_sampling_error")),
+    # The parity verdict as a number beside its tag (ablate.tracking.view), to sort and filter the grid on in MLflow.
+    *(f"mlflow.db:{kind}:metrics:parity_verdict" for kind in ("measurement", "row")),
     # The profiling window once per combination: whether a measurement asked for it (ablate.run.objective).
     "tiny/optuna.db:trial_user_attrs:profiling",
     # What a study costs (ablate.run.estimate): the estimate said as it began, its first in minutes, and the actual.
