@@ -12,9 +12,13 @@ from ablate.config.validate import StudyError
 from ablate.words import count
 
 # The protocol's phases, as every measurement stores its own: screening, the race (or every combination in `full`
-# blocks), the leader's confirmation, and a training for accuracy parity at one of the run's seeds. One home, read
-# by the store, the statistics and the reports alike.
-SCREEN, RACE, FULL, CONFIRM, PARITY = "screen", "race", "full", "confirm", "parity"
+# blocks), the leader's confirmation, a training for accuracy parity at one of the run's seeds, and the table's
+# training of a group the answer did not need, once, after it. One home, read by the store, the statistics and the
+# reports alike.
+SCREEN, RACE, FULL, CONFIRM, PARITY, TABLE = "screen", "race", "full", "confirm", "parity", "table"
+# The accuracy trainings: no speed-up or throughput comes from them. Only PARITY's decide the answer
+# (ablate.stats.race.finalists); TABLE's fill the table and its verdicts.
+TRAININGS = (PARITY, TABLE)
 CONFIDENCE = 0.95  # every interval's two-sided level: speed-ups, accuracy changes, effects, costs
 MAX_MARGIN = 0.5  # an equivalence margin of 50% or more says nothing: most likely a percentage written as 2, not 0.02
 SINGLE_BLOCK = 10**9  # a block size no study reaches: every combination in one block
@@ -81,7 +85,8 @@ class ProtocolSettings:
 
     def plain(self, screened: int, runnable: int, accuracy: str, picked: bool = False) -> str:
         """The plan as a practitioner says it, for the run's header: how much of the grid is measured, whether the
-        fastest are raced, what trains for accuracy (`accuracy`: "finalists", "each group" or "none"). `screened`
+        fastest are raced, what trains for accuracy (`accuracy`: "finalists", "table" - the finalists, then every other
+        group once -, "each group" or "none"). `screened`
         counts the baseline among the `runnable` combinations; `picked`: Optuna's TPE picks them. The method itself
         is `describe`."""
         if self.full_blocks:
@@ -96,6 +101,7 @@ class ProtocolSettings:
         if self.racing:
             said.append(f"race the fastest {min(self.contenders, max(runnable - 1, 1))}")
         said.append({"finalists": "then train the finalists' accuracy",
+                     "table": "then train each group's accuracy, finalists first",
                      "each group": "then train each group's accuracy once"}.get(accuracy, "throughput only"))
         return ", ".join(said)
 
@@ -134,7 +140,8 @@ class ProtocolSettings:
                        f"range, alpha spent over the looks); accuracy last: up to "
                        f"{count(self.seeds, 'training seed')} for the final set's groups and the baseline only, the "
                        f"race run again without a leader accuracy puts out; and "
-                       f"{count(self.confirm_blocks, 'confirmation block')} of the leader it allows")
+                       f"{count(self.confirm_blocks, 'confirmation block')} of the leader it allows"
+                       + ("" if self.quick else "; then every other accuracy group once, at the run's own seed"))
 
 
 # The design before blocks.
@@ -162,6 +169,11 @@ FORMER_DEFAULTS: dict[str, tuple[object, ...]] = {"equivalence_margin": (0.02,),
 # Settings a store from before they existed followed at another value than today's default: a study stored before
 # `quick` existed measured only what the answer needed.
 ABSENT: dict[str, object] = {"quick": True}
+
+
+def as_stored(stored: Mapping[str, object]) -> ProtocolSettings:
+    """The protocol a store's settings name, a setting it lacks at the value it then followed (`ABSENT`)."""
+    return ProtocolSettings(**{**ABSENT, **stored})  # type: ignore[arg-type]  # the store wrote its fields
 
 
 def resumed(stored: dict[str, object], protocol: ProtocolSettings) -> tuple[ProtocolSettings | None, list[str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
@@ -15,8 +15,7 @@ from ablate.stats import parity
 from ablate.stats.answer.comparison import Comparison, MachineLoad
 from ablate.stats.answer.costs import BreakEven, TimeToTarget
 from ablate.stats.answer.verdicts import Recommendation
-from ablate.stats.protocol import PARITY
-from ablate.stats.race import finalists
+from ablate.stats.protocol import TABLE
 from ablate.stats.speedups import Speedup
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
@@ -118,44 +117,62 @@ def evaluated(records: list[Record]) -> list[str]:
     return [f"{said[0].upper()}{said[1:]}.", ""]
 
 
-def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolerance: float) -> list[str]:
-    """The accuracy parity section: every accuracy group's verdict and interval."""
+def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolerance: float,
+                 untrained: Mapping[str, str] | None = None, quick: bool = False) -> list[str]:
+    """The accuracy parity section: every accuracy group's verdict and interval, and why a group has none
+    (`untrained`: `DeviceComparisons.untrained`). `quick`: the study trained accuracy only where it decides the answer
+    (`protocol.quick`), not every group."""
     if not groups:
         return ["No accuracy was measured at two groups' shared seeds, so parity could not be judged.", ""]
     members: dict[str, list[str]] = {}
     for r in records:
         if r.accuracy_group:
             members.setdefault(r.accuracy_group, []).append(r.combination)
-    out = [*evaluated(records),
-           f"Each group of combinations that change the numbers alike is trained at the baseline's seeds (same "
-           f"initialisation and data order); its change is the mean paired difference over those seeds, with a "
-           f"95% t interval from the seed-to-seed spread plus the paired binomial error of the shared test set. The "
-           f"spread is pooled over the groups, or a group's own where that is the larger (its own variance over the F "
-           f"distribution's {parity.WIDEN_AT:.0%} quantile at its and the others' degrees of freedom: *spread*). "
-           f"**ok**: the interval is above -{tolerance:g} points; **below**: under it (never raced or recommended); "
-           f"**uncertain**: it straddles it (raced; said so if recommended), but **uncertain, probably below** where "
-           f"the change itself is under -{tolerance:g} (never raced or recommended, like below: its best estimate "
-           f"loses more than the tolerance). Groups still uncertain after two seeds got more (the parity race), and "
-           f"one that can decide the answer is passed ok only on {parity.OK_SEEDS} seeds where the study's `seeds` "
-           f"allow. Accuracy is trained last, and only where it decides the answer: the race's leader, a simpler "
-           f"member shown as fast as it, and the baseline. Any other group is not trained (seeds 0: accuracy not "
-           f"measured, not needed for the answer), or, where its first seed was trained in screening (`--search "
-           f"optuna`), keeps that one, judged on the pooled spread; the spread's {parity.NOISE_DF} degrees of "
-           f"freedom come first from a seed more of those, then from the next-fastest groups.", "",
+    out = [*evaluated(records), _parity_method(tolerance, quick), "",
            "| accuracy group | change, points [95% CI] | seeds | spread | verdict | combinations |",
            "|---|---|---:|---|---|---:|"]
+    once = {m.accuracy_group for r in records for m in r.every_measurement
+            if m.phase == TABLE and m.complete and m.accuracy_trained}
     for g, p in sorted(groups.items(), key=lambda gp: -gp[1].change):
         if g == BASELINE:
             continue
-        out.append(f"| {g} | {points(p.change, p.low, p.high)} | {p.seeds} | {_spread(p)} | {p.label} | "
+        spread = _spread(p) + (f" ({TRAINED_ONCE})" if g in once and p.seeds == 1 else "")
+        out.append(f"| {g} | {points(p.change, p.low, p.high)} | {p.seeds} | {spread} | {p.label} | "
                    f"{len(members.get(g, []))} |")
-    measured = {r.accuracy_group for r in records if r.complete and not r.accuracy_note}
-    untrained = sorted(g for g in measured - set(groups) if g and g != BASELINE)
-    failed = {m.accuracy_group for r in records for m in r.measurements
-              if m.phase == PARITY and not m.complete}
-    out += [f"| {g} | {'not trained: its training failed' if g in failed else finalists.NOT_NEEDED}"
-            f" | 0 | | | {len(members[g])} |" for g in untrained]
+    measured = {name for r in records if r.complete and not r.accuracy_note and (name := r.accuracy_group)}
+    why = untrained or {}  # a group with an accuracy and no verdict shares no seed with the baseline
+    out += [f"| {g} | {why.get(g, 'no verdict: no seed shared with the baseline')} | 0 | | | {len(members[g])} |"
+            for g in sorted(measured - set(groups) - {BASELINE})]
     return out + [""]
+
+
+TRAINED_ONCE = "trained once, after the answer"  # a group the answer did not need: the table pass's one training
+
+
+def _parity_method(tolerance: float, quick: bool) -> str:
+    """How the verdicts were reached, and which groups were trained (all, or under `quick` those that decide)."""
+    which = (f"Accuracy is trained last, and only where it decides the answer: the race's leader, a simpler member "
+             f"shown as fast as it, and the baseline. Any other group is not trained (seeds 0: accuracy not "
+             f"measured, not needed for the answer), or, where its first seed was trained in screening (`--search "
+             f"optuna`), keeps that one, judged on the pooled spread; the spread's {parity.NOISE_DF} degrees of "
+             f"freedom come first from a seed more of those, then from the next-fastest groups." if quick else
+             f"Accuracy is trained last, first where it decides the answer: the race's leader, a simpler member "
+             f"shown as fast as it, and the baseline; the spread's {parity.NOISE_DF} degrees of freedom come first "
+             f"from a seed more of those, then from the next-fastest groups. Then every other group once, at the "
+             f"run's own seed, judged on the pooled spread (*spread*: {TRAINED_ONCE}): the answer never reads those "
+             f"trainings, so it is the one it had before them. Where its first seed was trained in screening "
+             f"(`--search optuna`), a group keeps that one, judged on the pooled spread.")
+    return (f"Each group of combinations that change the numbers alike is trained at the baseline's seeds (same "
+            f"initialisation and data order); its change is the mean paired difference over those seeds, with a "
+            f"95% t interval from the seed-to-seed spread plus the paired binomial error of the shared test set. The "
+            f"spread is pooled over the groups, or a group's own where that is the larger (its own variance over the F "
+            f"distribution's {parity.WIDEN_AT:.0%} quantile at its and the others' degrees of freedom: *spread*). "
+            f"**ok**: the interval is above -{tolerance:g} points; **below**: under it (never raced or recommended); "
+            f"**uncertain**: it straddles it (raced; said so if recommended), but **uncertain, probably below** where "
+            f"the change itself is under -{tolerance:g} (never raced or recommended, like below: its best estimate "
+            f"loses more than the tolerance). Groups still uncertain after two seeds got more (the parity race), and "
+            f"one that can decide the answer is passed ok only on {parity.OK_SEEDS} seeds where the study's `seeds` "
+            f"allow. {which}")
 
 
 def _spread(p: parity.Parity) -> str:

@@ -208,7 +208,8 @@ def _answer(study: Study, found: Findings, search: str) -> list[str]:
     if base is None or base.accuracy is None:
         out += ["The baseline has no measured accuracy, so parity could not be checked.", ""]
     else:
-        out += answer.parity_lines(compared.groups, records, study.accuracy_tolerance)
+        out += answer.parity_lines(compared.groups, records, study.accuracy_tolerance, compared.untrained,
+                                   compared.quick)
 
     if front := compared.front:  # accuracy was measured
         out += ["## Pareto front: throughput against accuracy", "", "![throughput against accuracy](pareto.png)", ""]

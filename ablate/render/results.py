@@ -17,7 +17,7 @@ from tabulate import tabulate
 
 from ablate.config.choices import short_label
 from ablate.stats.answer.comparison import DeviceComparisons
-from ablate.stats.race.finalists import NOT_NEEDED
+from ablate.stats.race.finalists import NOT_NEEDED, NOT_YET
 from ablate.store.files import replaced
 from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
@@ -144,7 +144,7 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
 
     def accuracy(r: dict[str, Any]) -> str:
         if r["Δ acc"] is None:
-            return "not needed" if r["reason"] == NOT_NEEDED else ""
+            return {NOT_NEEDED: "not needed", NOT_YET: "not yet"}.get(r["reason"], "")
         if r.get("parity") is None:  # no shared seed with the baseline's group: a difference, but no verdict
             return f"{r['Δ acc']:+.2f} no verdict"
         probably = ", probably below" if r.get("parity probably below") else ""

@@ -11,7 +11,11 @@ accuracy parity, confirmation (race first, accuracy last: `ablate.stats.race.fin
   spread needs (`parity.NOISE_DF` degrees of freedom) at `seeds` seeds each - less the first seed where screening
   trains it (`Planner.defer_accuracy` off);
 - confirmation: none (the baseline leads) to `confirm_blocks` blocks of three (the leader, the simplest member and
-  the baseline).
+  the baseline);
+- the table (the whole table's, not `--quick`'s): every group parity left untrained, once - from those past the
+  most parity can train to every group besides the baseline's.
+
+Under the whole table the header says what `--quick` would cost beside it (`Plan.quick`), priced the same way.
 
 A new round of the race (a leader put out by its accuracy: `ablate.stats.race.finalists`) goes past the high end, so
 `--explain` prices one (`Plan.caveat`: the race's high end again, and the new leader's group at every seed); the
@@ -32,17 +36,18 @@ The study's own bookkeeping between measurements is in by the ratio of the sessi
 """
 from __future__ import annotations
 
+import copy
 import math
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from ablate.config.choices import baseline_levels
 from ablate.config.design import MIN_RACE_BLOCKS
 from ablate.stats import parity
 from ablate.stats.planner import Planner
-from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN
+from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE, TRAININGS
 from ablate.store.records import Record, State
 from ablate.trial import metrics as metric
 
@@ -68,6 +73,7 @@ class Plan:
     stages: tuple[Stage, ...]
     train_samples: int  # what an accuracy training trains (to extrapolate one from throughput-only measurements)
     new_round: int = 0  # what a new round of the race adds at most (a leader put out on accuracy); 0: no race
+    quick: tuple[int, int] | None = None  # the measurements `--quick` would take instead (whole table only)
 
     @property
     def measurements(self) -> tuple[int, int]:
@@ -80,12 +86,15 @@ class Plan:
     def stored(self) -> dict[str, Any]:
         """The estimate as the study record keeps it (`ablate.store.study_record.set_cost`)."""
         return {"measurements": list(self.measurements), "accuracy_trainings": list(self.trainings),
-                "by_phase": {s.name: [s.low, s.high] for s in self.stages}}
+                "by_phase": {s.name: [s.low, s.high] for s in self.stages},
+                **({"quick": list(self.quick)} if self.quick else {})}
 
     def sentence(self) -> str:
         low, high = self.measurements
         trained = f" ({_range(*self.trainings, ' to ')} accuracy trainings)" if self.trainings[1] else ""
-        return f"expected cost: about {_range(low, high, ' to ')} measurements{trained}; minutes once {FEW} are timed"
+        quick = f"; --quick: about {_range(*self.quick, ' to ')}" if self.quick else ""
+        return (f"expected cost: about {_range(low, high, ' to ')} measurements{trained}{quick}; minutes once {FEW} "
+                "are timed")
 
     def caveat(self) -> str | None:
         """What the range leaves out, for `ablate run --explain`."""
@@ -95,7 +104,16 @@ class Plan:
 
 def plan(planner: Planner, search: str) -> Plan:
     """The study's stages as `planner` will plan them (data without labels, which trains nothing, is not known yet:
-    its trainings are counted)."""
+    its trainings are counted), and under the whole table what `--quick` would take instead."""
+    found = _stages(planner, search)
+    if search != "grid" or planner.protocol.design != "whole table":
+        return found
+    quick = copy.copy(planner)  # the same grid on the same device, its runnable cells already found
+    quick.protocol = replace(planner.protocol, quick=True)
+    return replace(found, quick=_stages(quick, search).measurements)
+
+
+def _stages(planner: Planner, search: str) -> Plan:
     protocol, study = planner.protocol, planner.study
     trains = not study.budget.throughput_only
     runnable = planner.runnable_combinations()
@@ -134,6 +152,9 @@ def plan(planner: Planner, search: str) -> Plan:
         confirmed = min(3, others + 1)
         # None where the baseline leads and is the simplest of the set: nothing to confirm (`racing._confirm`).
         stages.append(Stage((CONFIRM,), 0, protocol.confirm_blocks * confirmed))
+        if trains and study.task.has_accuracy and planner.defer_accuracy and not protocol.quick:
+            least = groups - min(groups, finalists + spread)  # parity trained as many groups as it can
+            stages.append(Stage((TABLE,), least, groups, (least, groups)))
     return Plan(tuple(stages), study.budget.train_samples, round_)
 
 
@@ -155,7 +176,7 @@ class Done:
 
     @property
     def training(self) -> bool:
-        return self.trained or self.phase == PARITY
+        return self.trained or self.phase in TRAININGS
 
 
 def done(r: Record) -> Done | None:
@@ -242,7 +263,7 @@ class Session:
     def count(self, r: Record) -> None:
         if r.state != State.SKIPPED:
             self.measurements += 1
-            self.trainings += r.accuracy_trained or r.phase == PARITY
+            self.trainings += r.accuracy_trained or r.phase in TRAININGS
 
     def stored(self) -> dict[str, float]:
         """The session as the study record keeps it (`ablate.store.study_record.set_cost`)."""

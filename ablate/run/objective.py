@@ -28,7 +28,7 @@ from ablate.config.schema import Study
 from ablate.run import full_disk
 from ablate.run.recorder import Recorder
 from ablate.stats.planner import Planner
-from ablate.stats.protocol import FULL, PARITY, SCREEN
+from ablate.stats.protocol import FULL, SCREEN, TRAININGS
 from ablate.store import claim, records, seeds
 from ablate.store.records import Record, State
 from ablate.tracking.parent_run import ParentRun
@@ -71,12 +71,12 @@ class Objective:
         queued = self._claimed(trial, combination, end)
         where = self._started(trial, combination, queued.block, end)
         group = self.planner.accuracy_group(combination.options)
-        # Accuracy is trained after the timed windows: at every seed in parity measurements, and (unless the
-        # planner defers it to them) once per group in the screening measurement that first meets the group.
-        # Race measurements time their windows only.
+        # Accuracy is trained after the timed windows: at every seed in parity measurements, at the first in the
+        # table's, and (unless the planner defers it to them) once per group in the screening measurement that first
+        # meets the group. Race measurements time their windows only.
         phase = queued.phase
-        donor = None if phase == PARITY else accuracy_donor(self.optuna_study, group, self.machine.device_name)
-        train = phase == PARITY or (not self.planner.defer_accuracy and donor is None and phase in (SCREEN, FULL))
+        donor = None if phase in TRAININGS else accuracy_donor(self.optuna_study, group, self.machine.device_name)
+        train = phase in TRAININGS or (not self.planner.defer_accuracy and donor is None and phase in (SCREEN, FULL))
         spec = self._spec(trial, combination, queued, group, train)
         metrics = self._ended(spec, where, end)
         timeline = metrics.pop(metric.TIMELINE)  # when it measured, and the imports beside it

@@ -24,6 +24,8 @@ of each.
   a new round of the race without the groups known to be out (`ablate.stats.race.finalists`). On a raced grid
   screening measures throughput only (`Planner.defer_accuracy`); under TPE each pick trains its first seed, and
   only finalists train more.
+- **The table** (`plan`, not under `protocol.quick`): once the answer is done, every other group of a raced grid
+  once, at its first seed (`ablate.stats.race.finalists.table`); the answer never reads them.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ from ablate.config.choices import (
 from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
 from ablate.stats import speedups
-from ablate.stats.protocol import PARITY, SCREEN, Slot, race_plan, screening_plan
+from ablate.stats.protocol import PARITY, SCREEN, TABLE, Slot, race_plan, screening_plan
 from ablate.stats.race import finalists, racing
 from ablate.stats.screening import fraction, fractioned
 from ablate.store import claim, records
@@ -125,7 +127,7 @@ class Planner:
         """The plan in the run's header, in a practitioner's words (`ProtocolSettings.plain`)."""
         runnable = len(self.runnable_combinations())
         accuracy = ("none" if not self.study.task.has_accuracy or self.study.budget.throughput_only
-                    else "finalists" if self.defer_accuracy else "each group")
+                    else "each group" if not self.defer_accuracy else "finalists" if self.protocol.quick else "table")
         if self.n_trials:  # TPE's picks and the baseline
             return self.protocol.plain(min(self.n_trials + 1, runnable), runnable, accuracy, picked=True)
         part = self.screened_fraction()
@@ -174,13 +176,25 @@ class Planner:
             slots = race_plan([by_label[c] for c in found.next_block], by_label[BASELINE], block,
                                        self.seed, found.phase)
             return standing, [Planned(slot) for slot in slots]
-        if found.parity_step is None:
-            return standing, []
-        index, groups = found.parity_step
         trainers = finalists.trainers(stored)
+        if found.parity_step is None:
+            return standing, self._table(stored, found, trainers)
+        index, groups = found.parity_step
         # Blocks below zero: one per parity seed, apart from the protocol's (claim keeps one per slot).
         return standing, [Planned(Slot(levels_of(trainers[g].levels), -1 - index, place, PARITY),
                                   index) for place, g in enumerate(groups)]
+
+    def _table(self, stored: list[records.Record], found: finalists.Final,
+               trainers: dict[str, records.Record]) -> list[Planned]:
+        """The table pass (`finalists.table`): every group the answer left untrained, once at the first seed, all
+        queued at once (in order: the final set's first; workers share them out). Only where accuracy waited for the
+        race (`defer_accuracy`: elsewhere screening trained each group) and the study wants the whole table (not
+        `protocol.quick`). Their places at the first seed's block come after every place a parity seed can take
+        there (one per group with a trainer), so no slot is one of parity's."""
+        if not self.defer_accuracy or self.protocol.quick:
+            return []
+        return [Planned(Slot(levels_of(trainers[g].levels), -1, len(trainers) + place, TABLE))
+                for place, g in finalists.table(stored, found)]
 
     def _fold_over(self, stored: list[records.Record], screened: fractioned.Fractioned) -> list[Planned]:
         """The fold-over's screening blocks (`fraction.rest`, numbered after screening's), where the model on the

@@ -60,6 +60,8 @@ from ablate.config.design import MIN_RACE_BLOCKS as MIN_RACE_BLOCKS  # the race'
 from ablate.config.design import PARITY as PARITY
 from ablate.config.design import RACE as RACE
 from ablate.config.design import SCREEN as SCREEN
+from ablate.config.design import TABLE as TABLE
+from ablate.config.design import TRAININGS as TRAININGS
 from ablate.config.design import ProtocolSettings
 from ablate.stats import variance
 from ablate.stats.contrasts import (
@@ -159,10 +161,10 @@ def screened_apart(first: Estimate, other: Estimate, k: int) -> bool:
 
 
 def _by_block(measurements: Iterable[Measurement[Key]]) -> dict[Key, dict[int, tuple[str, list[float]]]]:
-    """combination -> block -> (phase, its log throughputs in that block); parity runs left out."""
+    """combination -> block -> (phase, its log throughputs in that block); accuracy trainings left out."""
     acc: dict[Key, dict[int, tuple[str, list[float]]]] = {}
     for m in measurements:
-        if m.phase != PARITY:
+        if m.phase not in TRAININGS:
             acc.setdefault(m.combination, {}).setdefault(m.block, (m.phase, []))[1].append(m.log_throughput)
     return acc
 

@@ -20,7 +20,7 @@ from typing import Sequence
 from scipy import stats
 
 from ablate.config.choices import BASELINE
-from ablate.stats.protocol import CONFIDENCE, PARITY, Estimate, Measurement, estimates
+from ablate.stats.protocol import CONFIDENCE, TRAININGS, Estimate, Measurement, estimates
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
 
@@ -80,7 +80,7 @@ def protocol_measurements(records: Sequence[Record]) -> list[Measurement[str]]:
     """The complete measurements of combination records, as the protocol reads them (keyed by combination)."""
     return [Measurement(r.combination, m.block, m.phase, m.log_throughput)
             for r in records for m in r.every_measurement
-            if m.log_throughput is not None and m.phase != PARITY]
+            if m.log_throughput is not None and m.phase not in TRAININGS]
 
 
 def speedups(records: list[Record]) -> list[Speedup]:
@@ -102,6 +102,6 @@ def energy_ratios(records: list[Record]) -> dict[str, Estimate]:
     block they shared. Below 1: less energy per sample than the baseline."""
     counted = [Measurement(r.combination, m.block, m.phase, math.log(joules))
                for r in records for m in r.every_measurement
-               if m.complete and m.phase != PARITY
+               if m.complete and m.phase not in TRAININGS
                and (joules := m.metrics.get(metric.ENERGY_J_PER_SAMPLE, 0.0)) > 0]
     return estimates(counted, BASELINE)

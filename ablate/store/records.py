@@ -25,9 +25,11 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ablate.config.choices import BASELINE
 
-# A training for accuracy parity at one of the run's seeds (ablate.stats.parity): no speed-up or throughput comes
-# from it (`combine`). The phases' one home is ablate.config.design.
+# A training for accuracy parity at one of the run's seeds (ablate.stats.parity), or the table's once after the answer:
+# no speed-up or throughput comes from either (`combine`). The phases' one home is ablate.config.design.
 from ablate.config.design import PARITY as PARITY
+from ablate.config.design import TABLE as TABLE
+from ablate.config.design import TRAININGS as TRAININGS
 from ablate.store.study_record import from_study
 from ablate.trial import metrics as metric
 
@@ -200,8 +202,8 @@ def combine(measurements: list[Record]) -> list[Record]:
 
     The combination's record is its *primary* measurement - the one that trained (or borrowed) its accuracy,
     else its first complete one, else its last - with `measurements` set to all of them and `throughput` the
-    geometric mean over its complete measurements' own (each the geometric mean of its windows; parity runs at
-    other seeds left out: they train, and their windows are not paired with a baseline). That is the baseline's
+    geometric mean over its complete measurements' own (each the geometric mean of its windows; accuracy trainings
+    left out: they train, and their windows are not paired with a baseline). That is the baseline's
     throughput in every table; another combination's row shows the baseline's times its speed-up
     (`ablate.stats.answer.comparison`). The analysis reads the measurements; memory and accuracy come from the primary,
     and so do one-off costs, unless the primary started warm from its graph's compile cache
@@ -222,7 +224,7 @@ def combine(measurements: list[Record]) -> list[Record]:
     for ms in groups.values():
         done = [m for m in ms if m.complete]
         primary = (next((m for m in done if m.accuracy_trained and m.seed_index == 0), None)
-                   or next((m for m in done if m.phase != PARITY), None) or (done[0] if done else ms[-1]))
+                   or next((m for m in done if m.phase not in TRAININGS), None) or (done[0] if done else ms[-1]))
         metrics, one_off_from = dict(primary.metrics), None
         if metrics.get(metric.COMPILE_CACHE_WARM) and (
                 cold := cold_measurement(done) or colds.get((primary.device, _graph(primary)))):
@@ -231,7 +233,7 @@ def combine(measurements: list[Record]) -> list[Record]:
             metrics.update({k: cold.metrics[k] for k in metric.ONE_OFF_COSTS if k in cold.metrics})
             if metric.TIME_TO_TARGET_E2E_S in metrics:
                 metrics[metric.TIME_TO_TARGET_E2E_S] += extra
-        if timed := [m for m in done if m.phase != PARITY]:
+        if timed := [m for m in done if m.phase not in TRAININGS]:
             # A complete measurement has its throughput.
             metrics[metric.THROUGHPUT] = metric.geometric_mean(m.metrics[metric.THROUGHPUT] for m in timed)
         donor = trained.get((primary.device, primary.accuracy_group)) if primary.accuracy_group else None

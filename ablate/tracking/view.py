@@ -33,7 +33,7 @@ from ablate.stats.answer.comparison import Comparison, DeviceComparisons
 from ablate.stats.parity import BELOW, OK, UNCERTAIN, Parity
 from ablate.store.records import ACCURACY_FROM_TAG, held_out, trained_figures
 from ablate.trial.metrics import TEST_ACCURACY, TEST_LOSS
-from ablate.words import factor, interval
+from ablate.words import count, factor, interval
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 SHARE_KEY = "ablate"
@@ -161,7 +161,8 @@ def display_tags(c: Comparison, counted: bool) -> dict[str, str]:
     if c.accuracy_change is not None:
         p = c.parity
         tags[ACCURACY] = f"{c.accuracy_change:+.2f} pts"
-        tags[PARITY] = f"{p.label} {interval(p.low, p.high, signed=True)} ({p.seeds} seeds)" if p else "no verdict"
+        tags[PARITY] = (f"{p.label} {interval(p.low, p.high, signed=True)} ({count(p.seeds, 'seed')})" if p
+                        else "no verdict")
     elif c.unmeasured:
         tags[PARITY] = c.unmeasured
     if not counted:

@@ -57,12 +57,14 @@ def test_optuna_storage_has_every_combination_screened_once_and_each_block_its_b
     baseline_group = next(t.user_attrs["accuracy_group"] for t in trials if t.user_attrs["combination"] == "baseline")
     for block in blocks:  # each block has its own baseline, and a random order drawn for it
         members = [t for t in trials if t.user_attrs["block"] == block]
-        assert sorted(t.user_attrs["position"] for t in members) == list(range(len(members)))
         if block < 0:  # a parity block (one per seed) trains each group once, the baseline's group among them,
-            # by whichever member trained it first: num_workers shares the baseline's numerics, so it may stand in
+            # by whichever member trained it first: num_workers shares the baseline's numerics, so it may stand in.
+            # The table's trainings at the first seed take places after any parity's there.
             groups = [t.user_attrs["accuracy_group"] for t in members]
             assert baseline_group in groups and len(groups) == len(set(groups))
+            assert len({t.user_attrs["position"] for t in members}) == len(members)
             continue
+        assert sorted(t.user_attrs["position"] for t in members) == list(range(len(members)))
         # Two baselines per screening block; one per race or confirmation block.
         baselines = [t.user_attrs["combination"] for t in members].count("baseline")
         assert baselines == (2 if block < SCREENING_BLOCKS else 1)
@@ -131,11 +133,18 @@ def test_accuracy_is_trained_after_screening_and_shared_across_numerics_preservi
         assert sorted(by_seed[0]) == sorted(by_seed[1])
         assert {"baseline", finalists.group_of(byc[leader])} <= set(by_seed[0])
     assert set(by_seed[0]) <= {"baseline", *(finalists.group_of(byc[c]) for c in final.members)}
-    assert not [t for t in trials if t.user_attrs["phase"] != "parity" and t.user_attrs.get("accuracy_trained")]
+    # The whole table: after the answer, each group it did not train trains once, at the run's own seed.
+    table_runs = [t for t in trials if t.user_attrs["phase"] == "table"]
+    assert all(t.user_attrs["accuracy_trained"] and (t.user_attrs["block"], t.user_attrs["seed_index"]) == (-1, 0)
+               and t.number > max(p.number for p in parity_runs) for t in table_runs)
+    tabled = [t.user_attrs["accuracy_group"] for t in table_runs]
+    assert len(set(tabled)) == len(tabled) and not set(tabled) & set(by_seed[0])
+    assert not [t for t in trials if t.user_attrs["phase"] not in ("parity", "table")
+                and t.user_attrs.get("accuracy_trained")]
     seeds = {t.user_attrs["training_seed"] - t.user_attrs.get("seed_index", 0) for t in trials
              if "training_seed" in t.user_attrs}
     assert len(seeds) == 1  # one run, one training seed (its parity seeds derived from it)
-    first = {t.user_attrs["accuracy_group"]: t for t in parity_runs if t.user_attrs["seed_index"] == 0}
+    first = {t.user_attrs["accuracy_group"]: t for t in [*parity_runs, *table_runs] if t.user_attrs["seed_index"] == 0}
     found = {r.combination: r for r in load(_optuna(first_run))}
     complete = [r for r in found.values() if r.complete]
     assert len(complete) == RUN_ON_CPU
@@ -144,10 +153,7 @@ def test_accuracy_is_trained_after_screening_and_shared_across_numerics_preservi
         by_amp.setdefault(r.levels["amp"], []).append(r)
     for group in by_amp.values():  # each group differs only in NumWorkers, and shares its one first training
         assert len(group) == 2
-        if group[0].accuracy_group not in first:  # not a finalist: never trained
-            assert all(r.accuracy is None for r in group)
-            continue
-        donor = first[group[0].accuracy_group]
+        donor = first[group[0].accuracy_group]  # every group trained: by the answer, or by the table after it
         for r in group:
             assert r.accuracy == donor.user_attrs["metrics"]["test_accuracy"] and r.accuracy_from == donor.number
 
@@ -175,7 +181,7 @@ def test_the_run_opens_in_plain_words_what_runs_the_plan_and_the_cost(tiny_study
               if " measured [" not in line]  # the progress bar's first line is no part of the header
     assert [line.split(":")[0] for line in before[:3]] == ["tiny", "plan", "expected cost"], before
     assert not [line for line in before if any(term in line.lower() for term in STATISTICS)], before
-    assert "measure all" in before[1] and "race the fastest 2" in before[1] and "finalists' accuracy" in before[1]
+    assert "measure all" in before[1] and "race the fastest 2" in before[1] and "each group's accuracy" in before[1]
 
 
 def _address(line: str) -> bool:
@@ -309,8 +315,8 @@ def test_time_to_accuracy_is_in_mlflow_and_in_the_table(first_run):
                and r.data.tags.get("ablate.accuracy_from") == r.data.tags.get("ablate.trial_number")
                and r.data.tags.get("ablate.block") == "-1"]  # the run's own seed, trained after screening
     groups = {t.user_attrs["accuracy_group"] for t in _optuna(first_run).get_trials()
-              if t.user_attrs["phase"] == "parity" and t.user_attrs["seed_index"] == 0}
-    assert len(trained) == len(groups)  # one per trained AMP setting (the final set's) at the run's own seed
+              if t.user_attrs["phase"] in ("parity", "table") and t.user_attrs["seed_index"] == 0}
+    assert len(trained) == len(groups) == 2  # one per AMP setting (the answer's, then the table's) at the own seed
     for run in trained:
         m = run.data.metrics
         assert m["target_accuracy"] == 99.0 and m["target_reached"] == 0.0 and m["evaluations"] == 2
@@ -399,7 +405,7 @@ ADDED = {
     "tiny/optuna.db:study_user_attrs:end",
     *(f"tiny/report/grid/summary.json:keys:cost{k}" for k in (
         "", ".estimate", ".estimate.measurements", ".estimate.accuracy_trainings", ".estimate.by_phase",
-        *(f".estimate.by_phase.{p}" for p in ("screen", "race", "parity", "confirm")),
+        *(f".estimate.by_phase.{p}" for p in ("screen", "race", "parity", "confirm", "table")), ".estimate.quick",
         ".minutes_estimate", ".minutes_estimate.after_measurements", ".minutes_estimate.minutes", ".actual",
         *(f".actual.{f}" for f in ("wall_s", "minutes", "sessions", "measurements", "accuracy_trainings")))),
     # The margin the design's equivalence test could show, and what a headline simpler than its leader leaves out.

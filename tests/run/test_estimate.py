@@ -11,7 +11,7 @@ from ablate.config import study as studies
 from ablate.run import estimate
 from ablate.run.estimate import Done, Plan, Stage
 from ablate.stats.planner import Planner
-from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN
+from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE
 
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 
@@ -37,14 +37,20 @@ def test_the_counts_follow_the_plan_of_a_small_study():
     assert by_phase[CONFIRM] == (0, 3)  # none where the baseline leads; the leader, the simplest and the baseline
     groups = len({planner.accuracy_group(o) for o in runnable}) - 1
     assert by_phase[PARITY] == (1, (min(groups, 2 + 4) + 1) * 2)  # the baseline once; up to every group at 2
-    assert found.trainings == by_phase[PARITY]  # a raced grid trains accuracy after the race only
+    # The whole table: every group parity left, once (tiny's few groups all fit parity's spread at its high end).
+    assert by_phase[TABLE] == (groups - min(groups, 2 + 4), groups)
+    # A raced grid trains accuracy after the race only: parity, then the table.
+    assert found.trainings == (1 + by_phase[TABLE][0], by_phase[PARITY][1] + groups)
     low, high = found.measurements
     assert low == sum(lo for lo, _ in by_phase.values()) and high == sum(hi for _, hi in by_phase.values())
     # A leader put out on its accuracy races again: the race's high end and the new leader's group at its 2 seeds.
     assert found.new_round == 3 + 2
+    quick = estimate.plan(_planner(quick=True), "grid")
+    assert found.quick == quick.measurements and TABLE not in {s.name for s in quick.stages} and quick.quick is None
     sentence = found.sentence()
     assert sentence == (f"expected cost: about {low} to {high} measurements ({found.trainings[0]} to "
-                        f"{found.trainings[1]} accuracy trainings); minutes once {estimate.FEW} are timed")
+                        f"{found.trainings[1]} accuracy trainings); --quick: about {quick.measurements[0]} to "
+                        f"{quick.measurements[1]}; minutes once {estimate.FEW} are timed")
     assert found.caveat() == "a leader put out on its accuracy races again: up to 5 more measurements"
     assert found.stored()["by_phase"][SCREEN] == list(by_phase[SCREEN])
 

@@ -1,7 +1,8 @@
-"""Accuracy last: a grid trains accuracy after throughput has chosen its final set, only for that set's groups, the
-baseline's and the spread's (`Planner.defer_accuracy`, `ablate.stats.race.finalists`): what it plans, and what the table
-and report show. The planner here screens only (`race_blocks: 0`): its final set is screening's leader; the race's
-own rounds and hand-overs are simulated in tests/stats/test_race_first.py."""
+"""Accuracy last: a grid trains accuracy after throughput has chosen its final set, for the answer only that set's
+groups, the baseline's and the spread's (`Planner.defer_accuracy`, `ablate.stats.race.finalists`): what it plans, and
+what the table and report show. The planner here screens only (`race_blocks: 0`): its final set is screening's
+leader; the race's own rounds and hand-overs are simulated in tests/stats/test_race_first.py. Under `protocol.quick`
+(here) that is all; by default every other group trains once after the answer (tests/stats/test_table_pass.py)."""
 from __future__ import annotations
 
 import math
@@ -48,9 +49,9 @@ def _trained(number: int, group: str, seed_index: int, accuracy: float) -> Recor
                   metrics={"throughput": 1.0, "test_accuracy": accuracy, "test_loss": 0.1, "test_samples": 256.0})
 
 
-def _planner(seeds: int = 2) -> Planner:
-    return Planner(studies.load(str(TINY), "cpu"), ProtocolSettings(seeds=seeds, race_blocks=0), 0, "cpu",
-                   "test cpu", defer_accuracy=True)
+def _planner(seeds: int = 2, quick: bool = True) -> Planner:
+    return Planner(studies.load(str(TINY), "cpu"), ProtocolSettings(seeds=seeds, race_blocks=0, quick=quick), 0,
+                   "cpu", "test cpu", defer_accuracy=True)
 
 
 def _parity(planner: Planner, stored: list[Record]) -> list:
@@ -82,8 +83,8 @@ def test_the_next_seed_follows_for_the_same_groups_and_the_rest_are_not_finalist
     assert (combined["workers"].accuracy, combined["workers"].accuracy_from) == (90.0, 100)
     assert (combined["fast"].accuracy, combined["fast"].accuracy_from) == (90.0, 101)
     assert combined["slow0"].accuracy is None and combined["slow1"].accuracy is None
-    groups = verdicts.parity_by_group(list(combined.values()), 0.5)
-    lines = answer.parity_lines(groups, list(combined.values()), 0.5)
+    compared = comparison.compare(list(combined.values()), 0.5, _planner().protocol)[0]
+    lines = answer.parity_lines(compared.groups, list(combined.values()), 0.5, compared.untrained, quick=True)
     assert f"| slow0 | {finalists.NOT_NEEDED} | 0 | | | 1 |" in lines
     assert f"| slow1 | {finalists.NOT_NEEDED} | 0 | | | 1 |" in lines
     rec = verdicts.recommendation(list(combined.values()), 0.5, _planner().protocol)

@@ -19,13 +19,13 @@ measurements, what the report's phase picture draws and `ablate.stats.answer.exp
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import optuna
 
 from ablate.config.choices import BASELINE
-from ablate.config.design import ProtocolSettings
+from ablate.config.design import ProtocolSettings, as_stored
 from ablate.config.study import Study
 from ablate.stats import diagnosis
 from ablate.stats import parity as parity_
@@ -151,6 +151,8 @@ class DeviceComparisons:
     groups: dict[str, parity_.Parity]  # accuracy group -> its parity verdict
     load: MachineLoad  # what the load guard did, under the protocol the run followed
     screened: fractioned.Fractioned | None = None  # the fraction of the grid screening measured, where it measured one
+    untrained: dict[str, str] = field(default_factory=dict)  # accuracy group -> why it has no verdict (`finalists`)
+    quick: bool = False  # accuracy was trained only where it decides the answer (`protocol.quick`), not every group
 
     def __getitem__(self, combination: str) -> Comparison:
         return next(c for c in self.rows if c.combination == combination)
@@ -196,7 +198,7 @@ class DeviceComparisons:
 
 def followed(study: Study, study_record: StudyRecord) -> ProtocolSettings:
     """The protocol the stored measurements followed (a run may override the study file's)."""
-    return ProtocolSettings(**study_record.protocol) if study_record.protocol else study.protocol
+    return as_stored(study_record.protocol) if study_record.protocol else study.protocol
 
 
 def compare_stored(study: Study, records: list[Record], study_record: StudyRecord) -> list[DeviceComparisons]:
@@ -223,7 +225,8 @@ def _one_device(device: str, records: list[Record], tolerance: float, protocol: 
     base = baseline(records)
     base_rate = base.throughput if base else None
     base_acc = base.accuracy if base else None
-    unmeasured = finalists.unmeasured(records, groups)
+    untrained = finalists.untrained(records, groups, protocol.quick)
+    unmeasured = finalists.unmeasured(records, untrained)
     rows = []
     for r in records:
         s, p = speedup_of.get(r.combination), verdict.get(r.combination)
@@ -236,4 +239,4 @@ def _one_device(device: str, records: list[Record], tolerance: float, protocol: 
     rows.sort(key=lambda c: (c.point is None, -(c.point or 0), -(c.throughput or 0)))
     rec = verdicts.recommendation(records, tolerance, protocol, speedup_of, verdict, screened)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups,
-                             machine_load(records, protocol.foreign_load_limit), screened)
+                             machine_load(records, protocol.foreign_load_limit), screened, untrained, protocol.quick)

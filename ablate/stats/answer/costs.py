@@ -21,7 +21,7 @@ from scipy import stats
 
 from ablate.config.choices import OFF
 from ablate.config.study import Study
-from ablate.stats.protocol import CONFIDENCE, PARITY
+from ablate.stats.protocol import CONFIDENCE, TRAININGS
 from ablate.stats.speedups import Interval, Speedup, speedup_of
 from ablate.store.records import Record, cold_measurement, fresh_start_extra_s
 from ablate.trial import metrics as metric
@@ -98,7 +98,7 @@ def break_even(records: list[Record], study: Study, found: dict[str, Speedup] | 
             factor = mine.over(theirs) if mine and theirs else None
             point = factor.point if factor else rate / eager_rate
             spread = _half_width([m.log_throughput for m in eager.every_measurement
-                                  if m.log_throughput is not None and m.phase != PARITY])
+                                  if m.log_throughput is not None and m.phase not in TRAININGS])
             # Steps fall as the eager step time and the speed-up grow: each bound takes both at their matching ends
             # (two 95% intervals: the pair covers at least 90%, and in practice more, since the ends rarely meet).
             bounds = ((_steps(extra, eager_step_s * math.exp(spread), factor.high),

@@ -20,10 +20,14 @@ seed-to-seed spread fewer than `parity.NOISE_DF` degrees of freedom, the next-fa
   rejected: members waiting past the planned blocks are ranked on few blocks, so it named the truly fastest
   eligible stack less often than a new round does.
 
-So a member of the final set neither leading nor shown as fast is never trained: it could headline only were the
-leader out, and then the race runs again. Training every final-set member's group costs more trainings for the same
-headlines. Both simulated in tests/stats/test_race_first.py; figures in docs/measuring.md, "Accuracy last, and only
-where it decides"; docs/evidence.md, "Evidence: the final set".
+So a member of the final set neither leading nor shown as fast is never trained for the answer: it could headline
+only were the leader out, and then the race runs again. Training every final-set member's group costs more trainings
+for the same headlines. Both simulated in tests/stats/test_race_first.py; figures in docs/measuring.md, "Accuracy
+last, where it decides first"; docs/evidence.md, "Evidence: the final set".
+
+Then the table (`table`; not under `protocol.quick`): once the answer is done, every group still without an
+accuracy trains once, at the run's own seed, the final set's first, so that every row has one. The answer never reads
+those trainings (phase `TABLE`): a study stopped during them reports the answer it had before them.
 
 Why the order biases nothing. The field, the eliminations and the final set read throughputs only, which the
 seeds' accuracies do not move (each accuracy training is a process of its own, after the race): a trained
@@ -57,11 +61,13 @@ from ablate.stats.race import racing
 from ablate.stats.race.equivalence import Equivalence
 from ablate.stats.race.simpler import equivalent, simplest_first
 from ablate.stats.screening import fractioned
-from ablate.store.records import PARITY, Record, State, baseline
+from ablate.store.records import PARITY, TABLE, TRAININGS, Record, State, baseline
 from ablate.trial import metrics as metric
 
 NOT_NEEDED = "accuracy not measured: not needed for the answer"  # every surface that shows accuracy says it so
 TRAINING_FAILED = "accuracy not measured: its training failed"
+NOT_YET = "accuracy not measured yet: its group trains once, after the answer"  # the table pass has not reached it
+NO_TRAINER = "accuracy not measured: no member of its group completed screening"  # nothing to train it with
 
 
 def group_of(r: Record) -> str:
@@ -69,13 +75,15 @@ def group_of(r: Record) -> str:
     return r.accuracy_group or (BASELINE if r.combination == BASELINE else r.combination)
 
 
-def accuracies(records: Sequence[Record], before: int | None = None) -> dict[str, dict[int, float]]:
+def accuracies(records: Sequence[Record], before: int | None = None,
+               without: str | None = None) -> dict[str, dict[int, float]]:
     """accuracy group -> seed index -> the test accuracy of the run that trained it at that seed (queued before
-    trial number `before`, where given)."""
+    trial number `before`, where given; not in phase `without`, where given: the answer leaves the table's out)."""
     out: dict[str, dict[int, float]] = {}
     for r in records:
         for m in r.every_measurement:
-            if m.complete and m.accuracy_trained and m.accuracy is not None and (before is None or m.number < before):
+            if m.complete and m.accuracy_trained and m.accuracy is not None and (before is None or m.number < before) \
+                    and m.phase != without:
                 out.setdefault(group_of(m), {}).setdefault(m.seed_index, m.accuracy)
     return out
 
@@ -120,7 +128,7 @@ def trainers(stored: Sequence[Record]) -> dict[str, Record]:
 
     fastest: dict[str, Record] = {}
     for g, m in sorted(measured, key=lambda gm: (gm[1].phase not in (SCREEN, FULL), gm[1].block, gm[1].position)):
-        if g in screened and m.phase != PARITY and (g not in fastest or pace(m) > pace(fastest[g])):
+        if g in screened and m.phase not in TRAININGS and (g not in fastest or pace(m) > pace(fastest[g])):
             fastest[g] = m  # strictly faster: the first screened of equals stays
     return {**fastest, **trained}
 
@@ -262,8 +270,9 @@ def final(records: list[Record], tolerance: float, protocol: ProtocolSettings,
           screened: fractioned.Fractioned | None = None) -> Final:
     """The current round's race and what follows it (module docstring), from the stored records of one device.
     `screened`: where screening measured a fraction of the grid (`ablate.stats.screening.fractioned.of`), the runnable
-    combinations never measured are candidates too (their groups from it), and the race opens on the model."""
-    found = parity.verdicts(accuracies(records), BASELINE, tolerance, parity_sample_size(records))
+    combinations never measured are candidates too (their groups from it), and the race opens on the model. The
+    table's trainings (`table`) are never read: the answer is the same with and without them."""
+    found = parity.verdicts(accuracies(records, without=TABLE), BASELINE, tolerance, parity_sample_size(records))
     complete = {r.combination: r for r in records if r.complete}
     recorded = {r.combination for r in records}
     never = {c: g for c, g in screened.groups.items() if c not in recorded} if screened else {}
@@ -303,7 +312,7 @@ def final(records: list[Record], tolerance: float, protocol: ProtocolSettings,
         # What was known out as the next round began, where it is stored: a group a later round's own parity
         # training put out was still in that round's race, which its blocks replay.
         began = rounds[n + 1][1] if n + 1 < len(rounds) else None
-        known = found if began is None else parity.verdicts(accuracies(records, began), BASELINE, tolerance,
+        known = found if began is None else parity.verdicts(accuracies(records, began, TABLE), BASELINE, tolerance,
                                                             parity_sample_size(records))
         out = _known_out(records, known, began)
         if out <= excluded:  # nothing new to leave out (cannot happen: the members' groups are out)
@@ -318,7 +327,7 @@ def _parity_step(records: Sequence[Record], found: Mapping[str, parity.Parity], 
     """The parity race's next seed for the groups of the members that decide the answer (`_wanted`: the leader's
     first), the baseline's and the spread's (`seeds_wanted`); None when it is over, or when a group failed at the
     seed it would train next (its verdict stays: it would fail again)."""
-    accs = accuracies(records)
+    accs = accuracies(records, without=TABLE)
     finalists = [g for g in dict.fromkeys(group[c] for c in wanted) if g in teachers]
     others = [g for g in _fastest_groups(ms, group) if g in teachers and g not in finalists and g != BASELINE]
     have = {g: len(v) for g, v in accs.items()}
@@ -336,14 +345,44 @@ def _parity_step(records: Sequence[Record], found: Mapping[str, parity.Parity], 
     return index, sorted(todo, key=lambda g: (rank.get(g, len(rank)), g))
 
 
-def unmeasured(records: Sequence[Record], groups: Collection[str]) -> dict[str, str]:
-    """combination -> why it shows no accuracy where the study measures it: its group was never trained, being in
-    no final set (nor trained to fill the spread: `NOT_NEEDED`), or its group's training failed
-    (`TRAINING_FAILED`). `groups`: those with a verdict; none while no group has one (nothing to say yet, or the
+def table(records: Sequence[Record], found: Final) -> list[tuple[int, str]]:
+    """The table pass, once the answer is done (`found`: its final set, no race block and no parity seed left,
+    accuracy measurable): every accuracy group with a trainer (`trainers`) and no accuracy at its first seed yet, to
+    train there once - the final set's groups first in race order, then the rest fastest first - each with its
+    place in that order (the same all through the pass: its trainings move no throughput). `final` never reads
+    them, so the answer is the same after any number of them; a group trained once is judged on the pooled spread
+    (`ablate.stats.parity`). A group whose training at its first seed ended (failed too) is not trained again.
+    None while the answer is not done."""
+    if (not found.members or found.next_block is not None or found.parity_step is not None
+            or accuracy_unmeasured(list(records)) is not None):
+        return []
+    teachers = trainers(records)
+    group = {r.combination: group_of(r) for r in records if r.complete}
+    ranked = [*(group[c] for c in found.members if c in group),
+              *_fastest_groups(speedups.protocol_measurements(records), group), *sorted(teachers)]
+    order = [g for g in dict.fromkeys(ranked) if g in teachers]
+    first = {g for g, seeds in accuracies(records).items() if 0 in seeds} | {
+        group_of(m) for r in records for m in r.every_measurement
+        if m.phase in TRAININGS and m.seed_index == 0 and m.state in (State.FAILED, State.COMPLETE)}
+    return [(place, g) for place, g in enumerate(order) if g not in first]
+
+
+def untrained(records: Sequence[Record], groups: Collection[str], quick: bool) -> dict[str, str]:
+    """accuracy group -> why it has no verdict where the study measures it: its training failed
+    (`TRAINING_FAILED`); under `quick` (the answer only), it was in no final set nor trained to fill the spread
+    (`NOT_NEEDED`); else the table pass (`table`) has not reached it yet (`NOT_YET`), or cannot train it
+    (`NO_TRAINER`). `groups`: those with a verdict; none while no group has one (nothing to say yet, or the
     baseline's own training failed: `accuracy_unmeasured`)."""
     if not groups:
         return {}
-    failed = {group_of(m) for r in records for m in r.every_measurement if m.phase == PARITY and not m.complete}
-    return {r.combination: TRAINING_FAILED if group_of(r) in failed else NOT_NEEDED for r in records
-            if r.complete and r.accuracy is None and not r.accuracy_note and r.combination != BASELINE
-            and group_of(r) not in groups}
+    failed = {group_of(m) for r in records for m in r.every_measurement if m.phase in TRAININGS and not m.complete}
+    teachers = {} if quick else trainers(records)
+    return {g: TRAINING_FAILED if g in failed else NOT_NEEDED if quick else NOT_YET if g in teachers else NO_TRAINER
+            for r in records if r.complete and r.accuracy is None and not r.accuracy_note and r.combination != BASELINE
+            and (g := group_of(r)) not in groups}
+
+
+def unmeasured(records: Sequence[Record], untrained: Mapping[str, str]) -> dict[str, str]:
+    """combination -> why it shows no accuracy where the study measures it: its group's reason (`untrained`'s)."""
+    return {r.combination: untrained[g] for r in records
+            if r.complete and r.accuracy is None and not r.accuracy_note and (g := group_of(r)) in untrained}

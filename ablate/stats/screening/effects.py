@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ablate.config.choices import OFF
-from ablate.stats.protocol import CONFIDENCE, PARITY
+from ablate.stats.protocol import CONFIDENCE, TRAININGS
 from ablate.stats.speedups import Interval
 from ablate.store.records import Record
 from ablate.words import count
@@ -71,7 +71,7 @@ def throughput_observations(records: list[Record]) -> list[Observation]:
     """Every complete measurement's log throughput, with its block."""
     return [Observation(dict(m.levels), m.log_throughput, m.block)
             for r in records for m in r.every_measurement
-            if m.log_throughput is not None and m.phase != PARITY]
+            if m.log_throughput is not None and m.phase not in TRAININGS]
 
 
 def accuracy_observations(records: list[Record]) -> list[Observation]:
