@@ -128,11 +128,11 @@ def _measure(args: argparse.Namespace, cleared: Cleared, runner: Runner) -> Outc
 def _print_end(args: argparse.Namespace, study: Study, log: Path, runner: Runner, outcome: Outcome) -> None:
     """A finished run's last lines: its table, where its results and reports are, and MLflow's part."""
     from ablate.render.results import COMPACT_WIDTH, render, render_compact
-    from ablate.render.terminal import addressed, width
+    from ablate.render.terminal import addressed, width, wrapped
 
     if not outcome.ran:
-        print("nothing to run: the study is finished, every planned measurement has a result (the table and "
-              "report are read back from the storage)")
+        print(wrapped("nothing to run: the study is finished, every planned measurement has a result (the table "
+                      "and report are read back from the storage)"))
     full = getattr(args, "full_table", False)  # `ablate worker` has no flag: the summary
     print(render(outcome.table, study.throughput_unit) if full
           else render_compact(outcome.table, study.accuracy_tolerance, width(COMPACT_WIDTH)))

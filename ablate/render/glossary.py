@@ -15,7 +15,8 @@ STUDY_WORDS: dict[str, str] = {  # a study's report and table
     "probably below": "Uncertain, and the estimate itself is past the tolerance: treated as below, never recommended.",
     "told apart": "The race showed which of two stacks is faster, at a known error rate.",
     "not told apart": "The race could not show which of two stacks is faster: either is a sound choice.",
-    "not measured: not needed": "Its accuracy was not trained, because it could not change the answer.",
+    "not measured: not needed": "`--quick` only: its accuracy was not trained, as it could not change the answer.",
+    "not yet": "Its accuracy trains once, after the answer; the study stopped first: run it again to fill it in.",
 }
 CHANGE_WORDS: dict[str, str] = {  # `ablate compare`'s page
     "moved": "`ablate compare`: the row's speed-up changed between the two studies by more than their noise.",
