@@ -9,7 +9,7 @@ import pytest
 from ablate.cli import main
 from ablate.config import study as studies
 from ablate.config.choices import Option, accuracy_group
-from ablate.config.design import ProtocolSettings
+from ablate.config.design import TABLE, ProtocolSettings
 from ablate.run import bitwise
 from ablate.stats.planner import Planner
 from ablate.stats.race import finalists
@@ -88,12 +88,17 @@ def test_groups_train_as_the_check_found_and_accuracy_is_trained_once_per_merged
     groups = {trains_as.get(g, g)
               for g in ("baseline", "amp(dtype=bf16)", "torchscript", "amp(dtype=bf16) + torchscript")}
     trained = [r for r in measured if r.accuracy_trained]
-    # Once per merged group and seed, never twice; which groups train depends on this machine's throughputs (race
-    # first, accuracy only where it decides): always the baseline's, and the leader's beside it at both seeds unless
-    # the leader trains as the baseline does (then nothing is judged: the baseline's own accuracy, once).
+    # Once per merged group and seed, never twice; which groups the answer trains depends on this machine's
+    # throughputs (race first, accuracy where it decides): always the baseline's, and the leader's beside it at both
+    # seeds unless the leader trains as the baseline does (then nothing is judged: the baseline's own accuracy, once).
+    # The table then trains every other merged group once, at the first seed.
     by_seed: dict[int, list[str]] = {}
     for r in trained:
-        by_seed.setdefault(r.seed_index, []).append(r.accuracy_group)
+        if r.phase != TABLE:
+            by_seed.setdefault(r.seed_index, []).append(r.accuracy_group)
+    table = [r.accuracy_group for r in trained if r.phase == TABLE]
+    assert all(r.seed_index == 0 for r in trained if r.phase == TABLE)
+    assert sorted(table) == sorted(groups - set(by_seed[0]))  # every merged group trained, once
     assert all(len(g) == len(set(g)) and set(g) <= groups for g in by_seed.values())
     stored = records.load(study)
     tiny = studies.load(str(STUDY), "cpu")
