@@ -94,6 +94,17 @@ def mnist() -> None:
 
 
 @pytest.fixture(scope="session")
+def kjv() -> None:
+    """Skips the test, saying why, where the KJV corpus is neither on disk nor downloadable."""
+    from ablate.workload import data
+
+    try:
+        data.load("kjv", seq_len=64)
+    except data.DataUnavailable as error:
+        pytest.skip(f"the KJV corpus not available: {error}")
+
+
+@pytest.fixture(scope="session")
 def tiny_study_file(tmp_path_factory) -> Path:
     """tests/studies/tiny.yaml on a small CNN (tests/support/tiny_mnist.py): the same study, named tiny, for a
     fraction of mnist_cnn's time a trial. Run it again, or report on it, by this file: the stored hash is its own.

@@ -193,7 +193,7 @@ def test_an_attempt_measured_again_leaves_nothing_warm_for_the_next(monkeypatch,
 
 
 @pytest.mark.slow
-def test_a_sibling_loads_the_graph_the_first_one_compiled(tmp_path):
+def test_a_sibling_loads_the_graph_the_first_one_compiled(tmp_path, mnist):
     # tiny.yaml on the small CNN, without the profiling window: the cache is read as the model compiles, and what it
     # holds is the same on any model (mnist_cnn's compiles took twice as long).
     study = studies.load(str(tiny_study(tmp_path / "study")), "cpu")

@@ -117,7 +117,7 @@ def _trial(study: studies.Study, training_seed: int, evaluation_seed: int | None
                          evaluation_seed=evaluation_seed))
 
 
-def test_every_trial_of_a_run_evaluates_the_same_subsample_whatever_its_training_seed(tmp_path, evaluated):
+def test_every_trial_of_a_run_evaluates_the_same_subsample_whatever_its_training_seed(tmp_path, evaluated, mnist):
     study = _study(tmp_path)
     n = evaluation.sample_size(None, 2000, 10.0, 1, has_accuracy=True)
     assert 0 < n < 2000  # the rule, not the cap, sizes it at this tolerance
@@ -130,7 +130,7 @@ def test_every_trial_of_a_run_evaluates_the_same_subsample_whatever_its_training
         assert m[metric.TEST_SAMPLING_ERROR] <= 10.0 / 4
 
 
-def test_full_evaluates_the_whole_split(tmp_path, evaluated):
+def test_full_evaluates_the_whole_split(tmp_path, evaluated, mnist):
     metrics = _trial(_study(tmp_path, ", eval_samples: full"), 11, evaluation_seed=5)
     assert evaluated["counts"] == [2000] and metrics[metric.TEST_SAMPLES] == 2000
 
@@ -149,7 +149,7 @@ accuracy_tolerance: 5.0
 
 
 @pytest.mark.slow
-def test_gpt2_s_50257_word_head_evaluates_the_subsample_not_the_split(tmp_path, evaluated):
+def test_gpt2_s_50257_word_head_evaluates_the_subsample_not_the_split(tmp_path, evaluated, kjv):
     # The case: the whole split (6,881 windows of 64 tokens) through the head took minutes a training.
     pytest.importorskip("transformers")
     study = _study(tmp_path, text=KJV)
