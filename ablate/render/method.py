@@ -89,8 +89,8 @@ DESIGNS = {"whole table": "the whole table, every runnable combination measured 
 
 def _fraction(found: Findings) -> str | None:
     """The fraction of the grid screening measured (None: all of it), and whether the fold-over followed."""
-    part = found.compared.screened
-    if part is None or part.part is None:
+    part = found.compared.fraction_first
+    if part is None:
         return None
     return part.fraction.describe() + (" (then the fold-over: every other one)" if part.folded else "")
 

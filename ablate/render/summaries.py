@@ -154,7 +154,7 @@ def summary(study: Study, found: Findings, search: str) -> dict[str, Any]:
     # Each field's values over the measurements, comma-separated where they differ ("unknown": stored before it).
     machine = {k: ", ".join(sorted({str(r.machine.get(k, "unknown")) for r in records})) for k in fields}
     level = found.baseline_level
-    part = compared.screened if compared.screened and compared.screened.part else None  # a fraction, where one
+    part = compared.fraction_first
     return {
         "schema_version": SCHEMA_VERSION,
         "study": study.name, "study_hash": study.file_hash, "search": search, "device": compared.device,

@@ -36,7 +36,6 @@ The study's own bookkeeping between measurements is in by the ratio of the sessi
 """
 from __future__ import annotations
 
-import copy
 import math
 import statistics
 import time
@@ -108,8 +107,7 @@ def plan(planner: Planner, search: str) -> Plan:
     found = _stages(planner, search)
     if search != "grid" or planner.protocol.design != "whole table":
         return found
-    quick = copy.copy(planner)  # the same grid on the same device, its runnable cells already found
-    quick.protocol = replace(planner.protocol, quick=True)
+    quick = planner.with_protocol(replace(planner.protocol, quick=True))
     return replace(found, quick=_stages(quick, search).measurements)
 
 

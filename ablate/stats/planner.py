@@ -29,6 +29,7 @@ of each.
 """
 from __future__ import annotations
 
+import copy
 import random
 from dataclasses import dataclass
 from typing import Sequence
@@ -72,6 +73,13 @@ class Planner:
         self.options = study.choices
         self._can_run: dict[Levels, bool] = {}
         self.trains_as: dict[str, str] = {}  # accuracy group -> the one it trains as here (ablate.run.bitwise)
+
+    def with_protocol(self, protocol: ProtocolSettings) -> Planner:
+        """The same grid on the same device under another protocol, its runnable cells already found (the cost
+        estimate prices `--quick` with it)."""
+        other = copy.copy(self)
+        other.protocol = protocol
+        return other
 
     def accuracy_group(self, options: Sequence[Option]) -> str:
         """The group whose accuracy `options` train to on this device: their own, or the one `ablate.run.bitwise`

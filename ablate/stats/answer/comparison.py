@@ -161,6 +161,12 @@ class DeviceComparisons:
         return next((c for c in self.rows if c.combination == combination), None)
 
     @property
+    def fraction_first(self) -> fractioned.Fractioned | None:
+        """`screened` where screening measured a fraction of the grid first (`--quick`); None where it measured the
+        whole grid from the start, or nothing."""
+        return self.screened if self.screened is not None and self.screened.part is not None else None
+
+    @property
     def speedups(self) -> list[Speedup]:
         """Every estimated speed-up, fastest first."""
         return [c.speedup for c in self.rows if c.speedup]
