@@ -82,26 +82,24 @@ def _data_cache_of_its_own(tmp_path_factory):
         yield
 
 
-@pytest.fixture(scope="session")
-def mnist() -> None:
-    """Skips the test, saying why, where MNIST is neither on disk nor downloadable."""
+def _skip_without(dataset: str, what: str, **options: object) -> None:
+    """Skips the test, saying why, where `dataset` is neither on disk nor downloadable."""
     from ablate.workload import data
 
     try:
-        data.load("mnist")
+        data.load(dataset, **options)
     except data.DataUnavailable as error:
-        pytest.skip(f"MNIST not available: {error}")
+        pytest.skip(f"{what} not available: {error}")
+
+
+@pytest.fixture(scope="session")
+def mnist() -> None:
+    _skip_without("mnist", "MNIST")
 
 
 @pytest.fixture(scope="session")
 def kjv() -> None:
-    """Skips the test, saying why, where the KJV corpus is neither on disk nor downloadable."""
-    from ablate.workload import data
-
-    try:
-        data.load("kjv", seq_len=64)
-    except data.DataUnavailable as error:
-        pytest.skip(f"the KJV corpus not available: {error}")
+    _skip_without("kjv", "the KJV corpus", seq_len=64)
 
 
 @pytest.fixture(scope="session")
