@@ -19,7 +19,7 @@ import numpy as np
 from scipy import stats
 
 from ablate.config.choices import Levels, Option, baseline_levels, grid
-from ablate.config.design import ProtocolSettings
+from ablate.config.design import SINGLE_PASS, ProtocolSettings
 from ablate.stats.contrasts import SCREEN_ALPHA, beyond_range
 from ablate.stats.protocol import SCREEN, Estimate, Measurement, Slot, estimates, screening_plan
 from ablate.stats.screening import factorial
@@ -136,3 +136,18 @@ def _apart(first: Estimate, other: Estimate, n: int) -> bool:
         return False
     return beyond_range(first.log - other.log, math.hypot(first.se, other.se), max(1, min(first.df, other.df)),
                         SCREEN_ALPHA, max(2, n))
+
+
+def single_pass(truth: Truth, sigma: float, seeds: range) -> tuple[list[Levels], list[Levels]]:
+    """`--single-pass` in each seed's study: every cell once in one block with one baseline. Each study's pick two
+    ways: the largest single estimate, and the screening model's best (fitted to all 48, `racing._unraced`)."""
+    rng = np.random.default_rng([seeds.start, len(seeds), round(sigma * 1000), 2])
+    plans = [screening_plan(CELLS, BASELINE, SINGLE_PASS, s) for s in seeds]
+    raw, model = [], []
+    for ms in _measure(plans, truth, sigma, rng, [0] * len(plans)):
+        est = estimates(ms, BASELINE)
+        raw.append(max(est, key=lambda c: est[c].log))
+        found = factorial.fit(ms, BASELINE, {c: c for c in CELLS}, None)
+        assert found is not None
+        model.append(max(found.predictions, key=lambda c: found.predictions[c].log))
+    return raw, model

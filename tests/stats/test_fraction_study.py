@@ -12,10 +12,11 @@ workers x batch x bf16), so its model has an active alias chain and calls for th
 the comparison every surface renders.
 
 Figures (`ABLATE_FULL_SIMULATIONS=1`, seeds 8000-8199 each way, 9000-9099 aliased; 9 min on 2 cores; the
-always-on test runs `CHEAP`): on the fraction the truly fastest stack headlined in 195 of 200 studies (exact 95%
-interval 0.943-0.992), 91.6 measurements a study (screening 29; 5 fold-overs); screened in full, 189 of 200
-(0.904-0.972), 119.3 measurements (screening 59). With `ALIASED`: the fold-over in 63 of 100 (0.528-0.724), the
-fastest headlined in 95 of 100, 107.6 measurements a study.
+always-on test runs `CHEAP`; rerun 2026-12-03 once challengers were judged on the model's predictions, which
+changed no answer and no count in these studies): on the fraction the truly fastest stack headlined in 194 of 200
+studies (exact 95% interval 0.936-0.989), 96.3 measurements a study (screening 29; 5 fold-overs); screened in full,
+189 of 200 (0.904-0.972), 124.7 measurements (screening 59). With `ALIASED`: the fold-over in 63 of 100
+(0.528-0.724), the fastest headlined in 95 of 100, 113.5 measurements a study.
 """
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ from test_headline import cp_lower
 
 from ablate.config import study as studies
 from ablate.config.choices import BASELINE, OFF, Levels, combination_label, grid
-from ablate.config.design import ProtocolSettings
+from ablate.config.design import SINGLE_PASS, ProtocolSettings
 from ablate.render import answer, race, summaries
-from ablate.stats import protocol
+from ablate.stats import protocol, speedups
 from ablate.stats.answer import comparison
 from ablate.stats.planner import Planned, Planner
 from ablate.stats.screening import fractioned
@@ -60,11 +61,16 @@ class FullScreening(CpuGrid):
     """The same planner under the default design, the whole table: every runnable combination screened."""
 
 
+class SinglePass(CpuGrid):
+    """The same planner under `--single-pass`: every runnable combination once, in one block with one baseline."""
+
+
 QUICK = ProtocolSettings(quick=True)  # the fraction is `--quick`'s
+DESIGNS = {FullScreening: ProtocolSettings(), SinglePass: SINGLE_PASS}
 
 
 def _planner(kind: type[CpuGrid], seed: int) -> CpuGrid:
-    protocol = ProtocolSettings() if kind is FullScreening else QUICK
+    protocol = DESIGNS.get(kind, QUICK)
     return kind(studies.load(str(MNIST), "cpu"), protocol, seed, "cpu", "test cpu", defer_accuracy=True)
 
 
@@ -89,11 +95,11 @@ class Outcome:
     found: comparison.DeviceComparisons
 
 
-def _study(kind: type[CpuGrid], seed: int, aliased: float = 0.0) -> Outcome:
+def _study(kind: type[CpuGrid], seed: int, aliased: float = 0.0, host_type: type[Host] = Host) -> Outcome:
     planner = _planner(kind, seed)
     label = {levels: combination_label(planner.options_of(levels)) for levels in grid(planner.options)}
     truth = {label[lv]: _truth(lv, aliased) for lv in label if planner.runnable(lv)}
-    host = Host(truth, dict.fromkeys(truth, NOISE), seed)
+    host = host_type(truth, dict.fromkeys(truth, NOISE), seed)
     raw: list[Record] = []
 
     def measure(planned: list[Planned]) -> None:
@@ -239,6 +245,51 @@ def test_the_whole_table_screens_every_runnable_combination_and_is_never_called_
     assert found is not None and found.folded and found.whole and found.part is None
     quick = fractioned.of(planner.study, combine(_screened_records(_planner(CpuGrid, 1))))
     assert quick is not None and not quick.whole and quick.part is not None
+
+
+LUCKY = "batch_size(n=128) + amp(dtype=bf16) + torchscript"  # truly x1.30 (`EFFECTS`): a dozen cells are faster
+
+
+class LuckyHost(Host):
+    """One lucky process, contrived to be sure of it: `LUCKY`'s screening measurement reads x1.5 above its truth, above
+    the truly fastest (x1.63). On a real host the luckiest of 48 single processes reads less above, but enough: five
+    rows measured once topped a whole table on the Xeon (benchmarks/RESULTS.md)."""
+
+    def measure(self, slot: protocol.Slot) -> protocol.Measurement:
+        found = super().measure(slot)
+        lucky = slot.combination == LUCKY and slot.phase == protocol.SCREEN
+        return dataclasses.replace(found, log_throughput=found.log_throughput + math.log(1.5)) if lucky else found
+
+
+def test_a_lucky_screening_process_does_not_challenge_where_the_model_pools_every_cell():
+    """The whole table: one process reads a slow combination faster than the race's leader. Its own estimate beats
+    the leader's, but the screening model, which pools all 59 screening processes, predicts it where it is, so it
+    neither takes a race seat nor waits as a challenger (before, it waited as "not raced (no seat)" above the
+    answer). Simulated whole, without and with the lucky process: the same answer and race either way."""
+    plain, lucky = _study(FullScreening, 8000), _study(FullScreening, 8000, host_type=LuckyHost)
+    rec = lucky.found.recommendation
+    assert rec is not None and rec.pick is not None and rec.race is not None
+    own = lucky.found.speedup_of[LUCKY].estimate
+    assert own.phase == protocol.SCREEN and own.point > lucky.found.speedup_of[rec.pick.combination].point  # faster
+    assert LUCKY not in rec.pending and LUCKY not in rec.not_raced
+    assert LUCKY not in {*rec.race.contenders, *rec.race.eliminated, rec.race.leader}  # never raced
+    assert plain.headline == lucky.headline and plain.measurements == lucky.measurements
+
+
+def test_the_single_pass_recommends_the_screening_models_best_not_its_luckiest_process():
+    """`--single-pass` measures every combination once against one baseline: its answer is the screening model's
+    best (fitted to all 48, found again from the records), which in this study is not the largest single estimate.
+    How often each is the truly fastest: tests/stats/test_factorial.py."""
+    o = _study(SinglePass, 8002)
+    assert o.screened == 48 and not o.never_screened and o.found.screened is not None and o.found.screened.whole
+    model = o.found.screened.model(speedups.protocol_measurements(list(o.found.records)))
+    assert model is not None
+    measured = {r.combination for r in o.found.records if r.complete}
+    best = max(sorted(measured), key=lambda c: model.predictions[c].log)
+    luckiest = max(o.found.speedup_of, key=lambda c: o.found.speedup_of[c].point)
+    assert o.headline == best != luckiest
+    rec = o.found.recommendation
+    assert rec is not None and rec.race is not None and "screening model's best" in rec.race.why
 
 
 def _rates(found: list[Outcome]) -> tuple[int, int]:

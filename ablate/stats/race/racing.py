@@ -20,9 +20,11 @@
   look is replayed from the stored measurements, so the race is a pure
   function of them.
 - **Challengers**: an eligible combination never raced whose screening
-  estimate (never screened: the model's prediction) beats the leader's race
-  estimate takes a free seat in the next race block: it is raced, never
-  recommended on its screening alone.
+  word beats the leader's race estimate takes a free seat in the next race
+  block: it is raced, never recommended on its screening alone. That word is
+  the screening model's prediction wherever one was fitted (it pools every
+  screening process; the luckiest of 48 single ones reads far above its
+  truth), else the combination's own screening estimate.
 - **Past the planned blocks**: where `race_blocks` leave members not told
   apart, up to `extra_race_blocks` more blocks of the leader and its closest
   contender only (re-ranked after each; the rest wait, still in the field), so
@@ -100,7 +102,7 @@ class Race(Generic[Key]):
     phase: str = RACE  # the next block's phase: RACE or CONFIRM
     contrasts: tuple[Contrast[Key], ...] = ()  # the leader against every other field member, at the last look
     eliminated: tuple[Key, ...] = ()  # told apart from the leader, in the order they dropped out
-    pending: tuple[Key, ...] = ()  # challengers never raced whose screening estimate beats the leader's
+    pending: tuple[Key, ...] = ()  # challengers never raced whose screening word beats the leader's (`race`)
     confirm_blocks: int = 0
     dropped_by: tuple[Contrast[Key], ...] = ()  # per eliminated combination, the contrast of the look that dropped it
     not_raced: tuple[Key, ...] = ()  # eligible, not screened apart from the leader (or pending), never raced
@@ -168,8 +170,8 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     """The next block, from every measurement so far and the eligible combinations (`ablate.stats.race.finalists.final`:
     every runnable one, less the accuracy groups an earlier round's parity put out).
 
-    `screen`: where screening measured a fraction of the grid, the screening model (`ablate.stats.screening.factorial`):
-    the race opens with its field, and eligible combinations never measured challenge on its predictions.
+    `screen`: where a screening model was fitted (`ablate.stats.screening.factorial`: a fraction, or the whole grid):
+    the race opens with its field, and eligible combinations challenge on its predictions, measured or not.
 
     Call it once every planned measurement has a result; it is deterministic, so workers that call it on the
     same measurements plan the same block.
@@ -184,13 +186,14 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     if not est:
         return Race(None, (), n_race, None, "no combination within the accuracy tolerance was measured")
     if not protocol.racing:
-        return _unraced(measurements, baseline, est, protocol)
+        return _unraced(measurements, baseline, est, protocol, screen)
     measured = {m.combination for m in measurements}
     predicted = {c: Estimate(p.log, p.se, p.df, 0, SCREEN, "model")  # no block of its own; the model's noise
                  for c, p in (screen.predictions.items() if screen else ())
                  if c in eligible and c != baseline and c not in measured}
-    # Screening's word on each: its own estimate (a raced one's from the race), else the model's prediction.
-    screen_log = {**{c: e.log for c, e in predicted.items()}, **{c: e.log for c, e in est.items()}}
+    # Screening's word on each (module docstring, "Challengers"): the model's prediction, else its own estimate.
+    modelled = {c: p.log for c, p in screen.predictions.items() if c in eligible} if screen else {}
+    screen_log = {**{c: e.log for c, e in est.items()}, **modelled}
     screen_rank = sorted(screen_log, key=lambda c: (-screen_log[c], str(c)))
     if not n_race:
         opened = opening.field(est, eligible, baseline, protocol.contenders, screen)
@@ -365,9 +368,12 @@ def confirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: K
 
 
 def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],
-             protocol: ProtocolSettings) -> Race[Key]:
-    """Screening only, or a full design: the leader of the estimates; in a full design every combination shares
-    every block, so the contrasts are paired over all of them (one look: the whole alpha)."""
+             protocol: ProtocolSettings, screen: factorial.Fit[Key] | None = None) -> Race[Key]:
+    """Screening only (the single pass among them), or a full design. A full design: the leader of the estimates,
+    and every combination shares every block, so the contrasts are paired over all of them (one look: the whole
+    alpha). Screening only: the screening model's best eligible measured combination where a model was fitted (it
+    pools every process, where the largest of 48 single estimates is mostly the luckiest: tests/stats/
+    test_factorial.py), else the leader of the estimates."""
     leader = max(sorted(est, key=str), key=lambda c: est[c].log)
     if protocol.full_blocks:
         values = _values(measurements, FULL)
@@ -378,6 +384,11 @@ def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[
         return Race(leader, still, 0, None, "no racing in this protocol", contrasts=tuple(contrasts),
                     eliminated=tuple(sorted(out, key=str)),
                     dropped_by=tuple(c for c in sorted(contrasts, key=lambda c: str(c.other)) if c.apart))
+    predicted = {c: p.log for c, p in (screen.predictions.items() if screen else ()) if c in est}
+    if predicted:
+        leader = max(sorted(predicted, key=str), key=lambda c: predicted[c])
+        return Race(leader, (), 0, None, "no racing in this protocol; the leader is the screening model's best, "
+                                         "fitted to every combination's measurement")
     return Race(leader, (), 0, None, "no racing in this protocol")
 
 
