@@ -88,6 +88,7 @@ def test_outside_a_trial_process_nothing_listens():
     process._channel.quiet()
 
 
+@pytest.mark.usefixtures("mnist")  # the tiny study trains on MNIST: skipped, saying why, where it is missing
 def test_a_throughput_only_study_times_its_windows_and_trains_no_accuracy():
     # benchmarks/gpu/transformers.yaml says "throughput only"; it used to train past its windows and evaluate.
     import dataclasses
