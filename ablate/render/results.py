@@ -154,18 +154,34 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
         return factor(r[ENERGY]) if isinstance(r.get(ENERGY), float) else ""
 
     counted = any(isinstance(r.get(ENERGY), float) for r in shown)  # else no column: not a column of blanks
-    body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r), accuracy(r),
-             *([energy(r)] if counted else []), r["state"] + (f" ({r['device'][:12]})" if several else "")]
+    # Where rows rest on different numbers of blocks (a race after screening), say how many: a row measured once
+    # can read above the answer on one lucky process, and the rank alone would not say so.
+    mixed = len({r.get("blocks") for r in shown if r.get("blocks")}) > 1
+    body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r),
+             *([str(r["blocks"] or "")] if mixed else []), accuracy(r), *([energy(r)] if counted else []),
+             r["state"] + (f" ({r['device'][:12]})" if several else "")]
             for i, (r, label) in enumerate(zip(shown, labels), start=1)]
-    headers = ["#", "combination", "speed-up [95% CI]", "Δ acc [95% CI] parity",
+    headers = ["#", "combination", "speed-up [95% CI]", *(["blocks"] if mixed else []), "Δ acc [95% CI] parity",
                *(["energy"] if counted else []), "state"]
     text = fitted_table(body, headers, width)
     if max(map(len, text.splitlines())) > width and all(r["state"] == "complete" for r in shown):
         # A narrow terminal: no column of "complete".
         text = fitted_table([row[:-1] for row in body], headers[:-1], width)
+    notes = _notes(table, tolerance, mixed=mixed, counted=counted)
+    wrapped = [textwrap.fill(n, width, subsequent_indent="  ") for n in notes]
+    return text + "\n\n" + "\n".join(wrapped)
+
+
+def _notes(table: list[dict[str, Any]], tolerance: float, *, mixed: bool, counted: bool) -> list[str]:
+    """The lines under the compact table: what its verdicts, block counts and energy mean, and each skip or failure's
+    reason once."""
     notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
              f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it (probably below "
              f"where the change itself is under -{tolerance:g}: never recommended either)."]
+    if mixed:
+        notes.append("blocks: how many blocks a speed-up comes from, each its own process beside the baseline's. A row "
+                     "from one block can read well above its truth: the race measures again only the fastest by "
+                     "screening (docs/measuring.md).")
     if counted:
         notes.append("energy: joules per sample over the timed windows, over the baseline's (below x1: less energy; "
                      "the interval is in --full-table); RAPL counts a CPU's whole packages, NVML the whole GPU "
@@ -174,8 +190,7 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
         reasons = Counter(r["reason"] for r in table if r["state"] == state)
         for reason, n in reasons.most_common():
             notes.append(f"{n} {'combination' if n == 1 else 'combinations'} {state}: {reason}")
-    wrapped = [textwrap.fill(n, width, subsequent_indent="  ") for n in notes]
-    return text + "\n\n" + "\n".join(wrapped)
+    return notes
 
 
 def fitted_table(body: list[list[str]], headers: list[str], width: int) -> str:

@@ -114,3 +114,21 @@ def test_where_energy_was_counted_the_default_table_shows_its_ratio_and_still_fi
     assert "energy: joules per sample" in text
     # Where nothing counted it, no column of blanks: the full table says why (tests/render/test_results_table.py).
     assert "energy" not in results.render_compact(_table(), tolerance=0.5)
+
+
+def test_rows_from_different_numbers_of_blocks_say_how_many_and_still_fit():
+    """A whole table: most rows screened once, the raced ones measured in several blocks. A row from one block that
+    reads above the answer says it rests on one; a table whose rows all share their blocks has no such column."""
+    table = _table()
+    assert "blocks" not in results.render_compact(table, tolerance=0.5).splitlines()[0]
+    shown = [r for r in table if r["state"] == "complete" and r["speed-up"] is not None and r["blocks"]]
+    for i, r in enumerate(shown):
+        r["blocks"] = 12 if i % 5 == 0 else 1
+    text = results.render_compact(table, tolerance=0.5)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert lines[0].split()[5] == "blocks"
+    ranked = [line for line in lines[2:] if line[:1].isdigit()]
+    assert sum(" 12 " in line for line in ranked) == len(shown[::5])
+    assert sum(" 1 " in line[5:] for line in ranked) == len(shown) - len(shown[::5])
+    assert "blocks: how many blocks a speed-up comes from" in " ".join(text.split())
