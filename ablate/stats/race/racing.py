@@ -89,6 +89,9 @@ from ablate.stats.race.levels import two_levels
 from ablate.stats.screening import factorial
 from ablate.words import count
 
+# Why an unraced design's leader is what it is, where the screening model chose it (`_unraced`).
+BY_MODEL = "no racing in this protocol; the leader is the screening model's best, fitted to every combination's reading"
+
 
 @dataclass(frozen=True)
 class Race(Generic[Key]):
@@ -369,11 +372,9 @@ def confirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: K
 
 def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],
              protocol: ProtocolSettings, screen: factorial.Fit[Key] | None = None) -> Race[Key]:
-    """Screening only (the single pass among them), or a full design. A full design: the leader of the estimates,
-    and every combination shares every block, so the contrasts are paired over all of them (one look: the whole
-    alpha). Screening only: the screening model's best eligible measured combination where a model was fitted (it
-    pools every process, where the largest of 48 single estimates is mostly the luckiest: tests/stats/
-    test_factorial.py), else the leader of the estimates."""
+    """A full design: the leader of the estimates, its contrasts paired over every block (one look: all the alpha).
+    Screening only (the single pass too): the screening model's best measured eligible one where a model was fitted
+    (the largest single estimate is mostly the luckiest: tests/stats/test_factorial.py), else the estimates' leader."""
     leader = max(sorted(est, key=str), key=lambda c: est[c].log)
     if protocol.full_blocks:
         values = _values(measurements, FULL)
@@ -387,8 +388,7 @@ def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[
     predicted = {c: p.log for c, p in (screen.predictions.items() if screen else ()) if c in est}
     if predicted:
         leader = max(sorted(predicted, key=str), key=lambda c: predicted[c])
-        return Race(leader, (), 0, None, "no racing in this protocol; the leader is the screening model's best, "
-                                         "fitted to every combination's measurement")
+        return Race(leader, (), 0, None, BY_MODEL)
     return Race(leader, (), 0, None, "no racing in this protocol")
 
 
