@@ -261,6 +261,7 @@ class LuckyHost(Host):
         return dataclasses.replace(found, log_throughput=found.log_throughput + math.log(1.5)) if lucky else found
 
 
+@pytest.mark.slow  # two whole simulated studies: about 8 s
 def test_a_lucky_screening_process_does_not_challenge_where_the_model_pools_every_cell():
     """The whole table: one process reads a slow combination faster than the race's leader. Its own estimate beats
     the leader's, but the screening model, which pools all 59 screening processes, predicts it where it is, so it
