@@ -16,7 +16,6 @@ from ablate.stats.answer.comparison import Comparison, MachineLoad
 from ablate.stats.answer.costs import BreakEven, TimeToTarget
 from ablate.stats.answer.verdicts import Recommendation
 from ablate.stats.protocol import TABLE
-from ablate.stats.race.racing import BY_MODEL
 from ablate.stats.speedups import Speedup
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
@@ -67,7 +66,7 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
     out = []
     if rec.accuracy_unmeasured:
         out.append("accuracy could not be measured: the answer is on speed alone (see the report)")
-    if rec.race is not None and rec.race.why == BY_MODEL:
+    if rec.race is not None and rec.race.by_model:
         out.append("ranked first by a model of every combination's one reading; rows may read higher alone")
     if rec.pick.combination in rec.two_level:
         out.append("its processes ran at two speed levels: the speed-up is their mean (see the report)")

@@ -158,7 +158,7 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
     # can read above the answer on one lucky process, and the rank alone would not say so.
     mixed = len({r.get("blocks") for r in shown if r.get("blocks")}) > 1
     body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r),
-             *([str(r["blocks"] or "")] if mixed else []), accuracy(r), *([energy(r)] if counted else []),
+             *([str(r.get("blocks") or "")] if mixed else []), accuracy(r), *([energy(r)] if counted else []),
              r["state"] + (f" ({r['device'][:12]})" if several else "")]
             for i, (r, label) in enumerate(zip(shown, labels), start=1)]
     headers = ["#", "combination", "speed-up [95% CI]", *(["blocks"] if mixed else []), "Δ acc [95% CI] parity",

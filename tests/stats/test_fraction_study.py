@@ -290,7 +290,7 @@ def test_the_single_pass_recommends_the_screening_models_best_not_its_luckiest_p
     luckiest = max(o.found.speedup_of, key=lambda c: o.found.speedup_of[c].point)
     assert o.headline == best != luckiest
     rec = o.found.recommendation
-    assert rec is not None and rec.race is not None and "screening model's best" in rec.race.why
+    assert rec is not None and rec.race is not None and rec.race.by_model and "screening model's best" in rec.race.why
     said = answer.terminal_lines(rec, o.found.speedup_of)  # the answer says why its own reading is not the largest
     assert said[0] == "ranked first by a model of every combination's one reading; rows may read higher alone"
 

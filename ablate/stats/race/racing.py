@@ -59,7 +59,7 @@ import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
-from typing import AbstractSet, Callable, Generic, Iterable, Mapping, Sequence, TypedDict
+from typing import AbstractSet, Callable, Container, Generic, Iterable, Mapping, Sequence, TypedDict
 
 from ablate.stats import variance
 from ablate.stats.contrasts import (
@@ -89,9 +89,6 @@ from ablate.stats.race.levels import two_levels
 from ablate.stats.screening import factorial
 from ablate.words import count
 
-# Why an unraced design's leader is what it is, where the screening model chose it (`_unraced`).
-BY_MODEL = "no racing in this protocol; the leader is the screening model's best, fitted to every combination's reading"
-
 
 @dataclass(frozen=True)
 class Race(Generic[Key]):
@@ -112,6 +109,7 @@ class Race(Generic[Key]):
     two_level: tuple[Key, ...] = ()  # raced combinations whose processes ran at two levels (`levels.two_levels`)
     # Eligible combinations never measured (a fraction was screened): the screening model's prediction of each.
     predicted: Mapping[Key, Estimate] = dataclasses.field(default_factory=dict, compare=False)
+    by_model: bool = False  # no race: the leader is the screening model's best, not the largest reading (`_unraced`)
 
 
 class _Standing(TypedDict, Generic[Key]):
@@ -195,8 +193,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
                  for c, p in (screen.predictions.items() if screen else ())
                  if c in eligible and c != baseline and c not in measured}
     # Screening's word on each (module docstring, "Challengers"): the model's prediction, else its own estimate.
-    modelled = {c: p.log for c, p in screen.predictions.items() if c in eligible} if screen else {}
-    screen_log = {**{c: e.log for c, e in est.items()}, **modelled}
+    screen_log = {**{c: e.log for c, e in est.items()}, **_modelled(screen, eligible)}
     screen_rank = sorted(screen_log, key=lambda c: (-screen_log[c], str(c)))
     if not n_race:
         opened = opening.field(est, eligible, baseline, protocol.contenders, screen)
@@ -385,11 +382,16 @@ def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[
         return Race(leader, still, 0, None, "no racing in this protocol", contrasts=tuple(contrasts),
                     eliminated=tuple(sorted(out, key=str)),
                     dropped_by=tuple(c for c in sorted(contrasts, key=lambda c: str(c.other)) if c.apart))
-    predicted = {c: p.log for c, p in (screen.predictions.items() if screen else ()) if c in est}
-    if predicted:
+    if predicted := _modelled(screen, est):
         leader = max(sorted(predicted, key=str), key=lambda c: predicted[c])
-        return Race(leader, (), 0, None, BY_MODEL)
+        return Race(leader, (), 0, None, "no racing in this protocol; the leader is the screening model's best, "
+                                         "fitted to every combination's reading", by_model=True)
     return Race(leader, (), 0, None, "no racing in this protocol")
+
+
+def _modelled(screen: factorial.Fit[Key] | None, among: Container[Key]) -> dict[Key, float]:
+    """The screening model's predicted log speed-up of each of `among` (none without a model)."""
+    return {c: p.log for c, p in screen.predictions.items() if c in among} if screen else {}
 
 
 def simplest(members: Sequence[Key], techniques: Callable[[Key], frozenset]) -> Key:
