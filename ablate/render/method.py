@@ -37,7 +37,9 @@ SPEEDUPS = (
     "measured in several blocks and of the two baselines within each screening block (\"model\"; pooled "
     "when too few: \"paired\", or \"baseline\" when the baselines are the only source); for a "
     "combination measured in several blocks, combined with its own spread across them (\"moderated\"), or "
-    "its own alone where that is clearly wider (\"own\"). A row's throughput is the "
+    "its own alone where that is clearly wider (\"own\"). A row read once, in a study that races, shows "
+    "the screening model's estimate instead (\"screening model\"): the model fitted to every screened reading, "
+    "so the top of the table is not its luckiest single processes. A row's throughput is the "
     "baseline's (the geometric mean of its measurements) times the row's speed-up, so the two columns agree.")
 ACCURACY = ("Accuracy was trained once per seed per group of combinations that differ only in techniques that leave "
             "the numbers unchanged (\"acc from\" names the trial of the run's own seed); Δ acc is the mean paired "

@@ -18,6 +18,7 @@ from tabulate import tabulate
 from ablate.config.choices import short_label
 from ablate.stats.answer.comparison import DeviceComparisons
 from ablate.stats.race.finalists import NOT_NEEDED, NOT_YET
+from ablate.stats.screening.fractioned import MODELLED
 from ablate.store.files import replaced
 from ablate.trial import metrics as metric
 from ablate.words import factor, interval, points
@@ -155,7 +156,7 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
 
     counted = any(isinstance(r.get(ENERGY), float) for r in shown)  # else no column: not a column of blanks
     # Where rows rest on different numbers of blocks (a race after screening), say how many: a row measured once
-    # can read above the answer on one lucky process, and the rank alone would not say so.
+    # rests on one process, or on the screening model where one was fitted, and the rank alone would not say so.
     mixed = len({r.get("blocks") for r in shown if r.get("blocks")}) > 1
     body = [[str(i) if r["speed-up"] is not None else "", label, speedup(r),
              *([str(r.get("blocks") or "")] if mixed else []), accuracy(r), *([energy(r)] if counted else []),
@@ -178,7 +179,11 @@ def _notes(table: list[dict[str, Any]], tolerance: float, *, mixed: bool, counte
     notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
              f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it (probably below "
              f"where the change itself is under -{tolerance:g}: never recommended either)."]
-    if mixed:
+    if mixed and any(r.get("noise") == MODELLED for r in table):
+        notes.append("blocks: how many blocks a speed-up comes from, each its own process beside the baseline's. A row "
+                     "from one block shows the screening model's estimate, fitted to every combination's reading: one "
+                     "process alone can read well above its truth (docs/measuring.md, \"Rows read once\").")
+    elif mixed:
         notes.append("blocks: how many blocks a speed-up comes from, each its own process beside the baseline's. A row "
                      "from one block can read well above its truth: the race measures again only the fastest by "
                      "screening (docs/measuring.md).")

@@ -19,6 +19,7 @@ measurements, what the report's phase picture draws and `ablate.stats.answer.exp
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -33,7 +34,7 @@ from ablate.stats.answer import verdicts
 from ablate.stats.protocol import CONFIDENCE, Estimate
 from ablate.stats.race import finalists
 from ablate.stats.screening import fractioned
-from ablate.stats.speedups import Interval, Speedup, energy_ratios, speedups
+from ablate.stats.speedups import Interval, Speedup, energy_ratios, protocol_measurements, speedups
 from ablate.store.records import Record, baseline, by_device
 from ablate.store.study_record import StudyRecord
 from ablate.trial import metrics as metric
@@ -225,6 +226,7 @@ def _one_device(device: str, records: list[Record], tolerance: float, protocol: 
     protocol = protocol or ProtocolSettings()
     screened = fractioned.of(study, records) if study else None
     speedup_of = {s.record.combination: s for s in speedups(records)}
+    shown = _shown(speedup_of, screened, records, protocol)
     energy_of = energy_ratios(records)
     groups = verdicts.parity_by_group(records, tolerance)
     verdict = verdicts.parity_of(records, tolerance, groups)
@@ -235,7 +237,7 @@ def _one_device(device: str, records: list[Record], tolerance: float, protocol: 
     unmeasured = finalists.unmeasured(records, untrained)
     rows = []
     for r in records:
-        s, p = speedup_of.get(r.combination), verdict.get(r.combination)
+        s, p = shown.get(r.combination), verdict.get(r.combination)
         rate = base_rate * s.point if s and base_rate else r.throughput
         change = p.change if p else (r.accuracy - base_acc if r.accuracy is not None and base_acc is not None
                                      else None)
@@ -246,3 +248,15 @@ def _one_device(device: str, records: list[Record], tolerance: float, protocol: 
     rec = verdicts.recommendation(records, tolerance, protocol, speedup_of, verdict, screened)
     return DeviceComparisons(device, records, tuple(rows), rec, tolerance, groups,
                              machine_load(records, protocol.foreign_load_limit), screened, untrained, protocol.quick)
+
+
+def _shown(speedup_of: dict[str, Speedup], screened: fractioned.Fractioned | None, records: list[Record],
+           protocol: ProtocolSettings) -> dict[str, Speedup]:
+    """The table's speed-ups: a row read once shows the screening model's estimate (`Fractioned.read_once` says
+    why), in a study that races. The single pass keeps every reading as measured: it has no race to choose rows
+    for, and its pick is already the model's (`ablate.stats.race.racing`). The answer keeps `speedup_of`: its
+    leader was raced and confirmed, so it rests on more blocks than one."""
+    if screened is None or not protocol.racing:
+        return speedup_of
+    modelled = screened.read_once({c: s.estimate for c, s in speedup_of.items()}, protocol_measurements(records))
+    return {c: dataclasses.replace(s, estimate=modelled[c]) if c in modelled else s for c, s in speedup_of.items()}
