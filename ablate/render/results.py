@@ -179,14 +179,14 @@ def _notes(table: list[dict[str, Any]], tolerance: float, *, mixed: bool, counte
     notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
              f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it (probably below "
              f"where the change itself is under -{tolerance:g}: never recommended either)."]
-    if mixed and any(r.get("noise") == MODELLED for r in table):
-        notes.append("blocks: how many blocks a speed-up comes from, each its own process beside the baseline's. A row "
-                     "from one block shows the screening model's estimate, fitted to every combination's reading: one "
-                     "process alone can read well above its truth (docs/measuring.md, \"Rows read once\").")
-    elif mixed:
-        notes.append("blocks: how many blocks a speed-up comes from, each its own process beside the baseline's. A row "
-                     "from one block can read well above its truth: the race measures again only the fastest by "
-                     "screening (docs/measuring.md).")
+    if mixed:
+        once = ("shows the screening model's estimate, fitted to every combination's reading: one process alone can "
+                "read well above its truth (docs/measuring.md, \"Rows read once\")."
+                if any(r.get("noise") == MODELLED for r in table) else
+                "can read well above its truth: the race measures again only the fastest by screening "
+                "(docs/measuring.md).")
+        notes.append(f"blocks: how many blocks a speed-up comes from, each its own process beside the baseline's."
+                     f" A row from one block {once}")
     if counted:
         notes.append("energy: joules per sample over the timed windows, over the baseline's (below x1: less energy; "
                      "the interval is in --full-table); RAPL counts a CPU's whole packages, NVML the whole GPU "
