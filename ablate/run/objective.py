@@ -166,26 +166,32 @@ class Objective:
         protocol = self.planner.protocol  # the run's, stored with its results (the reports judge the load by it)
         limit = None if self.shared_cpu else protocol.foreign_load_limit
 
-        def attempt() -> dict[str, Any]:
+        def attempt(busy_limit: float | None) -> dict[str, Any]:
             if entries:
                 entries.discard_added()
-            return run_in_fresh_process(spec, on_phase=lambda doing: self.show(f"{where} · {doing}"),
+            return run_in_fresh_process(dataclasses.replace(spec, busy_limit=busy_limit),
+                                        on_phase=lambda doing: self.show(f"{where} · {doing}"),
                                         interpreters=self.interpreters)
 
         return measured_quietly(attempt, limit, protocol.remeasure, lambda text: self.show(f"{where} · {text}"))
 
 
-def measured_quietly(measure: Callable[[], dict[str, Any]], limit: float | None, most: int,
+def measured_quietly(measure: Callable[[float | None], dict[str, Any]], limit: float | None, most: int,
                      show: Callable[[str], None],
                      wait: Callable[[float, float], float] = foreign_load.wait_until_quiet) -> dict[str, Any]:
-    """`measure()`'s metrics; measured again, after the machine quietens, while other work used more than `limit`
-    cores during its windows - at most `most` times: a machine that never quietens still gets a measurement, and
-    its `metric.FOREIGN_CORES` says so. `metric.REMEASURED` counts the attempts discarded."""
+    """`measure(busy_limit)`'s metrics; measured again, after the machine quietens, while other work used more than
+    `limit` cores during its windows - at most `most` times: a machine that never quietens still gets a measurement,
+    and its `metric.FOREIGN_CORES` says so. `metric.REMEASURED` counts the attempts discarded. An attempt that will be
+    discarded if busy is told `limit` as its `busy_limit`, and stops as its windows close (`StepClock.cut_short`):
+    a discarded training for accuracy cost a minute of a CPU study's time (docs/evidence.md, "Evidence: what a study
+    costs"); the last attempt is told None, and measures to the end."""
     repeats = 0
     while True:
-        metrics = measure()
+        metrics = measure(limit if repeats < most else None)
         busy = metrics.get(metric.FOREIGN_CORES)
         if limit is None or busy is None or busy <= limit or repeats >= most:
+            if metrics.get(metric.CUT_SHORT):
+                raise RuntimeError(f"a measurement cut short at {busy} foreign cores was kept (limit {limit})")
             break
         repeats += 1
         show(f"other work used {busy:.2f} cores during its windows: measuring again ({repeats} of {most}) once the "

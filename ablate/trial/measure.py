@@ -104,6 +104,8 @@ class StepClock:
     _floor: float = 0.0  # the windows' least duration on this device (`Budget.window_floor_s`)
     _load_before: foreign_load.Snapshot | None = None  # CPU time, the machine's and this tree's, as the windows opened
     foreign: foreign_load.Load | None = None  # other work on the machine over the windows (`foreign_load`)
+    # Stop as the windows close when they saw more foreign cores than this (`cut_short`); None: go on whatever the load.
+    busy_limit: float | None = None
     _energy: energy.Tally = field(init=False)  # the device's joules over the windows (`ablate.trial.energy`)
     profiling: bool = False  # in the profiling window (`ablate.trial.phases`): the loop marks its phases (`mark`)
     profiled: phases.Phases | None = None  # what the profiling window found
@@ -142,8 +144,16 @@ class StepClock:
         return self.timing_done and (not self.train_for_accuracy or self.samples >= self.budget.train_samples)
 
     @property
+    def cut_short(self) -> bool:
+        """The windows saw more foreign load than `busy_limit`. The study discards such a measurement and takes it
+        again (`ablate.run.objective.measured_quietly`), so the run stops here: a training for accuracy after the
+        windows, the profiling window and the last evaluation would be thrown away with it."""
+        return (self.busy_limit is not None and self.foreign is not None
+                and self.foreign.foreign_cores > self.busy_limit)
+
+    @property
     def done(self) -> bool:
-        return self._measured and (self.profiled is not None or not self.budget.profile_steps)
+        return self.cut_short or (self._measured and (self.profiled is not None or not self.budget.profile_steps))
 
     @property
     def started_at(self) -> float:
@@ -280,6 +290,8 @@ class StepClock:
             self.foreign = foreign_load.between(self._load_before, foreign_load.snapshot(now))
             self._energy.close(now)
             self.marks[metric.Mark.WINDOWS].append(now)
+            if self.cut_short and self.foreign:
+                self.on_phase(f"other work used {self.foreign.foreign_cores:.2f} cores during its windows: stopping")
         self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
@@ -357,6 +369,7 @@ class StepClock:
             **{metric.window(i): r for i, r in enumerate(rates)},
             **({metric.FOREIGN_CORES: self.foreign.foreign_cores, metric.STEAL_CORES: self.foreign.steal_cores}
                if self.foreign else {}),
+            **({metric.CUT_SHORT: 1.0} if self.cut_short else {}),
             **self._energy.metrics(sum(w.samples for w in self.windows)),
             **self.held_out.summary(self.first_step_s),
             **(self.profiled.summary(sum(w.seconds for w in self.windows) / sum(w.samples for w in self.windows))

@@ -63,6 +63,7 @@ COMPILE_CACHE_MISSES = "compile_cache_misses"  # their misses and bypasses: grap
 FOREIGN_CORES = "foreign_cores"  # other processes and the hypervisor's steal
 STEAL_CORES = "steal_cores"
 REMEASURED = "remeasured"  # how many earlier attempts were discarded because the machine was busy
+CUT_SHORT = "cut_short"  # 1.0: stopped as its windows closed, too busy to keep (`StepClock.cut_short`); never stored
 # Energy over the timed windows (ablate.trial.energy): joules per sample, and which counter counted them, by its code
 # in ENERGY_COUNTERS (metrics are floats); both absent where nothing counts energy.
 ENERGY_J_PER_SAMPLE = "energy_j_per_sample"

@@ -87,6 +87,9 @@ class TrialSpec:
     compile_cache: str | None = None  # its graph's shared Inductor cache (ablate.trial.compile_cache); None: fresh
     # Draws the test subsample every trial of the run evaluates (ablate.workload.evaluation); None: budget.seed.
     evaluation_seed: int | None = None
+    # Stop as the windows close when other work used more cores than this during them: the study will discard the
+    # measurement and take it again (`StepClock.cut_short`). None: measure to the end whatever the load.
+    busy_limit: float | None = None
 
 
 @dataclass
@@ -167,12 +170,13 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     clock = StepClock(budget, device, for_accuracy,
                       evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
                       units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=stretches.untimed,
-                      test_samples=tested)
+                      test_samples=tested, busy_limit=spec.busy_limit)
     train(stack, task, prepared, optimizer, built.loader, device, clock, study.baseline.max_grad_norm)
     stretches.end()
     _channel.marks.update({metric.Mark.MEASURED: stretches.spans, "first_batch": clock.started_at})
     _channel.quiet()  # what is left (the last evaluation) measures no time: interpreters may start
-    clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
+    if not clock.cut_short:  # a measurement the study discards needs no accuracy
+        clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
     _channel.marks.update(clock.marks)  # its first step, windows, evaluations and profiling window
     if device.type == "cuda" and (fell_back := cudagraph_fallback(stack.metrics())):
         raise failures.CompileFailed(fell_back)

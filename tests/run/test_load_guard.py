@@ -6,14 +6,16 @@ from ablate.trial import metrics as metric
 
 
 def _attempts(*loads: float | None):
-    """A measure() that returns these foreign loads in turn, and the list of calls made."""
-    calls: list[int] = []
+    """A measure(busy_limit) that returns these foreign loads in turn, and the busy limit each call was given."""
+    calls: list[float | None] = []
 
-    def measure() -> dict[str, float]:
-        calls.append(len(calls))
+    def measure(busy_limit: float | None) -> dict[str, float]:
+        calls.append(busy_limit)
         got = {metric.THROUGHPUT: 100.0 + len(calls)}
-        if loads[len(calls) - 1] is not None:
-            got[metric.FOREIGN_CORES] = loads[len(calls) - 1]
+        if (load := loads[len(calls) - 1]) is not None:
+            got[metric.FOREIGN_CORES] = load
+            if busy_limit is not None and load > busy_limit:
+                got[metric.CUT_SHORT] = 1.0  # as StepClock.cut_short
         return got
     return measure, calls
 
@@ -32,6 +34,9 @@ def test_repeats_are_bounded_and_the_last_attempt_keeps_its_load() -> None:
     measure, calls = _attempts(1.0, 1.0, 0.9, 0.0)
     got = measured_quietly(measure, 0.25, 2, lambda text: None, wait=lambda limit, most: 0.0)
     assert len(calls) == 3 and got[metric.REMEASURED] == 2.0 and got[metric.FOREIGN_CORES] == 0.9
+    # The attempts that would be discarded if busy stop at their windows; the last one, kept whatever its load, does
+    # not: it is the measurement.
+    assert calls == [0.25, 0.25, None] and metric.CUT_SHORT not in got
 
 
 def test_quiet_unknown_or_unguarded_measurements_are_taken_once() -> None:
@@ -39,6 +44,7 @@ def test_quiet_unknown_or_unguarded_measurements_are_taken_once() -> None:
         measure, calls = _attempts(*loads)
         got = measured_quietly(measure, limit, 2, lambda text: None, wait=lambda limit, most: 0.0)
         assert len(calls) == 1 and got[metric.REMEASURED] == 0.0
+        assert calls == [limit]
 
 
 def test_the_objective_guards_by_the_design_the_run_follows_not_the_study_files(monkeypatch) -> None:

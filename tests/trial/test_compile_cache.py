@@ -176,7 +176,10 @@ def test_an_attempt_measured_again_leaves_nothing_warm_for_the_next(monkeypatch,
     (shared / "fxgraph" / "sibling").write_text("a sibling's graph")
     found: list[list[str]] = []
 
-    def attempt(spec: object, **kwargs: object) -> dict:
+    limits: list[float | None] = []
+
+    def attempt(spec: TrialSpec, **kwargs: object) -> dict:
+        limits.append(spec.busy_limit)
         found.append(sorted(p.name for p in shared.rglob("*") if p.is_file()))
         (shared / "fxgraph" / f"compiled-{len(found)}").write_text("compiled")
         return {metric.FOREIGN_CORES: 1.0 if len(found) == 1 else 0.0}  # the first attempt ran beside other work
@@ -187,8 +190,10 @@ def test_an_attempt_measured_again_leaves_nothing_warm_for_the_next(monkeypatch,
                         lambda measure, limit, most, show: real(measure, limit, most, show, wait=lambda a, b: 0.0))
     run = types.SimpleNamespace(planner=types.SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.25)),
                                 shared_cpu=False, interpreters=None, show=lambda text: None)
-    got = objective.Objective._measure(run, None, "here", compile_cache.Entries(shared))
+    spec = TrialSpec(None, (), "cpu", train_for_accuracy=True)  # type: ignore[arg-type] - the fake reads no study
+    got = objective.Objective._measure(run, spec, "here", compile_cache.Entries(shared))
     assert got[metric.REMEASURED] == 1.0
+    assert limits == [0.25, 0.25]  # each attempt that may still be taken again is told the limit (`cut_short`)
     assert found == [["sibling"], ["sibling"]]  # the second attempt found only what the first found
 
 

@@ -130,6 +130,22 @@ def test_every_trial_of_a_run_evaluates_the_same_subsample_whatever_its_training
         assert m[metric.TEST_SAMPLING_ERROR] <= 10.0 / 4
 
 
+def test_a_trial_too_busy_to_keep_trains_and_evaluates_nothing_past_its_windows(tmp_path, evaluated, mnist,
+                                                                                monkeypatch):
+    """A trial told a busy limit its windows exceeded returns at once, marked cut short: the study measures it
+    again, and neither its training for accuracy nor its evaluation would be kept (`StepClock.cut_short`)."""
+    monkeypatch.setattr(measure.foreign_load, "between",
+                        lambda before, after: measure.foreign_load.Load(foreign_cores=1.0, steal_cores=0.0))
+    study = _study(tmp_path)
+    study = dataclasses.replace(study, budget=dataclasses.replace(study.budget, train_samples=2048))
+    spec = TrialSpec(study, tuple(o[0] for _, o in study.space), "cpu", train_for_accuracy=True)
+    cut = run(dataclasses.replace(spec, busy_limit=0.25))
+    assert cut[metric.CUT_SHORT] == 1.0 and cut[metric.FOREIGN_CORES] == 1.0 and metric.TEST_ACCURACY not in cut
+    assert cut[metric.TRAIN_SAMPLES] < 2048 and evaluated["counts"] == []  # the warm-up and the window only
+    kept = run(spec)  # the last attempt, told no limit, is kept whatever its load
+    assert metric.CUT_SHORT not in kept and metric.TEST_ACCURACY in kept and len(evaluated["counts"]) == 1
+
+
 def test_full_evaluates_the_whole_split(tmp_path, evaluated, mnist):
     metrics = _trial(_study(tmp_path, ", eval_samples: full"), 11, evaluation_seed=5)
     assert evaluated["counts"] == [2000] and metrics[metric.TEST_SAMPLES] == 2000

@@ -377,6 +377,32 @@ def test_the_foreign_load_is_read_over_the_timed_windows_only(fake_time, monkeyp
     assert summary[measure.metric.STEAL_CORES] == pytest.approx(0.1)
 
 
+def _busy(monkeypatch, foreign_cores: float) -> None:
+    """Other work used `foreign_cores` over every stretch the clock reads."""
+    monkeypatch.setattr(measure.foreign_load, "between",
+                        lambda before, after: measure.foreign_load.Load(foreign_cores, steal_cores=0.0))
+
+
+@pytest.mark.parametrize("foreign, limit, cut", [(0.6, 0.25, True), (0.2, 0.25, False), (0.25, 0.25, False),
+                                                 (5.0, None, False)])
+def test_a_measurement_too_busy_to_keep_stops_as_its_windows_close(fake_time, monkeypatch, foreign, limit, cut):
+    """The study discards a measurement whose windows saw more than its limit of foreign cores (`busy > limit`,
+    ablate.run.objective.measured_quietly), so with that limit the clock stops there: no training for accuracy
+    after the windows, no evaluation, no profiling window. At or under the limit, or with none, it runs to the end."""
+    _busy(monkeypatch, foreign)
+    clock = _clock(fake_time, [90.0], profile_steps=8)
+    clock.busy_limit = limit
+    _train(clock, fake_time)
+    summary = clock.summary()
+    assert clock.cut_short is cut and (measure.metric.CUT_SHORT in summary) is cut
+    assert summary[measure.metric.FOREIGN_CORES] == foreign
+    if cut:  # not a step past the windows' close
+        assert fake_time.now == clock.marks[measure.metric.Mark.WINDOWS][1] and clock.samples < 64
+        assert clock.evaluations == [] and clock.profiled is None
+    else:
+        assert clock.samples == 64 and clock.evaluations and clock.profiled is not None  # then the profiling window
+
+
 def test_no_foreign_load_is_claimed_where_the_machine_cannot_be_read(fake_time, monkeypatch):
     monkeypatch.setattr(measure.foreign_load, "snapshot", lambda wall: None)
     clock = _clock(fake_time, [90.0])
