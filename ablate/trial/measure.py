@@ -148,8 +148,7 @@ class StepClock:
         """The windows saw more foreign load than `busy_limit`. The study discards such a measurement and takes it
         again (`ablate.run.objective.measured_quietly`), so the run stops here: a training for accuracy after the
         windows, the profiling window and the last evaluation would be thrown away with it."""
-        return (self.busy_limit is not None and self.foreign is not None
-                and self.foreign.foreign_cores > self.busy_limit)
+        return foreign_load.disturbed(self.foreign, self.busy_limit)
 
     @property
     def done(self) -> bool:
@@ -295,8 +294,11 @@ class StepClock:
         self._open_window(now)
 
     def evaluate_now(self) -> Evaluation | None:
-        """Evaluate on the test set with the clock paused; at most once per point in training, and never after the
-        training for accuracy ended (the windows may go on past it)."""
+        """Evaluate on the test set with the clock paused; at most once per point in training, never after the
+        training for accuracy ended (the windows may go on past it), and never in a run `cut_short` (the study
+        discards it)."""
+        if self.cut_short:
+            return None
         return self.held_out.now(self.samples, self._paused_to_evaluate)
 
     @contextmanager

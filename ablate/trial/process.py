@@ -175,8 +175,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     stretches.end()
     _channel.marks.update({metric.Mark.MEASURED: stretches.spans, "first_batch": clock.started_at})
     _channel.quiet()  # what is left (the last evaluation) measures no time: interpreters may start
-    if not clock.cut_short:  # a measurement the study discards needs no accuracy
-        clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
+    clock.evaluate_now()  # after the budget (reused when the last periodic evaluation was at this point)
     _channel.marks.update(clock.marks)  # its first step, windows, evaluations and profiling window
     if device.type == "cuda" and (fell_back := cudagraph_fallback(stack.metrics())):
         raise failures.CompileFailed(fell_back)

@@ -398,7 +398,7 @@ def test_a_measurement_too_busy_to_keep_stops_as_its_windows_close(fake_time, mo
     assert summary[measure.metric.FOREIGN_CORES] == foreign
     if cut:  # not a step past the windows' close
         assert fake_time.now == clock.marks[measure.metric.Mark.WINDOWS][1] and clock.samples < 64
-        assert clock.evaluations == [] and clock.profiled is None
+        assert clock.evaluate_now() is None and clock.evaluations == [] and clock.profiled is None
     else:
         assert clock.samples == 64 and clock.evaluations and clock.profiled is not None  # then the profiling window
 
