@@ -182,9 +182,8 @@ def measured_quietly(measure: Callable[[float | None], dict[str, Any]], limit: f
     """`measure(busy_limit)`'s metrics; measured again, after the machine quietens, while other work used more than
     `limit` cores during its windows - at most `most` times: a machine that never quietens still gets a measurement,
     and its `metric.FOREIGN_CORES` says so. `metric.REMEASURED` counts the attempts discarded. An attempt that will be
-    discarded if busy is told `limit` as its `busy_limit`, and stops as its windows close (`StepClock.cut_short`):
-    a discarded training for accuracy cost a minute of a CPU study's time (docs/evidence.md, "Evidence: what a study
-    costs"); the last attempt is told None, and measures to the end."""
+    discarded if busy is told `limit` as its `busy_limit`, and stops as its windows close (`StepClock.cut_short`), so
+    no training for accuracy is run only to be thrown away; the last attempt is told None, and measures to the end."""
     repeats = 0
     while True:
         metrics = measure(limit if repeats < most else None)
