@@ -258,8 +258,9 @@ def load_lines(load: MachineLoad) -> list[str]:
                    f"again because other work used {over} on average during their timed windows "
                    "(`protocol.foreign_load_limit`; the machine's CPU time less the trial's own, steal included).")
     if n := load.still_disturbed:
-        out.append(f"{count(n, 'measurement')} {'was' if n == 1 else 'were'} kept though still disturbed after "
-                   f"`protocol.remeasure` repeats (up to {load.most_foreign_cores:.2f} foreign cores): their "
+        out.append(f"{count(n, 'measurement')} {'was' if n == 1 else 'were'} kept though still disturbed: the "
+                   f"machine stayed busy through the waits for quiet (up to {load.most_foreign_cores:.2f} foreign "
+                   "cores; `protocol.remeasure`): their "
                    "`foreign_cores` in the CSV and MLflow say which; measure again on a quieter machine.")
     return [" ".join(out), ""]
 

@@ -130,7 +130,7 @@ def _predicted(rec: Recommendation, name: str) -> dict[str, Any]:
     bounds = e.interval()
     return {"combination": name, "measured": False, "predicted_speedup": e.point,
             "low": math.exp(bounds[0]) if bounds else None, "high": math.exp(bounds[1]) if bounds else None,
-            "log_se": e.se, "df": e.df, "noise": "model"}
+            "log_se": e.se, "df": e.df, "noise": e.noise}
 
 
 def workload(study: Study) -> dict[str, Any]:

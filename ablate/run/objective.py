@@ -42,6 +42,7 @@ from strategies import ConflictError
 
 SHARED_CPU_ENV = "ABLATE_CPU_WORKERS"  # "1" in the workers `run --workers N --device cpu` starts on one machine
 QUIET_WAIT_S = 120.0  # at most this long waiting for a busy machine to quieten before measuring again
+BUSY_PROBE_S = 1.0  # after a measurement kept disturbed, how long the next one looks for quiet before it starts
 
 
 @dataclass(kw_only=True)
@@ -63,6 +64,7 @@ class Objective:
     # CPU workers sharing this machine compete on purpose (cli warns): their load on each other is not a reason to
     # measure again.
     shared_cpu: bool = field(default_factory=lambda: os.environ.get(SHARED_CPU_ENV) == "1")
+    machine_busy: bool = False  # the last measurement was kept though other work disturbed it (`measured_quietly`)
 
     def __call__(self, trial: Trial) -> tuple[float, float]:
         combination = self.study.combination(
@@ -173,29 +175,44 @@ class Objective:
                                         on_phase=lambda doing: self.show(f"{where} · {doing}"),
                                         interpreters=self.interpreters)
 
-        return measured_quietly(attempt, limit, protocol.remeasure, lambda text: self.show(f"{where} · {text}"))
+        got = measured_quietly(attempt, limit, protocol.remeasure, lambda text: self.show(f"{where} · {text}"),
+                               busy=self.machine_busy)
+        self.machine_busy = limit is not None and got.get(metric.FOREIGN_CORES, 0.0) > limit
+        return got
 
 
 def measured_quietly(measure: Callable[[float | None], dict[str, Any]], limit: float | None, most: int,
                      show: Callable[[str], None],
-                     wait: Callable[[float, float], float] = foreign_load.wait_until_quiet) -> dict[str, Any]:
+                     wait: Callable[[float, float], bool] = foreign_load.wait_until_quiet,
+                     busy: bool = False) -> dict[str, Any]:
     """`measure(busy_limit)`'s metrics; measured again, after the machine quietens, while other work used more than
     `limit` cores during its windows - at most `most` times: a machine that never quietens still gets a measurement,
     and its `metric.FOREIGN_CORES` says so. `metric.REMEASURED` counts the attempts discarded. An attempt that will be
     discarded if busy is told `limit` as its `busy_limit`, and stops as its windows close (`StepClock.cut_short`), so
-    no training for accuracy is run only to be thrown away; the last attempt is told None, and measures to the end."""
-    repeats = 0
+    no training for accuracy is run only to be thrown away; the last attempt is told None, and measures to the end.
+    A wait that found no quiet moment in `QUIET_WAIT_S` makes the next attempt the last: a neighbour busy that long
+    would disturb the next one too, and each further attempt would cost another wait for nothing. `busy`: the last
+    measurement was kept disturbed, so this one looks for quiet for `BUSY_PROBE_S` first and, finding none, is
+    taken once: a neighbour that stays costs the study one wait, not one a measurement."""
+    repeats, quiet = 0, True
+    if busy and limit is not None:
+        quiet = wait(limit, BUSY_PROBE_S)
+        if not quiet:
+            show("the machine is still busy: measuring once, kept whatever its load")
     while True:
-        metrics = measure(limit if repeats < most else None)
-        busy = metrics.get(metric.FOREIGN_CORES)
-        if limit is None or busy is None or busy <= limit or repeats >= most:
+        last = repeats >= most or not quiet
+        metrics = measure(None if last else limit)
+        cores = metrics.get(metric.FOREIGN_CORES)
+        if limit is None or cores is None or cores <= limit or last:
             if metrics.get(metric.CUT_SHORT):
-                raise RuntimeError(f"a measurement cut short at {busy} foreign cores was kept (limit {limit})")
+                raise RuntimeError(f"a measurement cut short at {cores} foreign cores was kept (limit {limit})")
             break
         repeats += 1
-        show(f"other work used {busy:.2f} cores during its windows: measuring again ({repeats} of {most}) once the "
+        show(f"other work used {cores:.2f} cores during its windows: measuring again ({repeats} of {most}) once the "
              "machine is quiet")
-        wait(limit, QUIET_WAIT_S)
+        quiet = wait(limit, QUIET_WAIT_S)
+        if not quiet:
+            show(f"still busy after {QUIET_WAIT_S:.0f} s: this attempt is the last, kept whatever its load")
     metrics[metric.REMEASURED] = float(repeats)
     return metrics
 

@@ -130,7 +130,8 @@ class Estimate:
     phase: str  # SCREEN, RACE or FULL: which blocks
     noise: str  # "moderated" (the model's variance and its own blocks' spread combined), "own" (its own spread
     # alone: noisier than the model), "model" (by technique), "paired" (pooled, raced combinations among the
-    # sources), "baseline" (the baselines' spread within blocks only) or "none"
+    # sources), "baseline" (the baselines' spread within blocks only), "none", or MODELLED (not its own reading: the
+    # screening model's prediction, `ablate.stats.screening.factorial`)
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
         if self.se is None:
@@ -145,6 +146,7 @@ class Estimate:
         return math.exp(self.log)
 
 
+MODELLED = "screening model"  # an Estimate's noise where it is the screening model's prediction
 BASELINE_ESTIMATE = Estimate(0.0, 0.0, 0, 0, SCREEN, "paired")  # x1.00 by definition
 
 

@@ -112,8 +112,8 @@ def disturbed(load: Load | None, limit: float | None) -> bool:
 
 def wait_until_quiet(limit: float, most_s: float, probe_s: float = 1.0,
                      sleep: Callable[[float], None] = time.sleep,
-                     clock: Callable[[], float] = time.perf_counter) -> float:
-    """Wait, at most `most_s`, until a `probe_s` stretch sees at most `limit` foreign cores; the seconds waited.
+                     clock: Callable[[], float] = time.perf_counter) -> bool:
+    """Wait, at most `most_s`, until a `probe_s` stretch sees at most `limit` foreign cores; whether one did.
 
     Before a measurement is taken again: a neighbour busy for a minute would
     disturb an immediate repeat too. The probing process's own tree (the study,
@@ -124,5 +124,5 @@ def wait_until_quiet(limit: float, most_s: float, probe_s: float = 1.0,
         before = snapshot(clock())
         sleep(probe_s)
         if not disturbed(between(before, snapshot(clock())), limit):
-            break
-    return clock() - began
+            return True
+    return False

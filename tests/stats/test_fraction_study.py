@@ -209,7 +209,7 @@ def test_a_combination_never_measured_is_named_with_its_prediction_said_to_be_on
                                        lambda r: ("", ""))
     assert entries is not None
     predicted, bare = entries["not_raced"]
-    assert predicted["combination"] == c and predicted["measured"] is False and predicted["noise"] == "model"
+    assert predicted["combination"] == c and predicted["measured"] is False and predicted["noise"] == MODELLED
     assert predicted["predicted_speedup"] == pytest.approx(math.exp(e.log))
     assert predicted["low"] < predicted["predicted_speedup"] < predicted["high"]
     assert bare == {"combination": "unknown"}

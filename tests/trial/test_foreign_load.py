@@ -80,9 +80,10 @@ def test_waiting_for_a_quiet_machine_stops_at_the_first_quiet_probe_or_at_its_li
     def sleep(s: float) -> None:
         now[0] += s
     clock = lambda: now[0]  # noqa: E731 - a fake clock the fake sleep advances
-    assert foreign_load.wait_until_quiet(limit=1e9, most_s=60.0, sleep=sleep, clock=clock) == 1.0  # quiet: one probe
-    never_quiet = foreign_load.wait_until_quiet(limit=-1.0, most_s=5.0, sleep=sleep, clock=clock)
-    assert never_quiet == 5.0  # never quiet: the limit
+    assert foreign_load.wait_until_quiet(limit=1e9, most_s=60.0, sleep=sleep, clock=clock)  # quiet: one probe
+    assert now[0] == 1.0
+    assert not foreign_load.wait_until_quiet(limit=-1.0, most_s=5.0, sleep=sleep, clock=clock)
+    assert now[0] == 6.0  # never quiet: the limit
     disturbed, Load = foreign_load.disturbed, foreign_load.Load
     assert not disturbed(None, 0.25) and not disturbed(Load(3.0, 0.0), None)
     assert disturbed(Load(0.3, 0.0), 0.25) and not disturbed(Load(0.2, 0.0), 0.25)

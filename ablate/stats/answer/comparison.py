@@ -112,7 +112,7 @@ class Comparison:
 @dataclass(frozen=True)
 class MachineLoad:
     """What the load guard (`ablate.trial.foreign_load`) did over a device's measurements: those taken again
-    because other work ran beside their timed windows, and those kept though still disturbed (the repeats ran out),
+    because other work ran beside their timed windows, and those kept though still disturbed (the machine stayed busy),
     judged by the `foreign_load_limit` of the protocol the run followed."""
 
     limit: float | None  # foreign cores; None: the guard never measured again

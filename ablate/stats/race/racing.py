@@ -74,6 +74,7 @@ from ablate.stats.protocol import (
     CONFIRM,
     FULL,
     MIN_RACE_BLOCKS,
+    MODELLED,
     RACE,
     SCREEN,
     Estimate,
@@ -182,14 +183,13 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     fitted = variance.fit(noise_sources(measurements, baseline, techniques))
     model = (lambda c: (fitted.variance(techniques(c)), fitted.df_for(techniques(c)))) if fitted else None
     values, screened = _values(measurements, RACE), _values(measurements, SCREEN)
-    blocks = sorted({b for by in values.values() for b in by})
-    n_race = len(blocks)
+    n_race = len(blocks := sorted({b for by in values.values() for b in by}))
     if not est:
         return Race(None, (), n_race, None, "no combination within the accuracy tolerance was measured")
     if not protocol.racing:
         return _unraced(measurements, baseline, est, protocol, screen)
     measured = {m.combination for m in measurements}
-    predicted = {c: Estimate(p.log, p.se, p.df, 0, SCREEN, "model")  # no block of its own; the model's noise
+    predicted = {c: Estimate(p.log, p.se, p.df, 0, SCREEN, MODELLED)  # no block of its own; the model's noise
                  for c, p in (screen.predictions.items() if screen else ())
                  if c in eligible and c != baseline and c not in measured}
     # Screening's word on each (module docstring, "Challengers"): the model's prediction, else its own estimate.

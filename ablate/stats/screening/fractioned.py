@@ -22,12 +22,10 @@ from ablate.config.choices import (
     grid,
 )
 from ablate.config.study import Study
-from ablate.stats.protocol import SCREEN, Estimate, Measurement
+from ablate.stats.protocol import MODELLED, SCREEN, Estimate, Measurement
 from ablate.stats.screening import factorial, fraction
 from ablate.stats.screening.fraction import Fraction
 from ablate.store.records import Record, State
-
-MODELLED = "screening model"  # an Estimate's noise: the screening model's prediction (`Fractioned.read_once`)
 
 
 @dataclass(frozen=True)
