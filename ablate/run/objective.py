@@ -177,7 +177,7 @@ class Objective:
 
         got = measured_quietly(attempt, limit, protocol.remeasure, lambda text: self.show(f"{where} · {text}"),
                                busy=self.machine_busy)
-        self.machine_busy = limit is not None and got.get(metric.FOREIGN_CORES, 0.0) > limit
+        self.machine_busy = foreign_load.too_busy(got.get(metric.FOREIGN_CORES), limit)
         return got
 
 
@@ -203,10 +203,11 @@ def measured_quietly(measure: Callable[[float | None], dict[str, Any]], limit: f
         last = repeats >= most or not quiet
         metrics = measure(None if last else limit)
         cores = metrics.get(metric.FOREIGN_CORES)
-        if limit is None or cores is None or cores <= limit or last:
+        if last or not foreign_load.too_busy(cores, limit):
             if metrics.get(metric.CUT_SHORT):
                 raise RuntimeError(f"a measurement cut short at {cores} foreign cores was kept (limit {limit})")
             break
+        assert limit is not None  # too busy is over a limit
         repeats += 1
         show(f"other work used {cores:.2f} cores during its windows: measuring again ({repeats} of {most}) once the "
              "machine is quiet")

@@ -105,9 +105,14 @@ def _tree_ticks(proc: Path, root: int) -> int:
     return sum(ticks.get(pid, 0) for pid in tree)
 
 
+def too_busy(cores: float | None, limit: float | None) -> bool:
+    """Whether `cores` of other work exceed `limit` (never, where the load was not read or there is no limit)."""
+    return limit is not None and cores is not None and cores > limit
+
+
 def disturbed(load: Load | None, limit: float | None) -> bool:
     """Whether other work used more than `limit` cores on average (never, where the load could not be read)."""
-    return limit is not None and load is not None and load.foreign_cores > limit
+    return too_busy(load.foreign_cores if load else None, limit)
 
 
 def wait_until_quiet(limit: float, most_s: float, probe_s: float = 1.0,

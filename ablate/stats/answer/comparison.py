@@ -37,6 +37,7 @@ from ablate.stats.screening import fractioned
 from ablate.stats.speedups import Interval, Speedup, energy_ratios, protocol_measurements, speedups
 from ablate.store.records import Record, baseline, by_device
 from ablate.store.study_record import StudyRecord
+from ablate.trial import foreign_load
 from ablate.trial import metrics as metric
 
 
@@ -137,7 +138,7 @@ def machine_load(records: list[Record], limit: float | None) -> MachineLoad:
     kept = [m.metrics for r in records for m in r.measurements if m.metrics.get(metric.FOREIGN_CORES) is not None]
     cores = [float(k[metric.FOREIGN_CORES]) for k in kept]
     return MachineLoad(limit, len(kept), int(sum(k.get(metric.REMEASURED, 0.0) for k in kept)),
-                       sum(limit is not None and c > limit for c in cores), max(cores, default=None))
+                       sum(foreign_load.too_busy(c, limit) for c in cores), max(cores, default=None))
 
 
 @dataclass(frozen=True)
