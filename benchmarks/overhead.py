@@ -4,11 +4,15 @@ Method: the two loops train identical copies of mnist_cnn on the same
 pre-made batches (in memory, so the DataLoader is not part of the comparison).
 "ablate" is `ablate.trial.loop.train` - the Stack hooks plus the StepClock that
 measures every trial - and "hand" is the step a tutorial writes, with the
-same techniques hard-coded. Each block is 40 steps timed with
-`torch.utils.benchmark.Timer` (which synchronises CUDA); blocks alternate
+same techniques hard-coded. Each loop is timed over blocks of N and N/2 steps
+with `torch.utils.benchmark.Timer` (which synchronises CUDA); blocks alternate
 ablate/hand, with the first of each pair swapped every pair to cancel drift,
-after one untimed warm-up block each. Reported: the median of the per-pair
-ratios ablate/hand and their range.
+after one untimed warm-up block each. A step's cost is the difference of the
+two blocks over N/2 steps, so what a block pays once - the StepClock's set-up,
+its synchronisations at the first steps and at the window's edges, which a
+trial pays outside its timed windows - cancels; that once-a-block cost is shown
+apart. Reported: the median of the per-pair ratios of the step costs,
+ablate/hand, and their range.
 """
 from __future__ import annotations
 
@@ -50,8 +54,9 @@ VARIANTS = (
 class Overhead:
     variant: str
     ratios: list[float]  # ablate / hand, one per pair
-    ablate_step_ms: float  # medians
+    ablate_step_ms: float  # medians of a step's cost (the blocks' difference over their difference in steps)
     hand_step_ms: float
+    once_ms: float = 0.0  # what an ablate block pays once beyond the hand block's once-a-block cost, median
 
     @property
     def median(self) -> float:
@@ -95,19 +100,29 @@ def _hand_block(variant: Variant, model: torch.nn.Module, device: torch.device, 
 
 
 def measure(device: torch.device, pairs: int = 7, steps: int = 40) -> list[Overhead]:
+    """Every variant's overhead, from `pairs` pairs of blocks of `steps` and `steps // 2` steps per loop."""
+    short = steps // 2
+    if short < 1:
+        raise ValueError(f"overhead: blocks of {steps} steps cannot be halved; use --steps 2 or more")
     out = []
     batches = _batches(steps, device)
     for variant in VARIANTS:
         model = MODELS["mnist_cnn"]().to(device)
-        blocks = {"ablate": _ablate_block(variant, copy.deepcopy(model), device, batches),
-                  "hand": _hand_block(variant, copy.deepcopy(model), device, batches)}
-        for block in blocks.values():
-            block()  # warm-up: allocator, autograd and oneDNN/cuDNN caches
-        times: dict[str, list[float]] = {"ablate": [], "hand": []}
+        models = {"ablate": copy.deepcopy(model), "hand": copy.deepcopy(model)}
+        build = {"ablate": _ablate_block, "hand": _hand_block}
+        blocks = {(name, n): build[name](variant, models[name], device, batches[:n])
+                  for name in models for n in (steps, short)}
+        for name in models:
+            blocks[(name, steps)]()  # warm-up: allocator, autograd and oneDNN/cuDNN caches
+        times: dict[tuple[str, int], list[float]] = {key: [] for key in blocks}
         for pair in range(pairs):
             for name in (("ablate", "hand") if pair % 2 == 0 else ("hand", "ablate")):
-                times[name].append(Timer("block()", globals={"block": blocks[name]}).timeit(1).mean)
-        ratios = [a / h for a, h in zip(times["ablate"], times["hand"])]
-        out.append(Overhead(variant.name, ratios, 1000 * statistics.median(times["ablate"]) / steps,
-                            1000 * statistics.median(times["hand"]) / steps))
+                for n in (steps, short):
+                    times[(name, n)].append(Timer("block()", globals={"block": blocks[(name, n)]}).timeit(1).mean)
+        step = {name: [(long - half) / (steps - short)
+                       for long, half in zip(times[(name, steps)], times[(name, short)])] for name in models}
+        once = {name: [half - short * s for half, s in zip(times[(name, short)], step[name])] for name in models}
+        out.append(Overhead(variant.name, [a / h for a, h in zip(step["ablate"], step["hand"])],
+                            1000 * statistics.median(step["ablate"]), 1000 * statistics.median(step["hand"]),
+                            1000 * statistics.median(a - h for a, h in zip(once["ablate"], once["hand"]))))
     return out
