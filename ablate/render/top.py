@@ -74,8 +74,10 @@ def _sure(rec: Recommendation, s: Speedup | None) -> str:
                     f"{100 * rec.margin:g}% of its speed and simpler.")
     others = [m.combination for m in rec.members if m is not rec.pick and m is not rec.leader]
     if others:
-        said.append(f"The race could not tell it apart from {', '.join(others)}; any of them is as good a choice "
-                    "as far as this study can say.")
+        # Not told apart is not shown as fast: with few blocks the race separates little, and a stack this study
+        # shows far slower (the baseline, beside a range above x1.00) can be among them.
+        said.append(f"The race could not tell it apart from {', '.join(others)}: not shown slower, and not shown "
+                    "as fast.")
     elif len(rec.members) == 1:
         said.append("The race told it apart from every other stack it raced.")
     return " ".join(said) or "one measurement block; no range."
