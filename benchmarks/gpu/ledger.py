@@ -33,7 +33,10 @@ LEDGER = HERE / "ledger.yaml"
 RUNS = HERE / "runs"  # the compact exports of each step's records, per device kind
 OUTCOMES = ("passed", "failed", "stopped")
 COMMANDS = ("pytest", "bench", "study", "repro")
-MAX_PLANNED_S = 180  # a step lasts at most about 3 minutes, so a stopped lease still lands its finished steps
+MAX_PLANNED_S = 210  # a step lasts at most about 3.5 minutes, so a stopped lease still lands its finished steps
+# ... except a study whose whole table must be measured in one command (`alone`): it takes a command of its own,
+# up to the steps' budget at the planned set-up (`benchmarks.gpu.steps.PLANNED_STEPS_S`).
+MAX_ALONE_S = 470
 HEADROOM = 1.25
 CORRECTION = (0.6, 3.0)
 HEADER = """\
@@ -69,6 +72,7 @@ class LedgerStep:
     planned_s: int
     study: str | None = None  # a study file, relative to the repository's root
     args: list[str] = field(default_factory=list)
+    alone: bool = False  # its whole table in one command: planned above MAX_PLANNED_S, with no other step beside it
     runs: dict[str, Run] = field(default_factory=dict)  # device kind -> its last run
 
 
@@ -93,7 +97,7 @@ def load(path: Path | None = None) -> list[LedgerStep]:
 
 def save(steps: list[LedgerStep], path: Path | None = None) -> None:
     def entry(step: LedgerStep) -> dict[str, Any]:
-        data = {k: v for k, v in vars(step).items() if k != "runs" and v not in (None, [])}
+        data = {k: v for k, v in vars(step).items() if k != "runs" and v is not False and v not in (None, [])}
         data["runs"] = {kind: {k: v for k, v in vars(run).items() if v is not None} for kind, run in step.runs.items()}
         return data
 
@@ -172,6 +176,9 @@ def estimate(step: LedgerStep, kind: str, overrun: float = 1.0) -> float:
     if not timed:
         return step.planned_s * max(1.0, overrun)
     low, high = CORRECTION
+    # A stopped run's duration is its limit, not its price: the step needs at least its planned figure again.
+    if timed[-1].outcome == "stopped":
+        low = max(low, 1.0)
     return min(max(timed[-1].actual_s * HEADROOM, low * step.planned_s), high * step.planned_s)  # type: ignore[operator]
 
 
@@ -195,7 +202,7 @@ def plan(steps: list[LedgerStep], kind: str, hashes: dict[str, str], torch: str,
          budget_s: float) -> list[Planned]:
     """The steps to run in one command of `budget_s` seconds of steps on `kind`: those never run (or stopped, or
     failed and changed since) in the ledger's order of value, then the stale ones, each taken if its estimate still
-    fits; a first step larger than the whole budget is taken alone (its limit holds it)."""
+    fits; a first step larger than the whole budget, or one marked `alone`, is taken alone (its limit holds it)."""
     overrun = _overrun(steps)
     tiers: list[list[Planned]] = [[], []]
     for step in steps:
@@ -203,9 +210,11 @@ def plan(steps: list[LedgerStep], kind: str, hashes: dict[str, str], torch: str,
             tiers[found[0]].append(Planned(step, found[1], estimate(step, kind, overrun)))
     chosen: list[Planned] = []
     for candidate in tiers[0] + tiers[1]:
+        if candidate.step.alone and chosen:
+            continue
         if sum(p.estimate_s for p in chosen) + candidate.estimate_s <= budget_s or not chosen:
             chosen.append(candidate)
-            if candidate.estimate_s > budget_s:
+            if candidate.estimate_s > budget_s or candidate.step.alone:
                 break
     return chosen
 

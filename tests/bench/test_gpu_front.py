@@ -15,11 +15,12 @@ def _lease(kind: str, title: str, body: str) -> str:
 
 
 def _ledger(tmp_path: Path, results: Path, figures: dict[str, str]) -> Path:
-    """A copy of the ledger whose H200 runs point at `figures[step]`'s heading in `results`."""
+    """A copy of the ledger whose H200 runs of the steps `figures` names point at `figures[step]`'s heading in
+    `results`; the other steps' runs are left out."""
     raw = yaml.safe_load(ledger.LEDGER.read_text())
-    for step in raw["steps"]:
-        for run in (step.get("runs") or {}).values():
-            run["figures"] = f"{results}#{ledger.anchor(figures[step['name']])}"
+    for step in raw["steps"]:  # only the steps named keep their runs
+        step["runs"] = {kind: {**run, "figures": f"{results}#{ledger.anchor(figures[step['name']])}"}
+                        for kind, run in (step.get("runs") or {}).items() if step["name"] in figures}
     path = tmp_path / "ledger.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -73,3 +74,36 @@ def test_the_gpu_make_bench_section_is_linked_from_the_front_page(tmp_path):
     front.refresh(results, ledger.LEDGER)
     table = section_pattern(front.FRONT).search(results.read_text())
     assert table and "[make bench on CUDA: NVIDIA H100](#make-bench-on-cuda-nvidia-h100)" in table.group(0)
+
+
+def _tarball(tmp_path: Path, name: str, lease: str, cuda: str) -> Path:
+    """A `make gpu` tarball whose scratch folder holds the lease's section and a bench step's cuda section."""
+    import tarfile
+
+    scratch = tmp_path / name / "scratch"
+    (scratch / "results" / "gpu-noise").mkdir(parents=True)
+    (scratch / "section.md").write_text(_lease(lease, f"Lease {lease}", "steps") + "\n")
+    (scratch / "results" / "gpu-noise" / "RESULTS.md").write_text(f"# R\n\n{cuda}\n")
+    path = tmp_path / f"{name}.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(scratch, arcname="scratch")
+    return path
+
+
+def test_a_rerun_bringing_the_same_bench_section_back_retires_nothing(tmp_path):
+    from benchmarks.gpu.bundle import merge
+
+    results, ledger_path = tmp_path / "RESULTS.md", tmp_path / "ledger.yaml"
+    results.write_text("# Benchmark records\n\nkept\n")
+    ledger_path.write_text(ledger.LEDGER.read_text())
+    first = _lease("cuda", "`make bench` on CUDA: NVIDIA H200", "first bench")
+    # A rerun on the warm machine reuses the lease's scratch folder, so its tarball holds the first bench's section.
+    for name, lease in (("one", "gpu-a"), ("rerun", "gpu-b")):
+        merge(_tarball(tmp_path, name, lease, first), results, tmp_path / "unpacked", ledger_path, tmp_path / "runs")
+    history = front.history(results)
+    assert "first bench" not in (history.read_text() if history.exists() else "")
+    assert results.read_text().count("first bench") == 1
+    # Power: a later lease's different bench section does move the first to the history.
+    second = _lease("cuda", "`make bench` on CUDA: NVIDIA H200", "second bench")
+    merge(_tarball(tmp_path, "later", "gpu-c", second), results, tmp_path / "unpacked", ledger_path, tmp_path / "runs")
+    assert "first bench" in history.read_text() and "second bench" in results.read_text()
