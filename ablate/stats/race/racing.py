@@ -57,9 +57,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from dataclasses import dataclass
-from typing import AbstractSet, Callable, Container, Generic, Iterable, Mapping, Sequence, TypedDict
+from typing import AbstractSet, Callable, Container, Generic, Mapping, Sequence, TypedDict
 
 from ablate.stats import variance
 from ablate.stats.contrasts import (
@@ -86,6 +85,7 @@ from ablate.stats.protocol import (
     noise_sources,
 )
 from ablate.stats.race import equivalence, opening
+from ablate.stats.race.blocks import by_block, differences, from_baseline, relative
 from ablate.stats.race.levels import two_levels
 from ablate.stats.screening import factorial
 from ablate.words import count
@@ -125,22 +125,6 @@ class _Standing(TypedDict, Generic[Key]):
     predicted: Mapping[Key, Estimate]
 
 
-def _values(measurements: Iterable[Measurement[Key]], phase: str) -> dict[Key, dict[int, float]]:
-    """combination -> block -> its mean log throughput there, over the blocks of `phase`."""
-    acc: dict[Key, dict[int, list[float]]] = {}
-    for m in measurements:
-        if m.phase == phase:
-            acc.setdefault(m.combination, {}).setdefault(m.block, []).append(m.log_throughput)
-    return {c: {b: statistics.fmean(v) for b, v in by.items()} for c, by in acc.items()}
-
-
-def _relative(values: dict[Key, dict[int, float]], c: Key, baseline: Key, blocks: Sequence[int]) -> float | None:
-    """c's mean paired difference from the baseline over `blocks` (race-only estimate)."""
-    base, mine = values.get(baseline, {}), values.get(c, {})
-    ds = [mine[b] - base[b] for b in blocks if b in mine and b in base]
-    return statistics.fmean(ds) if ds else None
-
-
 def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], blocks: Sequence[int], alpha: float,
           model: Callable[[Key], tuple[float, int]] | None = None,
           screened: dict[Key, dict[int, float]] | None = None,
@@ -150,20 +134,14 @@ def _look(values: dict[Key, dict[int, float]], baseline: Key, field: list[Key], 
     `model`: a combination's process variance from the variance model, with its degrees of freedom."""
     shown = {c: values.get(c, {}) for c in field}
     shown = {c: {b: v for b, v in by.items() if b in blocks} for c, by in shown.items()}
-    rel = {c: _relative(values, c, baseline, blocks) for c in field}
+    rel = {c: relative(values, c, baseline, blocks) for c in field}
     ranked = {c: -math.inf if r is None else r for c, r in rel.items()}
     leader = max(sorted(field, key=str), key=lambda c: ranked[c])
     found = judged([paired(shown[leader], shown[c], c,
                            variance.of_difference(model(leader), model(c)) if model else None,
-                           _differences(screened or {}, leader, c), guarded)
+                           differences(screened or {}, leader, c), guarded)
                     for c in sorted(field, key=str) if c != leader], alpha, len(field))
     return leader, found, {c.other for c in found if c.apart}
-
-
-def _differences(values: dict[Key, dict[int, float]], a: Key, b: Key) -> list[float]:
-    """a's value less b's in every block of `values` that measured both."""
-    mine, theirs = values.get(a, {}), values.get(b, {})
-    return [mine[k] - theirs[k] for k in sorted(set(mine) & set(theirs))]
 
 
 def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: AbstractSet[Key],
@@ -182,7 +160,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
     est = {c: e for c, e in estimates(measurements, baseline, techniques).items() if c in eligible}
     fitted = variance.fit(noise_sources(measurements, baseline, techniques))
     model = (lambda c: (fitted.variance(techniques(c)), fitted.df_for(techniques(c)))) if fitted else None
-    values, screened = _values(measurements, RACE), _values(measurements, SCREEN)
+    values, screened = by_block(measurements, RACE), by_block(measurements, SCREEN)
     n_race = len(blocks := sorted({b for by in values.values() for b in by}))
     if not est:
         return Race(None, (), n_race, None, "no combination within the accuracy tolerance was measured")
@@ -202,7 +180,7 @@ def race(measurements: Sequence[Measurement[Key]], baseline: Key, eligible: Abst
             return Race(baseline, (), 0, None, "no combination could still beat the baseline", predicted=predicted)
         return Race(opened[0], tuple(opened[1:]), 0, tuple(members), "racing", predicted=predicted)
     leader, contrasts, out, field, last = _replay(values, blocks, baseline, eligible, est, protocol, model, screened)
-    rel = {c: _relative(values, c, baseline, blocks) for c in field}
+    rel = {c: relative(values, c, baseline, blocks) for c in field}
     ranked = {c: r if r is not None else -math.inf for c, r in rel.items()}
     survivors = sorted((c for c in field if c != leader and c not in out), key=lambda c: (-ranked[c], str(c)))
     leader_rel = rel[leader]
@@ -332,39 +310,10 @@ def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key],
     members = tuple(dict.fromkeys(c for c in (leader, simplest([leader, *standing["contenders"]], techniques))
                                   if c != baseline))
     nxt = members if members and done < protocol.confirm_blocks else None
-    differences = _from_baseline(measurements, baseline)
+    differences = from_baseline(measurements, baseline)
     raced = [c for c in (leader, *standing["contenders"], *standing["eliminated"]) if c != baseline]
     return Race(**standing, next_block=nxt, why=why, phase=CONFIRM, pending=tuple(pending), confirm_blocks=done,
                 not_raced=not_raced, two_level=tuple(c for c in raced if two_levels(differences.get(c, []))))
-
-
-def _from_baseline(measurements: Sequence[Measurement[Key]], baseline: Key) -> dict[Key, list[float]]:
-    """combination -> its per-block paired differences from the block's baselines (their mean), over every block it
-    shared with one: screening, race and confirmation."""
-    out: dict[Key, list[float]] = {}
-    for phase in (SCREEN, RACE, CONFIRM):
-        values = _values(measurements, phase)
-        base = values.get(baseline, {})
-        for c, mine in values.items():
-            out.setdefault(c, []).extend(mine[b] - base[b] for b in sorted(mine) if b in base)
-    return out
-
-
-def confirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: Key, others: Sequence[Key],
-              techniques: Callable[[Key], frozenset] | None = None) -> dict[Key, Contrast[Key]]:
-    """The leader against each of `others` over the confirmation blocks both ran in (the baseline runs in every
-    one), paired as the race pairs, with the variance model's variance: blocks no selection saw. Only those
-    with two shared confirmation blocks or more (so a standard error)."""
-    techniques = techniques or default_techniques(baseline)
-    values = _values(measurements, CONFIRM)
-    if leader not in values:
-        return {}
-    fitted = variance.fit(noise_sources(measurements, baseline, techniques))
-    model = (lambda c: (fitted.variance(techniques(c)), fitted.df_for(techniques(c)))) if fitted else None
-    found = {c: paired(values[leader], values.get(c, {}), c,
-                       variance.of_difference(model(leader), model(c)) if model else None)
-             for c in others if c != leader}
-    return {c: k for c, k in found.items() if k.se is not None}
 
 
 def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],
@@ -374,7 +323,7 @@ def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[
     (the largest single estimate is mostly the luckiest: tests/stats/test_factorial.py), else the estimates' leader."""
     leader = max(sorted(est, key=str), key=lambda c: est[c].log)
     if protocol.full_blocks:
-        values = _values(measurements, FULL)
+        values = by_block(measurements, FULL)
         blocks = sorted({b for by in values.values() for b in by})
         field = [c for c in est if c in values]
         leader, contrasts, out = _look(values, baseline, field, blocks, ALPHA)  # own spreads: every block shared

@@ -14,7 +14,7 @@ from typing import Sequence
 from ablate.config.choices import BASELINE, techniques
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.protocol import CONFIRM, RACE, Measurement
-from ablate.stats.race import equivalence, racing
+from ablate.stats.race import confirmation, equivalence
 from ablate.stats.race.equivalence import Equivalence
 
 
@@ -38,7 +38,7 @@ def equivalent(measurements: list[Measurement[str]], leader: str, members: list[
     simpler = [c for c in members if techniques(c) < techniques(leader)]
     if not simpler:
         return {}
-    fresh = racing.confirmed(measurements, BASELINE, leader, simpler)
+    fresh = confirmation.confirmed(measurements, BASELINE, leader, simpler)
     found = {c: (fresh[c], CONFIRM) if c in fresh else (contrasts[c], RACE)
              for c in simpler if c in fresh or (c in contrasts and contrasts[c].se is not None)}
     return equivalence_tests(found, margin)
