@@ -213,5 +213,6 @@ def test_docs_gpu_md_says_the_lease_and_the_ledger_as_the_code_does():
         assert re.search(rf"\| {re.escape(what)} \| {seconds} s \|", text), what
     assert f"--budget-s $(({COMMAND_END_S} - SECONDS))" in text
     assert f"{SETUP_PLANNED_S} + {PLANNED_STEPS_S} + {END_RESERVE_S} = {COMMAND_END_S} s" in text
-    named = re.findall(r"^\| \d+ \| `([\w-]+)` \|", text, re.M)
-    assert named == list(STEPS)  # the order of value, as the ledger holds it
+    named = re.findall(r"^\| \d+ \| `([\w-]+)` \| (\d+) s \|", text, re.M)
+    assert [n for n, _ in named] == list(STEPS)  # the order of value, as the ledger holds it
+    assert {n: float(s) for n, s in named} == {n: step.limit_s for n, step in STEPS.items()}  # as planned there
