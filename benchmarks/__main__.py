@@ -24,6 +24,14 @@ PROFILING, GRID = "### 4. The profiling window", "### 5. Full mnist_cnn grid"
 TARGET_NOISE_PCT = {"cpu": 5.0, "cuda": 2.0}
 
 
+def _halvable(text: str) -> int:
+    """--steps: the overhead's longer block, which must leave a shorter one of at least a step."""
+    steps = int(text)
+    if steps < 2:
+        raise argparse.ArgumentTypeError(f"{steps}: the overhead needs blocks of 2 steps or more")
+    return steps
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=default_device())
@@ -34,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
                              "0 skips them)")
     parser.add_argument("--no-grid", action="store_true",
                         help="skip the full mnist_cnn grid (about 13 min on 2 CPU cores)")
-    parser.add_argument("--steps", type=int, default=40,
+    parser.add_argument("--steps", type=_halvable, default=40,
                         help="training steps in the longer overhead block; the shorter has half (default: %(default)s)")
     parser.add_argument("--study", default="mnist_cnn",
                         help="the study whose baseline trials time start-up, noise and the profiling window (default: "

@@ -201,3 +201,12 @@ def test_the_warm_up_check_names_a_combination_by_its_options_and_refuses_a_wron
     for wrong in ("graph=7", "nothing=1", "graph"):
         with pytest.raises(SystemExit, match="--choose"):
             chosen(study, [wrong])
+
+
+def test_overhead_blocks_too_short_to_halve_are_one_line_and_exit_2(tmp_path, capsys):
+    from benchmarks.__main__ import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--steps", "1", "--output", str(tmp_path / "RESULTS.md")])
+    assert stopped.value.code == 2 and "2 steps or more" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
