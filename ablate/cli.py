@@ -121,6 +121,9 @@ def _measure(args: argparse.Namespace, cleared: Cleared, runner: Runner) -> Outc
         return runner.run()
     except Interrupted as stopped:
         print(message(f"ablate: {stopped}"), file=sys.stderr)
+        if _answer_settled(runner):
+            print(message(f"ablate: the answer was settled before the stop (only the table pass was left): "
+                          f"ablate report {args.study}{_stored_options(args)} gives it"), file=sys.stderr)
         _warn_offline(runner.tracker, args)
         return 130  # the shell's status for a run stopped by Ctrl-C
 
@@ -173,12 +176,29 @@ def _warn_offline(tracker: Tracker, args: argparse.Namespace, logged_late: int =
             print(message(f"MLflow at {tracker.uri} was unreachable {tracker.outages} time(s) during the run; the "
                           f"{logged_late} measurements it missed were logged when it answered again"))
         return
-    options = [f"--search {args.search}", f"--device {args.device}"]
+    print(message(f"ablate: warning: MLflow at {tracker.uri} was unreachable ({tracker.offline_reason}); the results "
+                  f"are in the Optuna storage; when MLflow is back, log them with: ablate sync {args.study}"
+                  f"{_stored_options(args, every=True)}"), file=sys.stderr)
+
+
+def _stored_options(args: argparse.Namespace, every: bool = False) -> str:
+    """The options that find this run's stored study again (`ablate report`, `ablate sync`); `every`: its search and
+    device also where they are the defaults."""
+    from ablate.trial.machine import default_device
+
+    options = [f"--search {args.search}"] if every or args.search != "grid" else []
+    options += [f"--device {args.device}"] if every or args.device != default_device() else []
     options += [f"--storage {args.storage}"] if args.storage else []
     options += [f"--results {args.results}"] if args.results != RESULTS_DIR else []
-    print(message(f"ablate: warning: MLflow at {tracker.uri} was unreachable ({tracker.offline_reason}); the results "
-                  f"are in the Optuna storage; when MLflow is back, log them with: ablate sync {args.study} "
-                  f"{' '.join(options)}"), file=sys.stderr)
+    return "".join(f" {o}" for o in options)
+
+
+def _answer_settled(runner: Runner) -> bool:
+    """The table pass was queued, so the answer it follows was done (`ablate.stats.race.finalists.table`)."""
+    from ablate.config.design import TABLE
+    from ablate.store import records
+
+    return any(records.from_trial(t).phase == TABLE for t in runner.optuna_study.get_trials(deepcopy=False))
 
 
 def _report(args: argparse.Namespace) -> int:

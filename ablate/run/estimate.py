@@ -49,6 +49,7 @@ from ablate.stats.planner import Planner
 from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE, TRAININGS
 from ablate.store.records import Record, State
 from ablate.trial import metrics as metric
+from ablate.words import count
 
 FEW = 3  # measurements timed before minutes are said: the first pays a cold start and a cold compile cache
 
@@ -99,6 +100,14 @@ class Plan:
         """What the range leaves out, for `ablate run --explain`."""
         return (f"a leader put out on its accuracy races again: up to {self.new_round} more measurements"
                 if self.new_round else None)
+
+
+def table_pass(groups: int) -> str:
+    """Said once, as the table pass is queued: the answer is done before it (`finalists.table`), so a user who
+    wants only the answer may stop here and keep it."""
+    return (f"the answer is settled (its race, confirmation and accuracy seeds are done); the table pass now trains "
+            f"{count(groups, 'more accuracy group')} once, so that every row has an accuracy. Ctrl-C keeps the "
+            "answer (`ablate report` gives it); --quick skips this pass")
 
 
 def plan(planner: Planner, search: str) -> Plan:

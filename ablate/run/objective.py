@@ -61,6 +61,7 @@ class Objective:
     interpreters: Interpreters  # trial interpreters started ahead (ablate.trial.interpreters)
     poll: Callable[[], None]  # while waiting for other workers' trials: fail the stale ones (Recovery.stale)
     show: Callable[[str], None]  # what it is doing, after the progress bar
+    say: Callable[[str], None]  # a line above the progress bar, kept in the scrollback
     # CPU workers sharing this machine compete on purpose (cli warns): their load on each other is not a reason to
     # measure again.
     shared_cpu: bool = field(default_factory=lambda: os.environ.get(SHARED_CPU_ENV) == "1")
@@ -175,8 +176,11 @@ class Objective:
                                         on_phase=lambda doing: self.show(f"{where} · {doing}"),
                                         interpreters=self.interpreters)
 
-        got = measured_quietly(attempt, limit, protocol.remeasure, lambda text: self.show(f"{where} · {text}"),
-                               busy=self.machine_busy)
+        def told(text: str) -> None:  # a measurement taken again or kept disturbed: a line, not only the bar's end
+            self.say(f"{where}: {text}")
+            self.show(f"{where} · {text}")
+
+        got = measured_quietly(attempt, limit, protocol.remeasure, told, busy=self.machine_busy)
         self.machine_busy = foreign_load.too_busy(got.get(metric.FOREIGN_CORES), limit)
         return got
 

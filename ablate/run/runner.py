@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from ablate.config.choices import accuracy_group, levels_of, targets_of
-from ablate.config.design import ProtocolSettings
+from ablate.config.design import TABLE, ProtocolSettings
 from ablate.config.schema import Study
 from ablate.render import report, terminal
 from ablate.render.diagnosis import run_start
@@ -111,7 +111,7 @@ class Runner:
         self.objective = Objective(
             study=study, machine=machine, search=search, optuna_study=self.optuna_study, planner=self.planner,
             tracker=self.tracker, parent=self.parent, seeds=self.seeds, results_dir=results_dir,
-            interpreters=self.interpreters, poll=self.recovery.stale, show=self._show)
+            interpreters=self.interpreters, poll=self.recovery.stale, show=self._show, say=self._say)
         self.lines = ProgressLines(study.throughput_unit)
         self.signals = DeferredInterrupts()
         self.ran = 0
@@ -303,6 +303,8 @@ class Runner:
         standing, planned = self.planner.plan(self._stored())
         if standing is not None:
             study_record.set_race(self.optuna_study, standing)
+        if planned and planned[0].slot.phase == TABLE:  # queued at once, once the answer is done
+            self._say(estimate.table_pass(len(planned)))
         return self._queue(planned) if planned else "done"
 
     def _stored(self) -> list[records.Record]:

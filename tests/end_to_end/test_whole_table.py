@@ -13,6 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ablate.cli import main
+from ablate.run.runner import Runner
 from ablate.store import records
 
 STUDY = """\
@@ -43,11 +44,31 @@ accuracy_tolerance: 100.0   # no group is ever out: one round, so the answer tra
 
 
 @pytest.mark.slow
-def test_every_group_left_by_the_answer_trains_once_after_it_and_every_row_has_its_accuracy(tmp_path: Path, mnist):
+def test_every_group_left_by_the_answer_trains_once_after_it_and_every_row_has_its_accuracy(
+        tmp_path: Path, mnist, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     study = tmp_path / "whole_table.yaml"
     study.write_text(STUDY)
     results = tmp_path / "results"
-    assert main(["run", str(study), "--device", "cpu", "--results", str(results)]) == 0
+    run = ["run", str(study), "--device", "cpu", "--results", str(results)]
+    # Stopped as the table pass is queued (Ctrl-C's KeyboardInterrupt), then resumed to its end.
+    queue = Runner._queue
+
+    def stop_at_the_table(runner: Runner, planned: list) -> str:
+        step = queue(runner, planned)
+        if planned[0].slot.phase == "table":
+            raise KeyboardInterrupt
+        return step
+
+    monkeypatch.setattr(Runner, "_queue", stop_at_the_table)
+    assert main(run) == 130
+    said = capsys.readouterr()
+    assert "the answer is settled (its race, confirmation and accuracy seeds are done); the table pass now trains" \
+        in " ".join((said.out + said.err).split())
+    stopped = " ".join(said.err.split())
+    assert f"the answer was settled before the stop (only the table pass was left): ablate report {study} " in stopped
+    assert f" --results {results} gives it" in stopped
+    monkeypatch.setattr(Runner, "_queue", queue)
+    assert main(run) == 0
     trials = optuna.load_study(study_name="whole_table:grid:cpu",
                                storage=f"sqlite:///{results / 'whole_table' / 'optuna.db'}").get_trials()
     table = [t for t in trials if t.user_attrs["phase"] == "table"]

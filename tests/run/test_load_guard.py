@@ -79,7 +79,7 @@ def test_the_objective_guards_by_the_design_the_run_follows_not_the_study_files(
                         lambda measure, limit, most, show, busy: got.append((limit, most)) or {})
     study = SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.5, remeasure=1))
     planner = SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.1, remeasure=3))
-    run = SimpleNamespace(study=study, planner=planner, shared_cpu=False, interpreters=None, show=print,
+    run = SimpleNamespace(study=study, planner=planner, shared_cpu=False, interpreters=None, show=print, say=print,
                           machine_busy=False)
     objective.Objective._measure(run, None, "here")  # type: ignore[arg-type]
     assert got == [(0.1, 3)]
@@ -118,10 +118,16 @@ def test_the_objective_remembers_a_busy_machine_until_a_measurement_is_kept_quie
     monkeypatch.setattr(objective, "measured_quietly", lambda measure, limit, most, show, busy: told.append(busy)
                         or real(measure, limit, most, show, wait=lambda a, b: False, busy=busy))
     planner = SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.25, remeasure=2))
+    said: list[str] = []
     run = SimpleNamespace(planner=planner, shared_cpu=False, interpreters=None, show=lambda text: None,
-                          machine_busy=False)
+                          say=said.append, machine_busy=False)
     spec = objective.TrialSpec(None, (), "cpu", train_for_accuracy=False)  # type: ignore[arg-type] - the fake reads no study
     for _ in range(3):
         objective.Objective._measure(run, spec, "here")  # type: ignore[arg-type]
     # The first waited (and found none), the second was taken once, the third once and quiet: busy no more.
     assert told == [False, True, True] and run.machine_busy is False
+    # Each retake and each measurement kept disturbed is a line of its own, not only the progress bar's end.
+    assert said == ["here: other work used 1.00 cores during its windows: measuring again (1 of 2) once the machine "
+                    "is quiet",
+                    "here: still busy after 120 s: this attempt is the last, kept whatever its load",
+                    *["here: the machine is still busy: measuring once, kept whatever its load"] * 2], said
