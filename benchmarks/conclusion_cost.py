@@ -190,7 +190,7 @@ def split(optuna_study: optuna.Study, wall_s: float | None = None) -> dict:
     by_activity[OTHER] = wall_s - sum(by_activity.values())
     by_phase[OUTSIDE] = wall_s - sum(by_phase.values())
     return {"wall_s": wall_s, "wall_from": wall_from, "by_activity": by_activity, "by_phase": by_phase,
-            "timelines": timed, "without_marks": unmarked, "cost": stored}
+            "timelines": timed, "without_marks": unmarked, "finished": len(trials), "cost": stored}
 
 
 def print_split(found: dict, epoch_s: float | None = None) -> None:
@@ -210,8 +210,15 @@ def print_split(found: dict, epoch_s: float | None = None) -> None:
         print(f"expected as it began: about {'-'.join(map(str, expected.get('measurements', ['?'])))} measurements"
               + (f", {minutes['minutes'][0]:.0f}-{minutes['minutes'][1]:.0f} min estimated after "
                  f"{minutes['after_measurements']}" if minutes else "")
-              + f"; actual: {actual['measurements']} measurements, {actual['minutes']:.0f} min"
-              + (f" = {actual['wall_s'] / epoch_s:.1f} reference epochs" if epoch_s else ""))
+              + _actual(actual, found["finished"], epoch_s))
+
+
+def _actual(actual: dict, finished: int, epoch_s: float | None) -> str:
+    """What the run spent, as its ended sessions stored it; a session stores its part only as it ends."""
+    if not actual["sessions"]:
+        return f"; actual: not stored yet (no session has ended: still running, or killed), {finished} finished so far"
+    return (f"; actual: {actual['measurements']} measurements, {actual['minutes']:.0f} min"
+            + (f" = {actual['wall_s'] / epoch_s:.1f} reference epochs" if epoch_s else ""))
 
 
 def stored_study(results: Path, study: str, shown: Path | None = None) -> optuna.Study:

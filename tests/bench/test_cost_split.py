@@ -99,3 +99,13 @@ def test_a_trained_timeline_before_the_marks_splits_its_loop_into_training_and_t
     assert sum(painted.values()) == pytest.approx(30.0)  # the launch to the measured stretch's end, once each
     untrained = conclusion_cost.paint(conclusion_cost.activities(conclusion_cost.derived(older, metrics, False), False))
     assert "accuracy training" not in untrained and "evaluation" not in untrained
+
+
+def test_a_study_whose_session_has_not_ended_says_so_and_counts_what_finished(tmp_path: Path, capsys):
+    (tmp_path / "mini").mkdir()
+    study = _stored(f"sqlite:///{tmp_path / 'mini' / 'optuna.db'}", "mini:grid:cpu", sessions=False)
+    study_record.set_cost(study, estimate={"measurements": [3, 6]})  # as a run stores it before its first trial
+    assert conclusion_cost.main(["--from", str(tmp_path), "--study", "mini"]) == 0
+    out = capsys.readouterr().out
+    assert "actual: 0 measurements" not in out
+    assert "actual: not stored yet (no session has ended: still running, or killed), 4 finished so far" in out
