@@ -189,7 +189,8 @@ def test_an_attempt_measured_again_leaves_nothing_warm_for_the_next(monkeypatch,
     monkeypatch.setattr(objective, "measured_quietly", lambda measure, limit, most, show, busy:
                         real(measure, limit, most, show, wait=lambda a, b: True))
     run = types.SimpleNamespace(planner=types.SimpleNamespace(protocol=ProtocolSettings(foreign_load_limit=0.25)),
-                                shared_cpu=False, interpreters=None, show=lambda text: None, machine_busy=False)
+                                shared_cpu=False, interpreters=None, show=lambda text: None, say=lambda text: None,
+                                machine_busy=False)
     spec = TrialSpec(None, (), "cpu", train_for_accuracy=True)  # type: ignore[arg-type] - the fake reads no study
     got = objective.Objective._measure(run, spec, "here", compile_cache.Entries(shared))
     assert got[metric.REMEASURED] == 1.0
