@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
             args.device = args.device or default_device()
         return {"run": _run, "worker": _run, "report": _report, "sync": _sync, "list": _list, "ui": _ui,
                 "new": _new, "diagnose": _diagnose, "compare": _compare}[args.command](args)
+    except KeyboardInterrupt:  # Ctrl-C outside a run's measurements (those stop as `Interrupted`: `_measure`)
+        resumes = "; run the same command again: it resumes where it stopped" if args.command in ("run", "worker") \
+            else ""
+        print(f"ablate: interrupted{resumes}", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `ablate list | head`: the reader has gone, which is no error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush cannot raise again
         return 141
@@ -196,9 +201,8 @@ def _stored_options(args: argparse.Namespace, every: bool = False) -> str:
 def _answer_settled(runner: Runner) -> bool:
     """The table pass was queued, so the answer it follows was done (`ablate.stats.race.finalists.table`)."""
     from ablate.config.design import TABLE
-    from ablate.store import records
 
-    return any(records.from_trial(t).phase == TABLE for t in runner.optuna_study.get_trials(deepcopy=False))
+    return any(t.user_attrs.get("phase") == TABLE for t in runner.optuna_study.get_trials(deepcopy=False))
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ablate.config.choices import Option
+from ablate.config.design import ProtocolSettings
 from ablate.config.study import Study
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.process import TrialFailed, TrialSpec, run_in_fresh_process, set_up
@@ -67,6 +68,30 @@ def candidates(combinations: Iterable[Sequence[Option]],
         if core != numeric:
             found.setdefault(group_of(numeric), (numeric, core, group_of(core)))
     return found
+
+
+def cannot_pay(study: Study, protocol: ProtocolSettings) -> str | None:
+    """Why no probe is worth its trainings in this study, or None. A throughput-only study, or data without
+    accuracy (synthetic, or a stand-in for files that are missing), trains no accuracy at all: there is nothing for a
+    group to share. A single pass at one seed trains each group's accuracy once, alongside its one measurement: a
+    probe (three short trainings in an interpreter of its own) costs about what it could save."""
+    if study.budget.throughput_only:
+        return "the study measures throughput only (budget.throughput_only)"
+    if protocol.full_blocks is None and not protocol.racing and protocol.seeds == 1:
+        return "a single pass at one seed trains each group once, about what a check would cost"
+    return _no_accuracy(study)
+
+
+def _no_accuracy(study: Study) -> str | None:
+    """The dataset's own note when it has no accuracy (as a trial would load it), else None; a dataset that cannot
+    be loaded here says nothing (its trials will say why). From `ablate run`'s early load of it: the study's process
+    stays light, its trials load the data in their own interpreters."""
+    from ablate.workload import data
+
+    try:
+        return data.throughput_only(study.dataset, **study.dataset_kwargs)
+    except Exception:  # unreadable data fails the trials, with their own message
+        return None
 
 
 def check(todo: dict[str, Candidate], study: Study, device: str, interpreters: Interpreters,

@@ -117,6 +117,7 @@ class Runner:
         self.ran = 0
         self.logged_late = 0  # measurements' runs MLflow missed while down, logged when it answered again
         self.diagnosed = False  # the baseline's diagnosis has been printed (`_diagnose`)
+        self.table_said = False  # the answer's settled line has been said (`_table_pass`)
         self.cost: estimate.Session | None = None  # what this run measures, against what the study should cost
 
     # -- the protocol ---------------------------------------------------------------------------------------
@@ -191,7 +192,7 @@ class Runner:
             # A study that began without the check (an older version) keeps its groups as they trained.
             began = any(records.has_result(t) for t in self.optuna_study.get_trials(deepcopy=False))
             todo = {} if began else bitwise.candidates(self.planner.runnable_combinations(), accuracy_group)
-            if todo and (why := self._probes_cannot_pay()):
+            if todo and (why := bitwise.cannot_pay(self.study, self.protocol)):
                 todo = {}
                 self._say(f"accuracy groups not checked for bitwise equality: {why}")
             checks = bitwise.check(todo, self.study, self.machine.device, self.interpreters, self._show)
@@ -221,30 +222,6 @@ class Runner:
                 said = f"failed ({failed}); measuring anyway"
             self._say(f"warm-up trial of the baseline, thrown away: {said}")
 
-    def _probes_cannot_pay(self) -> str | None:
-        """Why no bitwise probe is worth its trainings here, or None. A throughput-only study, or data without
-        accuracy (synthetic, or a stand-in for files that are missing), trains no accuracy at all: there is nothing
-        for a group to share. A single pass
-        at one seed trains each group's accuracy once, alongside its one measurement: a probe (three short trainings
-        in an interpreter of its own) costs about what it could save."""
-        protocol = self.protocol
-        if self.study.budget.throughput_only:
-            return "the study measures throughput only (budget.throughput_only)"
-        if protocol.full_blocks is None and not protocol.racing and protocol.seeds == 1:
-            return "a single pass at one seed trains each group once, about what a check would cost"
-        return self._throughput_only()
-
-    def _throughput_only(self) -> str | None:
-        """The dataset's own note when it has no accuracy (as a trial would load it), else None; a dataset that
-        cannot be loaded here says nothing (its trials will say why). From `ablate run`'s early load of it: the
-        study's process stays light, its trials load the data in their own interpreters."""
-        from ablate.workload import data
-
-        try:
-            return data.throughput_only(self.study.dataset, **self.study.dataset_kwargs)
-        except Exception:  # unreadable data fails the trials, with their own message
-            return None
-
     def _work_through_outages(self) -> None:
         """`_work`, waiting out a server database that stops answering (`ablate.run.outages`)."""
         while True:
@@ -263,8 +240,9 @@ class Runner:
             self._say(f"MLflow at {self.tracker.uri} answers again: logged the {pushed} measurements it missed")
 
     def _say(self, line: str) -> None:
-        if self.progress:
-            self.progress.write(terminal.wrapped(line))
+        """A line above the progress bar; before the bar exists (a resumed run plans its first step first), a line
+        of its own, not lost."""
+        tqdm.write(terminal.wrapped(line))
 
     def _work(self) -> None:
         """Measurements, one at a time, until the protocol has planned its last and every one has a result:
@@ -293,7 +271,9 @@ class Runner:
             return self._queue(self.planner.screening())
         if self.search == "optuna" and (baseline := self.planner.tpe_baseline(trials)):
             return self._queue([baseline])
-        if any(t.state == TrialState.WAITING for t in trials):
+        if waiting := [t for t in trials if t.state == TrialState.WAITING]:
+            if all(t.user_attrs.get("phase") == TABLE for t in waiting):  # a stop left the table pass queued
+                self._table_pass(len(waiting))
             return "run"
         if self.search == "optuna" and self.planner.tpe_screened(trials) < (self.n_trials or 0):
             return "run"
@@ -304,8 +284,14 @@ class Runner:
         if standing is not None:
             study_record.set_race(self.optuna_study, standing)
         if planned and planned[0].slot.phase == TABLE:  # queued at once, once the answer is done
-            self._say(estimate.table_pass(len(planned)))
+            self._table_pass(len(planned))
         return self._queue(planned) if planned else "done"
+
+    def _table_pass(self, groups: int) -> None:
+        """Said once a run, as its table pass begins: the answer is settled, and a stop keeps it."""
+        if not self.table_said:
+            self.table_said = True
+            self._say(estimate.table_pass(groups))
 
     def _stored(self) -> list[records.Record]:
         return [r for r in records.load(self.optuna_study) if r.device == self.machine.device_name]
@@ -359,8 +345,8 @@ class Runner:
         self.ran += 1
         if self.cost:
             self.cost.count(r)
-        if self.progress and (line := self.lines.line(r)):
-            self.progress.write(terminal.wrapped(line))
+        if line := self.lines.line(r):
+            self._say(line)
         self._diagnose([r])
         if self.progress and r.state != State.SKIPPED:
             self.progress.update(1)

@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from ablate.cli import main
 from ablate.run.runner import Runner
 from ablate.store import records
+from ablate.words import count
 
 STUDY = """\
 description: tiny study with four accuracy groups
@@ -69,11 +70,14 @@ def test_every_group_left_by_the_answer_trains_once_after_it_and_every_row_has_i
     assert f" --results {results} gives it" in stopped
     monkeypatch.setattr(Runner, "_queue", queue)
     assert main(run) == 0
+    resumed = " ".join(capsys.readouterr().out.split())  # said again, once: its first step is the queued table pass
+    assert resumed.count("the answer is settled (its race, confirmation and accuracy seeds are done)") == 1, resumed
     trials = optuna.load_study(study_name="whole_table:grid:cpu",
                                storage=f"sqlite:///{results / 'whole_table' / 'optuna.db'}").get_trials()
     table = [t for t in trials if t.user_attrs["phase"] == "table"]
     answer = [t for t in trials if t.user_attrs["phase"] in ("parity", "race", "confirm")]
     assert table and min(t.number for t in table) > max(t.number for t in answer)
+    assert f"the table pass now trains {count(len(table), 'more accuracy group')} once" in resumed
     seeds = {t.user_attrs["training_seed"] for t in trials if t.user_attrs.get("seed_index") == 0
              and t.user_attrs.get("accuracy_trained")}
     assert len(seeds) == 1  # the run's own seed, as parity's first

@@ -155,8 +155,8 @@ def test_a_throughput_only_study_is_not_probed():
     from types import SimpleNamespace
 
     from ablate.config.design import ProtocolSettings
-    from ablate.run.runner import Runner
+    from ablate.run import bitwise
 
     study = SimpleNamespace(budget=SimpleNamespace(throughput_only=True))
-    why = Runner._probes_cannot_pay(SimpleNamespace(study=study, protocol=ProtocolSettings()))  # type: ignore[arg-type]
+    why = bitwise.cannot_pay(study, ProtocolSettings())  # type: ignore[arg-type]
     assert why is not None and "throughput only" in why
