@@ -31,7 +31,9 @@ training is a new round: its planned count starts again, less that round's own m
 measurement and an accuracy training differ several-fold (docs/evidence.md, "Evidence: the cost estimate"). Until
 an accuracy training is timed, one is extrapolated from the throughput-only ones, their duration plus the training
 samples they lack at their own training time per sample (its evaluations left out: an underestimate until one is
-timed). Nothing is said in minutes before `FEW` measurements are timed: the study file gives samples, not a rate.
+timed). A queued measurement of a combination already measured is priced at what that combination took; a training
+it has not had, at its timed measurement plus a training's extra work scaled by its throughput (`_own_prices`).
+Nothing is said in minutes before `FEW` measurements are timed: the study file gives samples, not a rate.
 The study's own bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
@@ -176,6 +179,8 @@ class Done:
     complete: bool = True  # a failure counts as done, but its duration says nothing of the others'
     samples: float | None = None  # what it trained (`metrics.TRAIN_SAMPLES`), and in how long (`TRAIN_TIME_S`)
     train_s: float | None = None
+    combination: str = ""  # its label
+    rate: float | None = None  # the throughput it measured
 
     @property
     def seconds(self) -> float:
@@ -192,7 +197,8 @@ def done(r: Record) -> Done | None:
     if t is None or t.datetime_start is None or t.datetime_complete is None or r.state == State.SKIPPED:
         return None
     return Done(r.phase, r.accuracy_trained, t.datetime_start.timestamp(), t.datetime_complete.timestamp(),
-                r.complete, r.metrics.get(metric.TRAIN_SAMPLES), r.metrics.get(metric.TRAIN_TIME_S))
+                r.complete, r.metrics.get(metric.TRAIN_SAMPLES), r.metrics.get(metric.TRAIN_TIME_S), r.combination,
+                r.metrics.get(metric.THROUGHPUT))
 
 
 @dataclass(frozen=True)
@@ -214,9 +220,11 @@ class Left:
         return said
 
 
-def left(plan: Plan, finished: Sequence[Done], queued: Mapping[str, int], since: float | None = None) -> Left:
+def left(plan: Plan, finished: Sequence[Done], queued: Mapping[str, int], since: float | None = None,
+         slots: Sequence[tuple[str, str]] = ()) -> Left:
     """What is left after `finished` (every measurement with a result), with `queued` measurements waiting by
-    phase. `since`: when this session began (Unix seconds); its measurements alone give the bookkeeping's share."""
+    phase. `since`: when this session began (Unix seconds); its measurements alone give the bookkeeping's share.
+    `slots`: the queued measurements' (combination, phase), to price those of combinations already measured."""
     begun = {d.phase for d in finished} | {p for p, n in queued.items() if n}
     trained_by = max((d.ended for d in finished if d.phase == PARITY), default=None)
     counts, trainings = [0, 0], [0, 0]
@@ -232,11 +240,11 @@ def left(plan: Plan, finished: Sequence[Done], queued: Mapping[str, int], since:
             counts[k] += n
             trainings[k] += min(n, max(0, stage.trainings[k] - trained))
     measurements, trained_left = (counts[0], counts[1]), (trainings[0], trainings[1])
-    return Left(measurements, trained_left, _minutes(plan, finished, measurements, trained_left, since))
+    return Left(measurements, trained_left, _minutes(plan, finished, measurements, trained_left, since, slots))
 
 
 def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int], trainings: tuple[int, int],
-             since: float | None) -> tuple[float, float] | None:
+             since: float | None, slots: Sequence[tuple[str, str]]) -> tuple[float, float] | None:
     timed = [d for d in finished if d.complete]
     if len(timed) < FEW:
         return None
@@ -252,9 +260,40 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     busy = sum(d.seconds for d in session)
     # Hand-offs between measurements (planning, storage, MLflow); below 1 where workers measure side by side.
     share = (max(d.ended for d in session) - min(d.began for d in session)) / busy if len(session) > 1 and busy else 1
-    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0)) * share / 60
+    own = _own_prices(timed, slots, fast_s, slow_s)  # queued in both counts
+    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own) * share / 60
                  for n, k in zip(measurements, trainings, strict=True))
     return low, high
+
+
+def _own_prices(timed: Sequence[Done], slots: Sequence[tuple[str, str]], fast_s: float | None,
+                slow_s: float | None) -> float:
+    """Seconds to add to the means' price of the queued measurements whose combination has been measured: each at
+    what its combination took, and a training its combination has not had at its timed measurement plus the part a
+    training adds, scaled by throughput. Why: bf16 emulated on a CPU runs at a sixth of float32's throughput, and its
+    training takes six times as long; priced at float32's mean, a table pass of bf16 groups read 3-10 minutes and
+    took 36 (`python -m benchmarks.estimate_replay`)."""
+    took: dict[tuple[str, bool], list[float]] = defaultdict(list)
+    rates: dict[str, list[float]] = defaultdict(list)
+    for d in timed:
+        took[d.combination, d.training].append(d.seconds)
+        if d.rate:
+            rates[d.combination].append(d.rate)
+    rate = {c: statistics.fmean(r) for c, r in rates.items()}
+    timing = {c: statistics.fmean(s) for (c, training), s in took.items() if not training}
+    # A training's seconds beyond its combination's timed measurement, times its throughput: samples' worth of work
+    added = [max(0.0, d.seconds - timing[d.combination]) * rate[d.combination]
+             for d in timed if d.training and d.combination in timing and d.combination in rate]
+    extra = 0.0
+    for combination, phase in slots:
+        training = phase in TRAININGS
+        if (mean := slow_s if training else fast_s) is None:
+            continue
+        if (combination, training) in took:
+            extra += statistics.fmean(took[combination, training]) - mean
+        elif training and added and combination in timing and combination in rate:
+            extra += timing[combination] + statistics.fmean(added) / rate[combination] - mean
+    return extra
 
 
 @dataclass

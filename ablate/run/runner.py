@@ -162,14 +162,15 @@ class Runner:
         if self.cost is None or self.progress is None:
             return
         finished: list[estimate.Done] = []
-        queued = Counter[str]()
+        queued, slots = Counter[str](), []
         for t, r in self._counted() if counted is None else counted:
             if records.has_result(t) and t.state in records.FINISHED:
                 if (d := estimate.done(r)) is not None:
                     finished.append(d)
             elif t.state in (TrialState.WAITING, TrialState.RUNNING):
                 queued[r.phase] += 1
-        rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began)
+                slots.append((r.combination, r.phase))
+        rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began, slots=slots)
         terminal.left(self.progress, rest.short())
         if rest.minutes and not self.cost.minutes_said:
             self.cost.minutes_said = True

@@ -133,3 +133,25 @@ def test_a_stage_a_later_one_has_begun_is_over_and_what_is_queued_is_left_at_lea
     assert estimate.left(PLAN, _done(10), {SCREEN: 12}).measurements[0] == 12 + 6 + 2 + 2  # more than planned
     finished = estimate.left(PLAN, timed + _done(2, CONFIRM, first=3000.0) + _done(1, PARITY, trained=True), {})
     assert finished.measurements == (0, 1) and estimate.Left((0, 0), (0, 0)).short() == ""
+
+
+def test_a_queued_measurement_of_a_measured_combination_is_priced_by_its_own_duration_and_throughput():
+    """A combination at a sixth of the baseline's throughput (bf16 emulated on a CPU) takes six times as long to
+    train: priced at the mean of the trainings done (the baseline's), the table pass read 3-10 minutes and took 36."""
+    def one(combination: str, seconds: float, rate: float, phase: str = SCREEN, first: float = 0.0) -> Done:
+        return Done(phase, phase == PARITY, first, first + seconds, combination=combination, rate=rate)
+
+    timed = [one("baseline", 10.0, 450.0), one("bf16", 60.0, 75.0, first=10.0), one("batch", 9.0, 500.0, first=70.0),
+             one("baseline", 57.0, 450.0, PARITY, first=79.0)]
+    table = Plan((Stage((SCREEN, FULL), 3, 3), Stage((RACE,), 2, 2), Stage((PARITY,), 1, 1, (1, 1)),
+                  Stage((TABLE,), 2, 2, (2, 2))), 1000)
+    by_mean = estimate.left(table, timed, {TABLE: 2})
+    own = estimate.left(table, timed, {TABLE: 2}, slots=[("bf16", TABLE), ("batch", TABLE)])
+    assert by_mean.minutes == pytest.approx((2 * 57 / 60,) * 2)
+    added = (57.0 - 10.0) * 450.0  # the baseline's training beyond its timed measurement, in samples' worth
+    expected = (60.0 + added / 75.0) + (9.0 + added / 500.0)
+    assert own.minutes == pytest.approx((expected / 60,) * 2)
+    # A new round of the race: a combination measured before at what it took, one never measured at the mean.
+    again = estimate.left(table, timed, {RACE: 2}, slots=[("bf16", RACE), ("new", RACE)])
+    fast_s = (10.0 + 60.0 + 9.0) / 3
+    assert again.minutes == pytest.approx(((60.0 + fast_s + 2 * 57) / 60,) * 2)

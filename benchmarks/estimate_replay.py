@@ -1,0 +1,92 @@
+"""The time-left estimate replayed on a study already run: as each protocol phase began, what the rest would take.
+
+    python -m benchmarks.estimate_replay --from RESULTS_DIR [--study mnist_cnn] [--file STUDY.yaml]
+
+The progress line's estimate (`ablate.run.estimate.left`) is recomputed from the
+study's own storage at the moment each phase's first measurement began: the
+measurements finished by then, and the phase's run of measurements queued. It is
+priced twice: every measurement at the mean duration of its kind (throughput-only
+or accuracy training), and each queued one of a combination already measured at
+what that combination took, a training scaled by its throughput
+(`estimate._own_prices`). Beside both: what the rest of the study took. The
+storage is read only. `--file`: the study file as it was measured, where it has
+changed since (its plan is priced from it).
+"""
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ablate.config import study as studies
+from ablate.config.design import as_stored
+from ablate.run import estimate
+from ablate.stats.planner import Planner
+from ablate.store import records, seeds, study_record
+from ablate.store.records import Record
+from benchmarks.conclusion_cost import stored_study
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One phase's beginning: minutes (low, high) left by the kinds' means and by own prices, and what it took."""
+
+    phase: str
+    at_min: float  # since the study's first measurement began
+    by_means: tuple[float, float] | None
+    by_own: tuple[float, float] | None
+    took_min: float
+
+
+def replay(plan: estimate.Plan, measured: Sequence[Record]) -> list[Moment]:
+    """At each phase's first measurement (in the order they began), the estimate of what is left of the study."""
+    ran = sorted(((r, d) for r in measured if (d := estimate.done(r)) is not None), key=lambda pair: pair[1].began)
+    done = [d for _, d in ran]
+    first, end = min(d.began for d in done), max(d.ended for d in done)
+    moments, seen = [], set()
+    for i, (r, d) in enumerate(ran):
+        if r.phase in seen:
+            continue
+        seen.add(r.phase)
+        batch = []  # the phase's run of measurements from here: queued together
+        for later, _ in ran[i:]:
+            if later.phase != r.phase:
+                break
+            batch.append(later)
+        finished = [f for f in done if f.ended <= d.began]
+        queued = Counter(b.phase for b in batch)
+        slots = [(b.combination, b.phase) for b in batch]
+        moments.append(Moment(r.phase, (d.began - first) / 60, estimate.left(plan, finished, queued).minutes,
+                              estimate.left(plan, finished, queued, slots=slots).minutes, (end - d.began) / 60))
+    return moments
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.estimate_replay", description=__doc__.splitlines()[0])
+    parser.add_argument("--from", dest="source", type=Path, required=True, help="the run's results folder")
+    parser.add_argument("--study", default="mnist_cnn")
+    parser.add_argument("--file", help="the study file as measured (default: --study's)")
+    parser.add_argument("--device", default="cpu", help="the device type the study ran on")
+    args = parser.parse_args(argv)
+    optuna_study = stored_study(args.source, args.study)
+    study = studies.load(args.file or args.study, args.device)
+    record = study_record.from_study(optuna_study)
+    protocol = as_stored(record.protocol or {})
+    planner = Planner(study, protocol, (record.seeds or {}).get(seeds.PROTOCOL, 0), args.device, args.device,
+                      defer_accuracy=protocol.racing and study.task.has_accuracy)
+    measured = [records.from_trial(t) for t in optuna_study.get_trials(deepcopy=False)]
+    print(f"{args.study}, {protocol.design}: minutes left as each phase began")
+    print("| phase | began (min) | by the kinds' means | by own prices | the rest took |\n|---|---:|---:|---:|---:|")
+    for m in replay(estimate.plan(planner, "grid"), measured):
+        print(f"| {m.phase} | {m.at_min:.1f} | {_minutes(m.by_means)} | {_minutes(m.by_own)} | {m.took_min:.1f} |")
+    return 0
+
+
+def _minutes(found: tuple[float, float] | None) -> str:
+    return "not yet" if found is None else f"{found[0]:.0f}-{found[1]:.0f}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""The time-left estimate replayed on a stored study (benchmarks.estimate_replay): at each phase's beginning, the
+measurements finished by then and the phase's own run queued, priced by the kinds' means and by own prices."""
+from __future__ import annotations
+
+import datetime
+
+import optuna
+import pytest
+
+from ablate.run.estimate import Plan, Stage
+from ablate.stats.protocol import PARITY, SCREEN, TABLE
+from ablate.store import records
+from benchmarks.estimate_replay import replay
+
+BEGAN = datetime.datetime(2026, 1, 1, 12, 0, 0)
+
+
+def _record(start_s: float, seconds: float, phase: str, combination: str, throughput: float) -> records.Record:
+    trained = phase in (PARITY, TABLE)
+    trial = optuna.trial.create_trial(
+        state=optuna.trial.TrialState.COMPLETE, values=[throughput, 0.0],
+        user_attrs={"block": 0, "phase": phase, "state": "complete", "combination": combination,
+                    "accuracy_trained": trained, "metrics": {"throughput": throughput}})
+    trial.datetime_start = BEGAN + datetime.timedelta(seconds=start_s)
+    trial.datetime_complete = trial.datetime_start + datetime.timedelta(seconds=seconds)
+    return records.from_trial(trial)
+
+
+def test_each_phase_is_priced_as_it_began_and_a_slow_combinations_training_by_its_throughput():
+    # bf16 emulated: a sixth of the baseline's throughput, its training about six times the baseline's.
+    stored = [_record(0, 10, SCREEN, "baseline", 450), _record(10, 60, SCREEN, "bf16", 75),
+              _record(70, 10, SCREEN, "baseline", 450), _record(80, 57, PARITY, "baseline", 450),
+              _record(137, 340, TABLE, "bf16", 75)]
+    plan = Plan((Stage((SCREEN,), 3, 3), Stage((PARITY,), 1, 1, (1, 1)), Stage((TABLE,), 1, 1, (1, 1))), 1000)
+    screen, parity, table = replay(plan, stored)
+    assert [m.phase for m in (screen, parity, table)] == [SCREEN, PARITY, TABLE]
+    assert screen.by_means is None and screen.took_min == pytest.approx(477 / 60)
+    assert table.at_min == pytest.approx(137 / 60) and table.took_min == pytest.approx(340 / 60)
+    assert table.by_means == pytest.approx((57 / 60,) * 2)  # the baseline's training: what a training took so far
+    own = 60 + (57 - 10) * 450 / 75  # bf16's timed measurement and the baseline's training's work at bf16's rate
+    assert table.by_own == pytest.approx((own / 60,) * 2)
