@@ -201,8 +201,9 @@ def _stored_options(args: argparse.Namespace, every: bool = False) -> str:
 def _answer_settled(runner: Runner) -> bool:
     """The table pass was queued, so the answer it follows was done (`ablate.stats.race.finalists.table`)."""
     from ablate.config.design import TABLE
+    from ablate.store import records
 
-    return any(t.user_attrs.get("phase") == TABLE for t in runner.optuna_study.get_trials(deepcopy=False))
+    return any(records.from_trial(t).phase == TABLE for t in runner.optuna_study.get_trials(deepcopy=False))
 
 
 def _report(args: argparse.Namespace) -> int:

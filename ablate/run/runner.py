@@ -273,7 +273,7 @@ class Runner:
         if self.search == "optuna" and (baseline := self.planner.tpe_baseline(trials)):
             return self._queue([baseline])
         if waiting := [t for t in trials if t.state == TrialState.WAITING]:
-            if all(t.user_attrs.get("phase") == TABLE for t in waiting):  # a stop left the table pass queued
+            if all(records.from_trial(t).phase == TABLE for t in waiting):  # a stop left the table pass queued
                 self._table_pass(len(waiting))
             return "run"
         if self.search == "optuna" and self.planner.tpe_screened(trials) < (self.n_trials or 0):
