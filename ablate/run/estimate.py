@@ -270,9 +270,8 @@ def _own_prices(timed: Sequence[Done], slots: Sequence[tuple[str, str]], fast_s:
                 slow_s: float | None) -> float:
     """Seconds to add to the means' price of the queued measurements whose combination has been measured: each at
     what its combination took, and a training its combination has not had at its timed measurement plus the part a
-    training adds, scaled by throughput. Why: bf16 emulated on a CPU runs at a sixth of float32's throughput, and its
-    training takes six times as long; priced at float32's mean, a table pass of bf16 groups read 3-10 minutes and
-    took 36 (`python -m benchmarks.estimate_replay`)."""
+    training adds, scaled by throughput. Why: a training's time follows its stack's throughput, so a slow stack's
+    training priced at the mean of faster ones reads far too short (docs/evidence.md, "Evidence: the cost estimate")."""
     took: dict[tuple[str, bool], list[float]] = defaultdict(list)
     rates: dict[str, list[float]] = defaultdict(list)
     for d in timed:
