@@ -10,6 +10,10 @@ def count(n: float, noun: str, plural: str | None = None) -> str:
     return f"{shown} {noun if n == 1 else plural or noun + 's'}"
 
 
+def span(low: float, high: float, between: str = "-") -> str:
+    """A range of counts or minutes, `3-7`; one figure where its ends agree."""
+    return f"{low}" if low == high else f"{low}{between}{high}"
+
 
 def interval(low: float, high: float, signed: bool = False) -> str:
     """`[0.98, 1.17]`: two decimals, since the interval is wider than that; `signed`: `[-0.30, +0.54]`."""

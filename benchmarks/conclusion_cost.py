@@ -45,6 +45,7 @@ from ablate.store import records, study_record
 from ablate.trial import metrics as metric
 from ablate.trial.machine import default_device, describe
 from ablate.trial.metrics import TIMELINE, Mark
+from ablate.words import span
 from benchmarks import cpu_time, grid
 
 # A measurement's activities, each moment counted for the first that holds it: an evaluation inside a timed window
@@ -207,8 +208,9 @@ def print_split(found: dict, epoch_s: float | None = None) -> None:
                   + (f" | {seconds / epoch_s:.2f}" if epoch_s else "") + " |")
     if cost := found["cost"]:
         expected, minutes, actual = cost["estimate"] or {}, cost["minutes_estimate"], cost["actual"]
-        print(f"expected as it began: about {'-'.join(map(str, expected.get('measurements', ['?'])))} measurements"
-              + (f", {minutes['minutes'][0]:.0f}-{minutes['minutes'][1]:.0f} min estimated after "
+        said = span(*expected["measurements"]) if "measurements" in expected else "?"
+        print(f"expected as it began: about {said} measurements"
+              + (f", {span(*(round(m) for m in minutes['minutes']))} min estimated after "
                  f"{minutes['after_measurements']}" if minutes else "")
               + _actual(actual, found["finished"], epoch_s))
 
@@ -217,8 +219,9 @@ def _actual(actual: dict, finished: int, epoch_s: float | None) -> str:
     """What the run spent, as its ended sessions stored it; a session stores its part only as it ends."""
     if not actual["sessions"]:
         return f"; actual: not stored yet (no session has ended: still running, or killed), {finished} finished so far"
-    return (f"; actual: {actual['measurements']} measurements, {actual['minutes']:.0f} min"
-            + (f" = {actual['wall_s'] / epoch_s:.1f} reference epochs" if epoch_s else ""))
+    return (f"; actual: {actual['measurements']} measurements, {actual['minutes']:.0f} min in its stored sessions"
+            + (f" ({actual['wall_s'] / epoch_s:.1f} reference epochs; the first line's figure times the run from "
+               "outside)" if epoch_s else ""))
 
 
 def stored_study(results: Path, study: str, shown: Path | None = None) -> optuna.Study:

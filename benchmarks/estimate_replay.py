@@ -5,23 +5,23 @@
 The progress line's estimate (`ablate.run.estimate.left`) is recomputed from the
 study's own storage at the moment each phase's first measurement began: the
 measurements finished by then, and the phase's run of measurements queued. It is
-priced twice: every measurement at the mean duration of its kind (throughput-only
-or accuracy training), and each queued one of a combination already measured at
-what that combination took, a training scaled by its throughput
-(`estimate._own_prices`). Beside both: what the rest of the study took. The
-storage is read only. `--file`: the study file as it was measured, where it has
-changed since (its plan is priced from it).
+priced three ways: every measurement at the mean duration of its kind
+(throughput-only or accuracy training); each queued one of a combination already
+measured at what that combination took, a training scaled by its throughput
+(`estimate._own_prices`); and that, with the table pass counted and priced by the
+groups still to train (`Planner.to_train`), as the run now says it. Beside them:
+what the rest of the study took. The storage is read only. `--file`: the study
+file as it was measured, where it has changed since (its plan is priced from it).
 """
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ablate.config import study as studies
-from ablate.config.design import as_stored
+from ablate.config.design import TRAININGS, as_stored
 from ablate.run import estimate
 from ablate.stats.planner import Planner
 from ablate.store import records, seeds, study_record
@@ -31,17 +31,20 @@ from benchmarks.conclusion_cost import stored_study
 
 @dataclass(frozen=True)
 class Moment:
-    """One phase's beginning: minutes (low, high) left by the kinds' means and by own prices, and what it took."""
+    """One phase's beginning: minutes (low, high) left by the kinds' means, by own prices of the queued, by those and
+    the table's groups (the estimate as it is), and what it took."""
 
     phase: str
     at_min: float  # since the study's first measurement began
     by_means: tuple[float, float] | None
     by_own: tuple[float, float] | None
+    now: tuple[float, float] | None
     took_min: float
 
 
-def replay(plan: estimate.Plan, measured: Sequence[Record]) -> list[Moment]:
-    """At each phase's first measurement (in the order they began), the estimate of what is left of the study."""
+def replay(plan: estimate.Plan, measured: Sequence[Record], planner: Planner | None = None) -> list[Moment]:
+    """At each phase's first measurement (in the order they began), the estimate of what is left of the study.
+    `planner`: the study's, to know the groups the table pass will train (none: the plan has no table pass)."""
     ran = sorted(((r, d) for r in measured if (d := estimate.done(r)) is not None), key=lambda pair: pair[1].began)
     done = [d for _, d in ran]
     first, end = min(d.began for d in done), max(d.ended for d in done)
@@ -56,10 +59,15 @@ def replay(plan: estimate.Plan, measured: Sequence[Record]) -> list[Moment]:
                 break
             batch.append(later)
         finished = [f for f in done if f.ended <= d.began]
-        queued = Counter(b.phase for b in batch)
-        slots = [(b.combination, b.phase) for b in batch]
-        moments.append(Moment(r.phase, (d.began - first) / 60, estimate.left(plan, finished, queued).minutes,
-                              estimate.left(plan, finished, queued, slots=slots).minutes, (end - d.began) / 60))
+        queued = [(b.combination, b.phase) for b in batch]
+        anonymous = [("", phase) for _, phase in queued]  # no combination's own price: the kinds' means alone
+        by_then = records.combine([m for m, f in ran if f.ended <= d.began])
+        training = {c for c, phase in queued if phase in TRAININGS}
+        to_train = planner.to_train(by_then) if planner else None
+        now = estimate.left(plan, finished, queued,
+                            to_train=None if to_train is None else [c for c in to_train if c not in training])
+        moments.append(Moment(r.phase, (d.began - first) / 60, estimate.left(plan, finished, anonymous).minutes,
+                              estimate.left(plan, finished, queued).minutes, now.minutes, (end - d.began) / 60))
     return moments
 
 
@@ -78,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
                       defer_accuracy=protocol.racing and study.task.has_accuracy)
     measured = [records.from_trial(t) for t in optuna_study.get_trials(deepcopy=False)]
     print(f"{args.study}, {protocol.design}: minutes left as each phase began")
-    print("| phase | began (min) | by the kinds' means | by own prices | the rest took |\n|---|---:|---:|---:|---:|")
-    for m in replay(estimate.plan(planner, "grid"), measured):
-        print(f"| {m.phase} | {m.at_min:.1f} | {_minutes(m.by_means)} | {_minutes(m.by_own)} | {m.took_min:.1f} |")
+    print("| phase | began (min) | by the kinds' means | queued by own prices | and the table's groups (now) "
+          "| the rest took |\n|---|---:|---:|---:|---:|---:|")
+    for m in replay(estimate.plan(planner, "grid"), measured, planner):
+        print(f"| {m.phase} | {m.at_min:.1f} | {_minutes(m.by_means)} | {_minutes(m.by_own)} | {_minutes(m.now)} "
+              f"| {m.took_min:.1f} |")
     return 0
 
 

@@ -25,14 +25,17 @@ finalists. Real runs went well past the high end where a fast leader was put out
 
 **Refined** as measurements land: a stage a later one has begun and with nothing queued is over (none left); any
 other has its planned count less those done left, and at least what is queued. A race measured after an accuracy
-training is a new round: its planned count starts again, less that round's own measurements.
+training is a new round: its planned count starts again, less that round's own measurements. Once screening is
+over, the table's count is no longer the plan's: it is every group neither trained nor queued (`Planner.to_train`),
+less as many as parity may still train first.
 
 **Minutes** come from the run's own measurements, each kind from its own mean duration: a throughput-only
 measurement and an accuracy training differ several-fold (docs/evidence.md, "Evidence: the cost estimate"). Until
 an accuracy training is timed, one is extrapolated from the throughput-only ones, their duration plus the training
 samples they lack at their own training time per sample (its evaluations left out: an underestimate until one is
-timed). A queued measurement of a combination already measured is priced at what that combination took; a training
-it has not had, at its timed measurement plus a training's extra work scaled by its throughput (`_own_prices`).
+timed). Where a combination's own history gives a price, it replaces the mean (`_own_prices`): a queued measurement
+of a combination already measured, and under the whole table, once screening is over, the table's trainings - one
+for each group not yet trained, known by then, priced by its trainer's throughput (`Planner.to_train`).
 Nothing is said in minutes before `FEW` measurements are timed: the study file gives samples, not a rate.
 The study's own bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
 """
@@ -41,9 +44,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from ablate.config.choices import baseline_levels
 from ablate.config.design import MIN_RACE_BLOCKS
@@ -52,7 +55,7 @@ from ablate.stats.planner import Planner
 from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE, TRAININGS
 from ablate.store.records import Record, State
 from ablate.trial import metrics as metric
-from ablate.words import count
+from ablate.words import count, span
 
 FEW = 3  # measurements timed before minutes are said: the first pays a cold start and a cold compile cache
 
@@ -94,9 +97,9 @@ class Plan:
 
     def sentence(self) -> str:
         low, high = self.measurements
-        trained = f" ({_range(*self.trainings, ' to ')} accuracy trainings)" if self.trainings[1] else ""
-        quick = f"; --quick: about {_range(*self.quick, ' to ')}" if self.quick else ""
-        return (f"expected cost: about {_range(low, high, ' to ')} measurements{trained}{quick}; minutes once {FEW} "
+        trained = f" ({span(*self.trainings, ' to ')} accuracy trainings)" if self.trainings[1] else ""
+        quick = f"; --quick: about {span(*self.quick, ' to ')}" if self.quick else ""
+        return (f"expected cost: about {span(low, high, ' to ')} measurements{trained}{quick}; minutes once {FEW} "
                 "are timed")
 
     def caveat(self) -> str | None:
@@ -213,45 +216,62 @@ class Left:
         """For the progress line: "" once nothing is left."""
         if not self.measurements[1]:
             return ""
-        said = f"~{_range(*self.measurements)} more"
+        said = f"~{span(*self.measurements)} more"
         if self.minutes:
             low, high = (max(1, round(m)) for m in self.minutes)
-            said += f" ({_range(low, high)} min)"
+            said += f" ({span(low, high)} min)"
         return said
 
 
-def left(plan: Plan, finished: Sequence[Done], queued: Mapping[str, int], since: float | None = None,
-         slots: Sequence[tuple[str, str]] = ()) -> Left:
-    """What is left after `finished` (every measurement with a result), with `queued` measurements waiting by
-    phase. `since`: when this session began (Unix seconds); its measurements alone give the bookkeeping's share.
-    `slots`: the queued measurements' (combination, phase), to price those of combinations already measured."""
-    begun = {d.phase for d in finished} | {p for p, n in queued.items() if n}
+def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]] = (), since: float | None = None,
+         to_train: Sequence[str] | None = None) -> Left:
+    """What is left after `finished` (every measurement with a result), with `queued` measurements waiting, each as
+    (combination, phase). `since`: when this session began (Unix seconds); its measurements alone give the
+    bookkeeping's share. `to_train`: where the plan has a table pass, the combinations that will train the groups
+    neither trained nor queued to be (`Planner.to_train`); once screening is over they count and price the table."""
+    waiting_in = Counter(phase for _, phase in queued)
+    begun = {d.phase for d in finished} | set(waiting_in)
     trained_by = max((d.ended for d in finished if d.phase == PARITY), default=None)
-    counts, trainings = [0, 0], [0, 0]
+    over = [not any(waiting_in[p] for p in stage.phases)
+            and any(p in begun for later in plan.stages[i + 1:] for p in later.phases)
+            for i, stage in enumerate(plan.stages)]
+    counts, trainings, table = [0, 0], [0, 0], (0, 0)
     for i, stage in enumerate(plan.stages):
         mine = [d for d in finished if d.phase in stage.phases]
-        waiting = sum(queued.get(p, 0) for p in stage.phases)
+        waiting = sum(waiting_in[p] for p in stage.phases)
         if RACE in stage.phases and trained_by is not None and (waiting or any(d.began > trained_by for d in mine)):
             mine = [d for d in mine if d.began > trained_by]  # a new round: the race's plan starts again
-        over = not waiting and any(p in begun for later in plan.stages[i + 1:] for p in later.phases)
+        if TABLE in stage.phases and to_train is not None and over[0] and not over[i]:
+            # Every group left untrained trains once: here, or first in parity while it lasts (at most as many groups
+            # as the plan's table leaves it, and the baseline's).
+            parity_over = all(over[j] for j, s in enumerate(plan.stages) if PARITY in s.phases)
+            reach = 0 if parity_over else stage.high - stage.low + 1
+            table = (max(0, len(to_train) - reach), len(to_train))
+            for k in (0, 1):
+                counts[k] += waiting + table[k]
+                trainings[k] += waiting + table[k]
+            continue
         trained = sum(d.training for d in mine)
+        training = waiting if set(stage.phases) <= set(TRAININGS) else 0  # what is queued there trains
         for k, planned in enumerate((stage.low, stage.high)):
-            n = waiting if over else max(planned - len(mine), waiting)
+            n = waiting if over[i] else max(planned - len(mine), waiting)
             counts[k] += n
-            trainings[k] += min(n, max(0, stage.trainings[k] - trained))
+            trainings[k] += min(n, max(0, stage.trainings[k] - trained, training))
     measurements, trained_left = (counts[0], counts[1]), (trainings[0], trainings[1])
-    return Left(measurements, trained_left, _minutes(plan, finished, measurements, trained_left, since, slots))
+    minutes = _minutes(plan, finished, measurements, trained_left, since, queued, (to_train or (), table))
+    return Left(measurements, trained_left, minutes)
 
 
 def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int], trainings: tuple[int, int],
-             since: float | None, slots: Sequence[tuple[str, str]]) -> tuple[float, float] | None:
+             since: float | None, queued: Sequence[tuple[str, str]],
+             table: tuple[Sequence[str], tuple[int, int]]) -> tuple[float, float] | None:
+    """Minutes (low, high) for what is left: each kind at its mean duration, corrected where a combination's own
+    price is known - each queued measurement's, and the table's trainings at the mean of `table`'s combinations'."""
     timed = [d for d in finished if d.complete]
     if len(timed) < FEW:
         return None
     fast = [d for d in timed if not d.training]
-    slow = [d.seconds for d in timed if d.training] or [
-        d.seconds + max(0.0, plan.train_samples - d.samples) * d.train_s / d.samples
-        for d in fast if d.samples and d.train_s is not None]
+    slow = [d.seconds for d in timed if d.training] or [s for d in fast if (s := _extrapolated(plan, d)) is not None]
     fast_s = statistics.fmean(d.seconds for d in fast) if fast else None
     slow_s = statistics.fmean(slow) if slow else None
     if (fast_s is None and measurements[1] > trainings[1]) or (slow_s is None and trainings[1]):
@@ -260,39 +280,58 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     busy = sum(d.seconds for d in session)
     # Hand-offs between measurements (planning, storage, MLflow); below 1 where workers measure side by side.
     share = (max(d.ended for d in session) - min(d.began for d in session)) / busy if len(session) > 1 and busy else 1
-    own = _own_prices(timed, slots, fast_s, slow_s)  # queued in both counts
-    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own) * share / 60
-                 for n, k in zip(measurements, trainings, strict=True))
+    price = _own_prices(plan, timed)
+    own = 0.0  # queued in both counts
+    for combination, phase in queued:
+        mean = slow_s if phase in TRAININGS else fast_s
+        if mean is not None and (found := price(combination, phase in TRAININGS)) is not None:
+            own += found - mean
+    combinations, counted = table
+    to_train = [found if (found := price(c, True)) is not None else slow_s or 0.0 for c in combinations]
+    each = statistics.fmean(to_train) - (slow_s or 0.0) if to_train else 0.0
+    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each) * share / 60
+                 for n, k, t in zip(measurements, trainings, counted, strict=True))
     return low, high
 
 
-def _own_prices(timed: Sequence[Done], slots: Sequence[tuple[str, str]], fast_s: float | None,
-                slow_s: float | None) -> float:
-    """Seconds to add to the means' price of the queued measurements whose combination has been measured: each at
-    what its combination took, and a training its combination has not had at its timed measurement plus the part a
-    training adds, scaled by throughput. Why: a training's time follows its stack's throughput, so a slow stack's
-    training priced at the mean of faster ones reads far too short (docs/evidence.md, "Evidence: the cost estimate")."""
+def _extrapolated(plan: Plan, d: Done) -> float | None:
+    """A training's seconds read from a throughput-only measurement `d`: its duration plus the training samples it
+    lacks at its own training time per sample (its evaluations left out: an underestimate); None where it trained
+    nothing."""
+    if not d.samples or d.train_s is None:
+        return None
+    return d.seconds + max(0.0, plan.train_samples - d.samples) * d.train_s / d.samples
+
+
+def _own_prices(plan: Plan, timed: Sequence[Done]) -> Callable[[str, bool], float | None]:
+    """A combination's own price in seconds, a measurement (training or not) of it, where its history gives one:
+    what it took; a training it has not had, its timed measurement plus the part a timed training adds, scaled by its
+    throughput, else (no training timed yet) extrapolated from its own measurement. Why: a training's time follows
+    its stack's throughput, so a slow stack's training priced at the mean of faster ones reads far too short
+    (docs/evidence.md, "Evidence: the cost estimate")."""
     took: dict[tuple[str, bool], list[float]] = defaultdict(list)
     rates: dict[str, list[float]] = defaultdict(list)
+    guessed: dict[str, list[float]] = defaultdict(list)
     for d in timed:
         took[d.combination, d.training].append(d.seconds)
         if d.rate:
             rates[d.combination].append(d.rate)
+        if not d.training and (guess := _extrapolated(plan, d)) is not None:
+            guessed[d.combination].append(guess)
     rate = {c: statistics.fmean(r) for c, r in rates.items()}
     timing = {c: statistics.fmean(s) for (c, training), s in took.items() if not training}
     # A training's seconds beyond its combination's timed measurement, times its throughput: samples' worth of work
     added = [max(0.0, d.seconds - timing[d.combination]) * rate[d.combination]
              for d in timed if d.training and d.combination in timing and d.combination in rate]
-    extra = 0.0
-    for combination, phase in slots:
-        training = phase in TRAININGS
-        if (mean := slow_s if training else fast_s) is None:
-            continue
+
+    def price(combination: str, training: bool) -> float | None:
         if (combination, training) in took:
-            extra += statistics.fmean(took[combination, training]) - mean
-        elif training and added and combination in timing and combination in rate:
-            extra += timing[combination] + statistics.fmean(added) / rate[combination] - mean
-    return extra
+            return statistics.fmean(took[combination, training])
+        if training and added and combination in timing and combination in rate:
+            return timing[combination] + statistics.fmean(added) / rate[combination]
+        return statistics.fmean(guessed[combination]) if training and combination in guessed else None
+
+    return price
 
 
 @dataclass
@@ -314,7 +353,3 @@ class Session:
         """The session as the study record keeps it (`ablate.store.study_record.set_cost`)."""
         return {"began": self.began, "ended": time.time(), "measurements": self.measurements,
                 "accuracy_trainings": self.trainings}
-
-
-def _range(low: float, high: float, between: str = "-") -> str:
-    return f"{low}" if low == high else f"{low}{between}{high}"

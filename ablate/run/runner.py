@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from ablate.config.choices import accuracy_group, levels_of, targets_of
-from ablate.config.design import TABLE, ProtocolSettings
+from ablate.config.design import TABLE, TRAININGS, ProtocolSettings
 from ablate.config.schema import Study
 from ablate.render import report, terminal
 from ablate.render.diagnosis import run_start
@@ -162,15 +161,17 @@ class Runner:
         if self.cost is None or self.progress is None:
             return
         finished: list[estimate.Done] = []
-        queued, slots = Counter[str](), []
+        queued: list[tuple[str, str]] = []
         for t, r in self._counted() if counted is None else counted:
             if records.has_result(t) and t.state in records.FINISHED:
                 if (d := estimate.done(r)) is not None:
                     finished.append(d)
             elif t.state in (TrialState.WAITING, TrialState.RUNNING):
-                queued[r.phase] += 1
-                slots.append((r.combination, r.phase))
-        rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began, slots=slots)
+                queued.append((r.combination, r.phase))
+        training = {c for c, phase in queued if phase in TRAININGS}
+        to_train = self.planner.to_train(self._stored())
+        rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began,
+                             to_train=None if to_train is None else [c for c in to_train if c not in training])
         terminal.left(self.progress, rest.short())
         if rest.minutes and not self.cost.minutes_said:
             self.cost.minutes_said = True

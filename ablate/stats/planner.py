@@ -204,6 +204,15 @@ class Planner:
         return [Planned(Slot(levels_of(trainers[g].levels), -1, len(trainers) + place, TABLE))
                 for place, g in finalists.table(stored, found)]
 
+    def to_train(self, stored: list[records.Record]) -> list[str] | None:
+        """Where the table pass trains every group (`_table`), the combinations that will train each group whose
+        first seed has not been trained (by parity or the table pass: `finalists.trainers`), for the cost estimate
+        to count and price; else None."""
+        if not self.defer_accuracy or self.protocol.quick:
+            return None
+        trainers = finalists.trainers(stored)
+        return [trainers[g].combination for g in sorted(trainers.keys() - finalists.first_seed_ended(stored))]
+
     def _fold_over(self, stored: list[records.Record], screened: fractioned.Fractioned) -> list[Planned]:
         """The fold-over's screening blocks (`fraction.rest`, numbered after screening's), where the model on the
         fraction calls for it and nothing past screening was measured yet; else none."""

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from ablate.run.estimate import Plan, Stage
-from ablate.stats.protocol import PARITY, SCREEN, TABLE
+from ablate.stats.protocol import CONFIRM, PARITY, SCREEN, TABLE
 from ablate.store import records
 from benchmarks.estimate_replay import replay
 
@@ -39,3 +39,24 @@ def test_each_phase_is_priced_as_it_began_and_a_slow_combinations_training_by_it
     assert table.by_means == pytest.approx((57 / 60,) * 2)  # the baseline's training: what a training took so far
     own = 60 + (57 - 10) * 450 / 75  # bf16's timed measurement and the baseline's training's work at bf16's rate
     assert table.by_own == pytest.approx((own / 60,) * 2)
+
+
+class _Planner:
+    """The study's planner as the replay asks it: the groups left to train, each named by its trainer."""
+
+    def to_train(self, stored: list[records.Record]) -> list[str]:
+        return sorted({"baseline", "bf16"} - {r.combination for r in stored for m in r.every_measurement
+                                              if m.accuracy_trained})
+
+
+def test_before_the_table_pass_is_queued_its_groups_are_priced_as_the_run_now_does():
+    stored = [_record(0, 10, SCREEN, "baseline", 450), _record(10, 60, SCREEN, "bf16", 75),
+              _record(70, 10, SCREEN, "baseline", 450), _record(80, 57, PARITY, "baseline", 450),
+              _record(137, 10, CONFIRM, "baseline", 450), _record(147, 340, TABLE, "bf16", 75)]
+    plan = Plan((Stage((SCREEN,), 3, 3), Stage((PARITY,), 1, 1, (1, 1)), Stage((CONFIRM,), 1, 1),
+                 Stage((TABLE,), 0, 1, (0, 1))), 1000)
+    confirm = replay(plan, stored, _Planner())[2]
+    assert confirm.phase == CONFIRM and confirm.took_min == pytest.approx(350 / 60)
+    assert confirm.by_own == pytest.approx((10 / 60, (10 + 57) / 60))  # the plan's 0-1 trainings, at the mean
+    bf16 = 60 + (57 - 10) * 450 / 75
+    assert confirm.now == pytest.approx(((10 + bf16) / 60,) * 2)  # the one group left, at its own throughput

@@ -93,45 +93,51 @@ def _done(n: int, phase: str = SCREEN, seconds: float = 60.0, gap: float = 0.0, 
                  train_s=50.0) for i in range(n)]
 
 
+def _waiting(by_phase: dict[str, int]) -> list[tuple[str, str]]:
+    """Queued measurements of combinations never measured: their kind's mean prices them."""
+    return [(f"queued {phase} {i}", phase) for phase, n in by_phase.items() for i in range(n)]
+
+
 def test_before_a_few_are_timed_it_says_measurements_only():
-    rest = estimate.left(PLAN, _done(estimate.FEW - 1), {SCREEN: 10 - estimate.FEW + 1})
+    rest = estimate.left(PLAN, _done(estimate.FEW - 1), _waiting({SCREEN: 10 - estimate.FEW + 1}))
     assert rest.measurements == (10 - estimate.FEW + 1 + 6 + 2 + 2, 10 - estimate.FEW + 1 + 20 + 6 + 3)
     assert rest.minutes is None and rest.short() == "~18-37 more"
 
 
 def test_minutes_price_each_kind_by_its_own_durations_and_an_untimed_training_by_its_samples():
-    rest = estimate.left(PLAN, _done(3), {SCREEN: 7})
+    rest = estimate.left(PLAN, _done(3), _waiting({SCREEN: 7}))
     assert rest.measurements == (7 + 6 + 2 + 2, 7 + 20 + 6 + 3) and rest.trainings == (2, 6)
     training_s = 60 + (1000 - 100) * 50 / 100  # a throughput-only one's 60 s, and the 900 samples it did not train
     assert rest.minutes == pytest.approx(((15 * 60 + 2 * training_s) / 60, (30 * 60 + 6 * training_s) / 60))
     assert rest.short() == "~17-36 more (32-81 min)"
     # One training timed: its own duration from then on, not the extrapolation.
     timed = _done(9) + _done(1, PARITY, seconds=600.0, first=9 * 60.0, trained=True)  # back to back
-    rest = estimate.left(PLAN, timed, {PARITY: 1})
+    rest = estimate.left(PLAN, timed, _waiting({PARITY: 1}))
     assert rest.trainings == (1, 5) and rest.measurements == (1 + 2, 5 + 3)
     assert rest.minutes == pytest.approx(((2 * 60 + 1 * 600) / 60, (3 * 60 + 5 * 600) / 60))
 
 
 def test_the_time_between_measurements_scales_the_minutes():
-    back_to_back = estimate.left(PLAN, _done(4), {SCREEN: 6}).minutes
-    spaced = estimate.left(PLAN, _done(4, gap=20.0), {SCREEN: 6}).minutes
+    back_to_back = estimate.left(PLAN, _done(4), _waiting({SCREEN: 6})).minutes
+    spaced = estimate.left(PLAN, _done(4, gap=20.0), _waiting({SCREEN: 6})).minutes
     assert back_to_back and spaced and spaced[0] == pytest.approx(back_to_back[0] * (4 * 60 + 3 * 20) / (4 * 60))
     # A session's own measurements only: a resume days later is not a gap between measurements.
     resumed = _done(2) + _done(2, first=10**6)
-    assert estimate.left(PLAN, resumed, {SCREEN: 6}, since=10**6).minutes == pytest.approx(back_to_back)
+    assert estimate.left(PLAN, resumed, _waiting({SCREEN: 6}), since=10**6).minutes == pytest.approx(back_to_back)
 
 
 def test_a_stage_a_later_one_has_begun_is_over_and_what_is_queued_is_left_at_least():
     timed = _done(10) + _done(4, RACE, first=1000.0) + _done(1, PARITY, first=2000.0, trained=True)
-    rest = estimate.left(PLAN, timed, {PARITY: 1})
+    rest = estimate.left(PLAN, timed, _waiting({PARITY: 1}))
     assert rest.measurements == (1 + 2, 5 + 3)  # the race stopped at 4 of its 6 to 20
     # A new round queued (a race after an accuracy training): the race's plan starts again, at least what is queued.
-    assert estimate.left(PLAN, timed, {PARITY: 1, RACE: 3}).measurements == (6 + 1 + 2, 20 + 5 + 3)
+    assert estimate.left(PLAN, timed, _waiting({PARITY: 1, RACE: 3})).measurements == (6 + 1 + 2, 20 + 5 + 3)
     # ... less the new round's own race measurements, not the first round's.
     again = timed + _done(5, RACE, first=3000.0)
-    assert estimate.left(PLAN, again, {RACE: 2}).measurements == (2 + 1 + 2, 20 - 5 + 5 + 3)
-    assert estimate.left(PLAN, _done(10), {SCREEN: 12}).measurements[0] == 12 + 6 + 2 + 2  # more than planned
-    finished = estimate.left(PLAN, timed + _done(2, CONFIRM, first=3000.0) + _done(1, PARITY, trained=True), {})
+    assert estimate.left(PLAN, again, _waiting({RACE: 2})).measurements == (2 + 1 + 2, 20 - 5 + 5 + 3)
+    more = estimate.left(PLAN, _done(10), _waiting({SCREEN: 12}))  # more than planned
+    assert more.measurements[0] == 12 + 6 + 2 + 2
+    finished = estimate.left(PLAN, timed + _done(2, CONFIRM, first=3000.0) + _done(1, PARITY, trained=True), [])
     assert finished.measurements == (0, 1) and estimate.Left((0, 0), (0, 0)).short() == ""
 
 
@@ -145,13 +151,66 @@ def test_a_queued_measurement_of_a_measured_combination_is_priced_by_its_own_dur
              one("baseline", 57.0, 450.0, PARITY, first=79.0)]
     table = Plan((Stage((SCREEN, FULL), 3, 3), Stage((RACE,), 2, 2), Stage((PARITY,), 1, 1, (1, 1)),
                   Stage((TABLE,), 2, 2, (2, 2))), 1000)
-    by_mean = estimate.left(table, timed, {TABLE: 2})
-    own = estimate.left(table, timed, {TABLE: 2}, slots=[("bf16", TABLE), ("batch", TABLE)])
+    by_mean = estimate.left(table, timed, _waiting({TABLE: 2}))
+    own = estimate.left(table, timed, [("bf16", TABLE), ("batch", TABLE)])
     assert by_mean.minutes == pytest.approx((2 * 57 / 60,) * 2)
     added = (57.0 - 10.0) * 450.0  # the baseline's training beyond its timed measurement, in samples' worth
     expected = (60.0 + added / 75.0) + (9.0 + added / 500.0)
     assert own.minutes == pytest.approx((expected / 60,) * 2)
     # A new round of the race: a combination measured before at what it took, one never measured at the mean.
-    again = estimate.left(table, timed, {RACE: 2}, slots=[("bf16", RACE), ("new", RACE)])
+    again = estimate.left(table, timed, [("bf16", RACE), ("new", RACE)])
     fast_s = (10.0 + 60.0 + 9.0) / 3
     assert again.minutes == pytest.approx(((60.0 + fast_s + 2 * 57) / 60,) * 2)
+
+
+def _one(combination: str, seconds: float, rate: float, phase: str = SCREEN, first: float = 0.0) -> Done:
+    return Done(phase, phase in (PARITY, TABLE), first, first + seconds, combination=combination, rate=rate)
+
+
+# Screened: the baseline, batch (fast) and bf16 (a sixth of the baseline's throughput); the baseline trained in parity.
+SCREENED = [_one("baseline", 10.0, 450.0), _one("bf16", 60.0, 75.0, first=10.0), _one("batch", 9.0, 500.0, first=70.0),
+            _one("baseline", 57.0, 450.0, PARITY, first=79.0)]
+WHOLE = Plan((Stage((SCREEN, FULL), 3, 3), Stage((RACE,), 2, 2), Stage((PARITY,), 1, 3, (1, 3)),
+              Stage((CONFIRM,), 0, 3), Stage((TABLE,), 0, 2, (0, 2))), 1000)
+ADDED = (57.0 - 10.0) * 450.0  # the baseline's training beyond its timed measurement, in samples' worth
+
+
+def test_once_parity_is_over_the_table_is_each_group_left_priced_by_its_trainers_throughput():
+    """As confirmation begins, the table pass is not queued yet, but which groups it will train is known: priced at
+    the mean of the trainings done (fp32), six bf16 trainings read 3-12 minutes and took 37."""
+    confirming = estimate.left(WHOLE, SCREENED, [("baseline", CONFIRM)], to_train=["bf16", "batch"])
+    assert confirming.measurements == (1 + 2, 3 + 2) and confirming.trainings == (2, 2)
+    trainings = (60.0 + ADDED / 75.0) + (9.0 + ADDED / 500.0)
+    fast_s = (10.0 + 60.0 + 9.0) / 3  # two confirmation blocks not queued yet, at the mean
+    assert confirming.minutes == pytest.approx(((10.0 + trainings) / 60, (10.0 + 2 * fast_s + trainings) / 60))
+    # Without the groups (a caller that does not know them), the plan's count at the trainings' mean, as before.
+    planned = estimate.left(WHOLE, SCREENED, [("baseline", CONFIRM)])
+    assert planned.trainings == (0, 2)
+    assert planned.minutes == pytest.approx((10.0 / 60, (10.0 + 2 * fast_s + 2 * 57.0) / 60))
+
+
+def test_while_parity_lasts_it_may_train_some_of_the_groups_left_first():
+    screened = SCREENED[:3]  # nothing trained yet: the baseline's group is left too
+    groups = ["baseline", "bf16", "batch"]
+    racing = estimate.left(WHOLE, screened, [("baseline", RACE), ("bf16", RACE)], to_train=groups)
+    reach = 2 - 0 + 1  # the plan's table leaves parity up to 2 groups, and the baseline's
+    assert racing.trainings == (1 + max(0, 3 - reach), 3 + 3)
+    # Screening not over: some group may have no trainer yet, so the plan's count stands.
+    screening = estimate.left(WHOLE, screened, [("batch", SCREEN)], to_train=["baseline", "bf16"])
+    assert screening.trainings == (1 + 0, 3 + 2)
+
+
+def test_a_training_before_any_is_timed_is_read_from_its_own_measurement_and_what_is_queued_in_parity_trains():
+    """Until a training is timed, a slow combination's training is extrapolated from its own measurement, not from the
+    mean of every combination's; and each training queued counts as one, beyond the plan's low end."""
+    def screened(combination: str, seconds: float, first: float) -> Done:
+        return Done(SCREEN, False, first, first + seconds, samples=100, train_s=seconds / 2, combination=combination)
+
+    timed = [screened("baseline", 10.0, 0.0), screened("bf16", 60.0, 10.0), screened("batch", 9.0, 70.0)]
+    own = {c: s + (1000 - 100) * (s / 2) / 100 for c, s in (("baseline", 10.0), ("bf16", 60.0), ("batch", 9.0))}
+    queued = [("baseline", PARITY), ("batch", PARITY)]
+    rest = estimate.left(WHOLE, timed, queued + [("fresh", RACE)])
+    assert rest.trainings[0] == 2  # both queued, though the plan's parity may train as few as one
+    fast_s = (10.0 + 60.0 + 9.0) / 3
+    low = 2 * fast_s + own["baseline"] + own["batch"]  # the race's planned two, and the two trainings at their own
+    assert rest.minutes is not None and rest.minutes[0] == pytest.approx(low / 60)

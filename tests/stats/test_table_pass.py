@@ -59,6 +59,18 @@ def test_the_table_pass_follows_the_answer_and_trains_every_other_group_once():
     assert {g for g, seeds in finalists.accuracies(combine(stored)).items() if 0 in seeds} == set(GROUPS)
 
 
+def test_the_groups_left_to_train_are_named_by_their_trainers_for_the_cost_estimate():
+    """`Planner.to_train`: what the estimate counts and prices for the table pass before it is queued - each group
+    whose first seed has not been trained, by the combination that will train it; none where no table pass runs."""
+    planner = _planner(quick=False)
+    assert planner.to_train(combine(_screened())) == GROUPS  # each group's trainer is named after it here
+    assert planner.to_train(combine(_answered())) == ["slow0", "slow1"]
+    assert planner.to_train(combine(_answered() + [_table(300, "slow1", 89.0)])) == ["slow0"]
+    assert _planner(quick=True).to_train(combine(_answered())) is None
+    planner.defer_accuracy = False  # screening trains each group: no table pass
+    assert planner.to_train(combine(_screened())) is None
+
+
 def test_quick_trains_only_what_the_answer_needs_and_says_so():
     stored = combine(_answered())
     assert _parity(_planner(quick=True), stored) == []

@@ -361,10 +361,15 @@ def table(records: Sequence[Record], found: Final) -> list[tuple[int, str]]:
     ranked = [*(group[c] for c in found.members if c in group),
               *_fastest_groups(speedups.protocol_measurements(records), group), *sorted(teachers)]
     order = [g for g in dict.fromkeys(ranked) if g in teachers]
-    first = {g for g, seeds in accuracies(records).items() if 0 in seeds} | {
+    first = first_seed_ended(records)
+    return [(place, g) for place, g in enumerate(order) if g not in first]
+
+
+def first_seed_ended(records: Sequence[Record]) -> set[str]:
+    """The accuracy groups whose training at the first seed ended, completed or failed."""
+    return {g for g, seeds in accuracies(records).items() if 0 in seeds} | {
         group_of(m) for r in records for m in r.every_measurement
         if m.phase in TRAININGS and m.seed_index == 0 and m.state in (State.FAILED, State.COMPLETE)}
-    return [(place, g) for place, g in enumerate(order) if g not in first]
 
 
 def untrained(records: Sequence[Record], groups: Collection[str], quick: bool) -> dict[str, str]:
