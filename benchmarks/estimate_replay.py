@@ -26,6 +26,7 @@ from ablate.run import estimate
 from ablate.stats.planner import Planner
 from ablate.store import records, seeds, study_record
 from ablate.store.records import Record
+from ablate.words import span
 from benchmarks.conclusion_cost import stored_study
 
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _minutes(found: tuple[float, float] | None) -> str:
-    return "not yet" if found is None else f"{found[0]:.0f}-{found[1]:.0f}"
+    return "not yet" if found is None else span(round(found[0]), round(found[1]))
 
 
 if __name__ == "__main__":
