@@ -1,17 +1,17 @@
 """The time-left estimate replayed on a study already run: as each protocol phase began, what the rest would take.
 
-    python -m benchmarks.estimate_replay --from RESULTS_DIR [--study mnist_cnn] [--file STUDY.yaml]
+    python -m benchmarks.estimate_replay --from RESULTS_DIR [--study mnist_cnn] [--file STUDY.yaml] [--every N]
 
 The progress line's estimate (`ablate.run.estimate.left`) is recomputed from the
-study's own storage at the moment each phase's first measurement began: the
-measurements finished by then, and the phase's run of measurements queued. It is
-priced three ways: every measurement at the mean duration of its kind
-(throughput-only or accuracy training); each queued one of a combination already
-measured at what that combination took, a training scaled by its throughput
-(`estimate._own_prices`); and that, with the table pass counted and priced by the
-groups still to train (`Planner.to_train`), as the run now says it. Beside them:
-what the rest of the study took. The storage is read only. `--file`: the study
-file as it was measured, where it has changed since (its plan is priced from it).
+study's own storage at the moment each phase's first measurement began (and at
+every Nth measurement, with `--every N`): the measurements finished by then, and
+the phase's run of measurements from there queued. It is priced twice: every
+measurement at the mean duration of its kind (throughput-only or accuracy
+training), as the estimate did before 2c8e235; and as the run now says it (each
+queued measurement and each training to come at its combination's own price,
+`ablate.run.prices`; the trainings to come named by `Planner.to_train`). Beside
+them: what the rest of the study took. The storage is read only. `--file`: the study file
+as it was measured, where it has changed since (its plan is priced from it).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ablate.config import study as studies
-from ablate.config.design import TRAININGS, as_stored
-from ablate.run import estimate
+from ablate.config.design import as_stored
+from ablate.run import estimate, prices
 from ablate.stats.planner import Planner
 from ablate.store import records, seeds, study_record
 from ablate.store.records import Record
@@ -32,26 +32,27 @@ from benchmarks.conclusion_cost import stored_study
 
 @dataclass(frozen=True)
 class Moment:
-    """One phase's beginning: minutes (low, high) left by the kinds' means, by own prices of the queued, by those and
-    the table's groups (the estimate as it is), and what it took."""
+    """A moment: minutes (low, high) left by the kinds' means, as the run says it now, and what the rest took."""
 
     phase: str
+    measured: int  # measurements begun before it
     at_min: float  # since the study's first measurement began
     by_means: tuple[float, float] | None
-    by_own: tuple[float, float] | None
     now: tuple[float, float] | None
     took_min: float
 
 
-def replay(plan: estimate.Plan, measured: Sequence[Record], planner: Planner | None = None) -> list[Moment]:
-    """At each phase's first measurement (in the order they began), the estimate of what is left of the study.
-    `planner`: the study's, to know the groups the table pass will train (none: the plan has no table pass)."""
-    ran = sorted(((r, d) for r in measured if (d := estimate.done(r)) is not None), key=lambda pair: pair[1].began)
+def replay(plan: estimate.Plan, measured: Sequence[Record], planner: Planner | None = None,
+           every: int = 0) -> list[Moment]:
+    """At each phase's first measurement (in the order they began), and at every `every`-th measurement where given,
+    the estimate of what is left of the study. `planner`: the study's, to know the groups the table pass will train
+    (none: the plan has no table pass)."""
+    ran = sorted(((r, d) for r in measured if (d := prices.done(r)) is not None), key=lambda pair: pair[1].began)
     done = [d for _, d in ran]
     first, end = min(d.began for d in done), max(d.ended for d in done)
     moments, seen = [], set()
     for i, (r, d) in enumerate(ran):
-        if r.phase in seen:
+        if r.phase in seen and not (every and i % every == 0):
             continue
         seen.add(r.phase)
         batch = []  # the phase's run of measurements from here: queued together
@@ -63,12 +64,10 @@ def replay(plan: estimate.Plan, measured: Sequence[Record], planner: Planner | N
         queued = [(b.combination, b.phase) for b in batch]
         anonymous = [("", phase) for _, phase in queued]  # no combination's own price: the kinds' means alone
         by_then = records.combine([m for m, f in ran if f.ended <= d.began])
-        training = {c for c, phase in queued if phase in TRAININGS}
-        to_train = planner.to_train(by_then) if planner else None
         now = estimate.left(plan, finished, queued,
-                            to_train=None if to_train is None else [c for c in to_train if c not in training])
-        moments.append(Moment(r.phase, (d.began - first) / 60, estimate.left(plan, finished, anonymous).minutes,
-                              estimate.left(plan, finished, queued).minutes, now.minutes, (end - d.began) / 60))
+                            to_train=planner.to_train(by_then, [c for c, _ in queued]) if planner else None)
+        moments.append(Moment(r.phase, i, (d.began - first) / 60, estimate.left(plan, finished, anonymous).minutes,
+                              now.minutes, (end - d.began) / 60))
     return moments
 
 
@@ -78,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", default="mnist_cnn")
     parser.add_argument("--file", help="the study file as measured (default: --study's)")
     parser.add_argument("--device", default="cpu", help="the device type the study ran on")
+    parser.add_argument("--every", type=int, default=0, help="a moment at every Nth measurement too")
     args = parser.parse_args(argv)
     optuna_study = stored_study(args.source, args.study)
     study = studies.load(args.file or args.study, args.device)
@@ -87,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                       defer_accuracy=protocol.racing and study.task.has_accuracy)
     measured = [records.from_trial(t) for t in optuna_study.get_trials(deepcopy=False)]
     print(f"{args.study}, {protocol.design}: minutes left as each phase began")
-    print("| phase | began (min) | by the kinds' means | queued by own prices | and the table's groups (now) "
-          "| the rest took |\n|---|---:|---:|---:|---:|---:|")
-    for m in replay(estimate.plan(planner, "grid"), measured, planner):
-        print(f"| {m.phase} | {m.at_min:.1f} | {_minutes(m.by_means)} | {_minutes(m.by_own)} | {_minutes(m.now)} "
+    print("| phase | measured | minute | by the kinds' means | as the run says it | the rest took |\n"
+          "|---|---:|---:|---:|---:|---:|")
+    for m in replay(estimate.plan(planner, "grid"), measured, planner, args.every):
+        print(f"| {m.phase} | {m.measured} | {m.at_min:.1f} | {_minutes(m.by_means)} | {_minutes(m.now)} "
               f"| {m.took_min:.1f} |")
     return 0
 

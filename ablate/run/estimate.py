@@ -33,9 +33,11 @@ less as many as parity may still train first.
 measurement and an accuracy training differ several-fold (docs/evidence.md, "Evidence: the cost estimate"). Until
 an accuracy training is timed, one is extrapolated from the throughput-only ones, their duration plus the training
 samples they lack at their own training time per sample (its evaluations left out: an underestimate until one is
-timed). Where a combination's own history gives a price, it replaces the mean (`_own_prices`): a queued measurement
-of a combination already measured, and under the whole table, once screening is over, the table's trainings - one
-for each group not yet trained, known by then, priced by its trainer's throughput (`Planner.to_train`).
+timed). Where a combination's own price can be had, it replaces the mean (`ablate.run.prices`): for each queued
+measurement, a training where it will train one (a training phase, or where screening trains each group as it comes,
+the first queued of each group not yet trained: `Planner.to_train`); under the whole table, once screening is over,
+for the table's trainings - one for each group not yet trained, known by then, by its trainer. A training neither
+queued nor the table's (parity's later seeds) is priced at what the combinations queued would train, on average.
 Nothing is said in minutes before `FEW` measurements are timed: the study file gives samples, not a rate.
 The study's own bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
 """
@@ -44,17 +46,18 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from ablate.config.choices import baseline_levels
+from ablate.config.choices import OFF, baseline_levels, grid
 from ablate.config.design import MIN_RACE_BLOCKS
+from ablate.run import prices
+from ablate.run.prices import Done
 from ablate.stats import parity
 from ablate.stats.planner import Planner
 from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE, TRAININGS
 from ablate.store.records import Record, State
-from ablate.trial import metrics as metric
 from ablate.words import count, span
 
 FEW = 3  # measurements timed before minutes are said: the first pays a cold start and a cold compile cache
@@ -80,6 +83,9 @@ class Plan:
     train_samples: int  # what an accuracy training trains (to extrapolate one from throughput-only measurements)
     new_round: int = 0  # what a new round of the race adds at most (a leader put out on accuracy); 0: no race
     quick: tuple[int, int] | None = None  # the measurements `--quick` would take instead (whole table only)
+    # Each runnable combination's choices besides the baseline's ("dimension=choice"), by label: to price one never
+    # measured from those that were (`ablate.run.prices`).
+    techniques: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def measurements(self) -> tuple[int, int]:
@@ -119,7 +125,9 @@ def table_pass(groups: int) -> str:
 def plan(planner: Planner, search: str) -> Plan:
     """The study's stages as `planner` will plan them (data without labels, which trains nothing, is not known yet:
     its trainings are counted), and under the whole table what `--quick` would take instead."""
-    found = _stages(planner, search)
+    techniques = {planner.study.combination(dict(levels)).label: frozenset(f"{d}={c}" for d, c in levels if c != OFF)
+                  for levels in grid(planner.options) if planner.runnable(levels)}
+    found = replace(_stages(planner, search), techniques=techniques)
     if search != "grid" or planner.protocol.design != "whole table":
         return found
     quick = planner.with_protocol(replace(planner.protocol, quick=True))
@@ -172,39 +180,6 @@ def _stages(planner: Planner, search: str) -> Plan:
 
 
 @dataclass(frozen=True)
-class Done:
-    """A measurement with a result, as the estimate reads it."""
-
-    phase: str
-    trained: bool  # it trained for accuracy
-    began: float  # Unix seconds
-    ended: float
-    complete: bool = True  # a failure counts as done, but its duration says nothing of the others'
-    samples: float | None = None  # what it trained (`metrics.TRAIN_SAMPLES`), and in how long (`TRAIN_TIME_S`)
-    train_s: float | None = None
-    combination: str = ""  # its label
-    rate: float | None = None  # the throughput it measured
-
-    @property
-    def seconds(self) -> float:
-        return self.ended - self.began
-
-    @property
-    def training(self) -> bool:
-        return self.trained or self.phase in TRAININGS
-
-
-def done(r: Record) -> Done | None:
-    """`r` as done, or None where it has no result or was skipped (it took no time)."""
-    t = r.trial
-    if t is None or t.datetime_start is None or t.datetime_complete is None or r.state == State.SKIPPED:
-        return None
-    return Done(r.phase, r.accuracy_trained, t.datetime_start.timestamp(), t.datetime_complete.timestamp(),
-                r.complete, r.metrics.get(metric.TRAIN_SAMPLES), r.metrics.get(metric.TRAIN_TIME_S), r.combination,
-                r.metrics.get(metric.THROUGHPUT))
-
-
-@dataclass(frozen=True)
 class Left:
     """What is left of the study: measurements and accuracy trainings (low, high), and minutes once known."""
 
@@ -227,8 +202,14 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
          to_train: Sequence[str] | None = None) -> Left:
     """What is left after `finished` (every measurement with a result), with `queued` measurements waiting, each as
     (combination, phase). `since`: when this session began (Unix seconds); its measurements alone give the
-    bookkeeping's share. `to_train`: where the plan has a table pass, the combinations that will train the groups
-    neither trained nor queued to be (`Planner.to_train`); once screening is over they count and price the table."""
+    bookkeeping's share. `to_train`: the combinations that will train the groups not yet trained (`Planner.to_train`).
+    Where the plan has a table pass, those not queued to train are the table's, counted and priced once screening is
+    over; elsewhere (screening trains each group as it comes) they name the queued measurements that will train."""
+    trains = {c for c, phase in queued if phase in TRAININGS}
+    if to_train is not None and not any(TABLE in stage.phases for stage in plan.stages):
+        trains |= set(to_train)  # queued in screening: a training for a group no measurement has trained yet
+        to_train = None
+    coming = None if to_train is None else [c for c in to_train if c not in trains]
     waiting_in = Counter(phase for _, phase in queued)
     begun = {d.phase for d in finished} | set(waiting_in)
     trained_by = max((d.ended for d in finished if d.phase == PARITY), default=None)
@@ -241,12 +222,12 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
         waiting = sum(waiting_in[p] for p in stage.phases)
         if RACE in stage.phases and trained_by is not None and (waiting or any(d.began > trained_by for d in mine)):
             mine = [d for d in mine if d.began > trained_by]  # a new round: the race's plan starts again
-        if TABLE in stage.phases and to_train is not None and over[0] and not over[i]:
+        if TABLE in stage.phases and coming is not None and over[0] and not over[i]:
             # Every group left untrained trains once: here, or first in parity while it lasts (at most as many groups
             # as the plan's table leaves it, and the baseline's).
             parity_over = all(over[j] for j, s in enumerate(plan.stages) if PARITY in s.phases)
             reach = 0 if parity_over else stage.high - stage.low + 1
-            table = (max(0, len(to_train) - reach), len(to_train))
+            table = (max(0, len(coming) - reach), len(coming))
             for k in (0, 1):
                 counts[k] += waiting + table[k]
                 trainings[k] += waiting + table[k]
@@ -258,20 +239,23 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
             counts[k] += n
             trainings[k] += min(n, max(0, stage.trainings[k] - trained, training))
     measurements, trained_left = (counts[0], counts[1]), (trainings[0], trainings[1])
-    minutes = _minutes(plan, finished, measurements, trained_left, since, queued, (to_train or (), table))
+    minutes = _minutes(plan, finished, measurements, trained_left, since, [(c, p, c in trains) for c, p in queued],
+                       (coming or (), table))
     return Left(measurements, trained_left, minutes)
 
 
 def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int], trainings: tuple[int, int],
-             since: float | None, queued: Sequence[tuple[str, str]],
+             since: float | None, queued: Sequence[tuple[str, str, bool]],
              table: tuple[Sequence[str], tuple[int, int]]) -> tuple[float, float] | None:
     """Minutes (low, high) for what is left: each kind at its mean duration, corrected where a combination's own
-    price is known - each queued measurement's, and the table's trainings at the mean of `table`'s combinations'."""
+    price is known - each queued measurement's (combination, phase, whether it trains), and the table's trainings at
+    the mean of `table`'s combinations'."""
     timed = [d for d in finished if d.complete]
     if len(timed) < FEW:
         return None
     fast = [d for d in timed if not d.training]
-    slow = [d.seconds for d in timed if d.training] or [s for d in fast if (s := _extrapolated(plan, d)) is not None]
+    slow = [d.seconds for d in timed if d.training] or [
+        s for d in fast if (s := prices.extrapolated(plan.train_samples, d)) is not None]
     fast_s = statistics.fmean(d.seconds for d in fast) if fast else None
     slow_s = statistics.fmean(slow) if slow else None
     if (fast_s is None and measurements[1] > trainings[1]) or (slow_s is None and trainings[1]):
@@ -280,58 +264,28 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     busy = sum(d.seconds for d in session)
     # Hand-offs between measurements (planning, storage, MLflow); below 1 where workers measure side by side.
     share = (max(d.ended for d in session) - min(d.began for d in session)) / busy if len(session) > 1 and busy else 1
-    price = _own_prices(plan, timed)
+    price = prices.own(timed, plan.train_samples, plan.techniques)
     own = 0.0  # queued in both counts
-    for combination, phase in queued:
-        mean = slow_s if phase in TRAININGS else fast_s
-        if mean is not None and (found := price(combination, phase in TRAININGS)) is not None:
+    for combination, _, trains in queued:
+        mean = slow_s if trains else fast_s
+        if mean is not None and (found := price(combination, trains)) is not None:
             own += found - mean
     combinations, counted = table
-    to_train = [found if (found := price(c, True)) is not None else slow_s or 0.0 for c in combinations]
-    each = statistics.fmean(to_train) - (slow_s or 0.0) if to_train else 0.0
-    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each) * share / 60
-                 for n, k, t in zip(measurements, trainings, counted, strict=True))
+    each = _mean_training(price, combinations, slow_s) - (slow_s or 0.0)
+    # Trainings neither named nor the table's (parity's seeds, a group whose trainer is not known): as the
+    # combinations now queued would train, on average.
+    named = sum(trains for *_, trains in queued)
+    other = _mean_training(price, [c for c, *_ in queued], slow_s) - (slow_s or 0.0)
+    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each + max(0, k - named - t) * other)
+                 * share / 60 for n, k, t in zip(measurements, trainings, counted, strict=True))
     return low, high
 
 
-def _extrapolated(plan: Plan, d: Done) -> float | None:
-    """A training's seconds read from a throughput-only measurement `d`: its duration plus the training samples it
-    lacks at its own training time per sample (its evaluations left out: an underestimate); None where it trained
-    nothing."""
-    if not d.samples or d.train_s is None:
-        return None
-    return d.seconds + max(0.0, plan.train_samples - d.samples) * d.train_s / d.samples
-
-
-def _own_prices(plan: Plan, timed: Sequence[Done]) -> Callable[[str, bool], float | None]:
-    """A combination's own price in seconds, a measurement (training or not) of it, where its history gives one:
-    what it took; a training it has not had, its timed measurement plus the part a timed training adds, scaled by its
-    throughput, else (no training timed yet) extrapolated from its own measurement. Why: a training's time follows
-    its stack's throughput, so a slow stack's training priced at the mean of faster ones reads far too short
-    (docs/evidence.md, "Evidence: the cost estimate")."""
-    took: dict[tuple[str, bool], list[float]] = defaultdict(list)
-    rates: dict[str, list[float]] = defaultdict(list)
-    guessed: dict[str, list[float]] = defaultdict(list)
-    for d in timed:
-        took[d.combination, d.training].append(d.seconds)
-        if d.rate:
-            rates[d.combination].append(d.rate)
-        if not d.training and (guess := _extrapolated(plan, d)) is not None:
-            guessed[d.combination].append(guess)
-    rate = {c: statistics.fmean(r) for c, r in rates.items()}
-    timing = {c: statistics.fmean(s) for (c, training), s in took.items() if not training}
-    # A training's seconds beyond its combination's timed measurement, times its throughput: samples' worth of work
-    added = [max(0.0, d.seconds - timing[d.combination]) * rate[d.combination]
-             for d in timed if d.training and d.combination in timing and d.combination in rate]
-
-    def price(combination: str, training: bool) -> float | None:
-        if (combination, training) in took:
-            return statistics.fmean(took[combination, training])
-        if training and added and combination in timing and combination in rate:
-            return timing[combination] + statistics.fmean(added) / rate[combination]
-        return statistics.fmean(guessed[combination]) if training and combination in guessed else None
-
-    return price
+def _mean_training(price: Callable[[str, bool], float | None], combinations: Sequence[str],
+                   slow_s: float | None) -> float:
+    """The mean price of a training of each of `combinations`, its own where there is one, else `slow_s`."""
+    found = [p if (p := price(c, True)) is not None else slow_s or 0.0 for c in combinations]
+    return statistics.fmean(found) if found else slow_s or 0.0
 
 
 @dataclass

@@ -24,11 +24,11 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from ablate.config.choices import accuracy_group, levels_of, targets_of
-from ablate.config.design import TABLE, TRAININGS, ProtocolSettings
+from ablate.config.design import TABLE, ProtocolSettings
 from ablate.config.schema import Study
 from ablate.render import report, terminal
 from ablate.render.diagnosis import run_start
-from ablate.run import baseline_profile, bitwise, estimate, outages
+from ablate.run import baseline_profile, bitwise, estimate, outages, prices
 from ablate.run.interrupts import DeferredInterrupts, Interrupted, sigterm_as_keyboard_interrupt
 from ablate.run.objective import Objective, ProgressLines
 from ablate.run.recovery import Recovery
@@ -160,18 +160,16 @@ class Runner:
         `counted`: the study's measurements (`_counted`), where the caller has just read them."""
         if self.cost is None or self.progress is None:
             return
-        finished: list[estimate.Done] = []
+        finished: list[prices.Done] = []
         queued: list[tuple[str, str]] = []
         for t, r in self._counted() if counted is None else counted:
             if records.has_result(t) and t.state in records.FINISHED:
-                if (d := estimate.done(r)) is not None:
+                if (d := prices.done(r)) is not None:
                     finished.append(d)
             elif t.state in (TrialState.WAITING, TrialState.RUNNING):
                 queued.append((r.combination, r.phase))
-        training = {c for c, phase in queued if phase in TRAININGS}
-        to_train = self.planner.to_train(self._stored())
-        rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began,
-                             to_train=None if to_train is None else [c for c in to_train if c not in training])
+        to_train = self.planner.to_train(self._stored(), [c for c, _ in queued])
+        rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began, to_train=to_train)
         terminal.left(self.progress, rest.short())
         if rest.minutes and not self.cost.minutes_said:
             self.cost.minutes_said = True

@@ -204,14 +204,27 @@ class Planner:
         return [Planned(Slot(levels_of(trainers[g].levels), -1, len(trainers) + place, TABLE))
                 for place, g in finalists.table(stored, found)]
 
-    def to_train(self, stored: list[records.Record]) -> list[str] | None:
-        """Where the table pass trains every group (`_table`), the combinations that will train each group whose
-        first seed has not been trained (by parity or the table pass: `finalists.trainers`), for the cost estimate
-        to count and price; else None."""
-        if not self.defer_accuracy or self.protocol.quick:
+    def to_train(self, stored: list[records.Record], queued: Sequence[str] = ()) -> list[str] | None:
+        """The combinations that will train each accuracy group whose first seed has not been trained, for the cost
+        estimate to count and price. Where the table pass trains every group (`_table`): each group's trainer
+        (`finalists.trainers`), by parity or the table pass. Where screening trains each group as it comes
+        (`defer_accuracy` off): the first of `queued` (labels, in the order they run) in each group no measurement
+        has trained. None where the study trains no accuracy, or under `--quick` (only the answer's groups train)."""
+        if not self.study.task.has_accuracy or self.study.budget.throughput_only:
             return None
-        trainers = finalists.trainers(stored)
-        return [trainers[g].combination for g in sorted(trainers.keys() - finalists.first_seed_ended(stored))]
+        if self.defer_accuracy:
+            if self.protocol.quick:
+                return None
+            trainers = finalists.trainers(stored)
+            return [trainers[g].combination for g in sorted(trainers.keys() - finalists.first_seed_ended(stored))]
+        trained = {g for g, seeds in finalists.accuracies(stored).items() if 0 in seeds}
+        group = {self.study.combination(dict(levels)).label: self.accuracy_group(self.options_of(levels))
+                 for levels in grid(self.options) if self.runnable(levels)}
+        first: dict[str, str] = {}
+        for label in queued:
+            if label in group and group[label] not in trained:
+                first.setdefault(group[label], label)
+        return list(first.values())
 
     def _fold_over(self, stored: list[records.Record], screened: fractioned.Fractioned) -> list[Planned]:
         """The fold-over's screening blocks (`fraction.rest`, numbered after screening's), where the model on the

@@ -9,7 +9,8 @@ import pytest
 
 from ablate.config import study as studies
 from ablate.run import estimate
-from ablate.run.estimate import Done, Plan, Stage
+from ablate.run.estimate import Plan, Stage
+from ablate.run.prices import Done
 from ablate.stats.planner import Planner
 from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE
 
@@ -157,10 +158,12 @@ def test_a_queued_measurement_of_a_measured_combination_is_priced_by_its_own_dur
     added = (57.0 - 10.0) * 450.0  # the baseline's training beyond its timed measurement, in samples' worth
     expected = (60.0 + added / 75.0) + (9.0 + added / 500.0)
     assert own.minutes == pytest.approx((expected / 60,) * 2)
-    # A new round of the race: a combination measured before at what it took, one never measured at the mean.
+    # A new round of the race: a combination measured before at what it took, one never measured at the mean. The
+    # trainings to come, not named, at what the queued would train on average: bf16's own, "new"'s at the mean.
     again = estimate.left(table, timed, [("bf16", RACE), ("new", RACE)])
     fast_s = (10.0 + 60.0 + 9.0) / 3
-    assert again.minutes == pytest.approx(((60.0 + fast_s + 2 * 57) / 60,) * 2)
+    each = ((60.0 + added / 75.0) + 57.0) / 2
+    assert again.minutes == pytest.approx(((60.0 + fast_s + 2 * each) / 60,) * 2)
 
 
 def _one(combination: str, seconds: float, rate: float, phase: str = SCREEN, first: float = 0.0) -> Done:

@@ -67,8 +67,18 @@ def test_the_groups_left_to_train_are_named_by_their_trainers_for_the_cost_estim
     assert planner.to_train(combine(_answered())) == ["slow0", "slow1"]
     assert planner.to_train(combine(_answered() + [_table(300, "slow1", 89.0)])) == ["slow0"]
     assert _planner(quick=True).to_train(combine(_answered())) is None
-    planner.defer_accuracy = False  # screening trains each group: no table pass
-    assert planner.to_train(combine(_screened())) is None
+
+
+def test_where_screening_trains_each_group_as_it_comes_the_first_queued_of_each_untrained_group_trains():
+    planner = _planner(quick=False)
+    planner.defer_accuracy = False  # the single pass, TPE: no table pass
+    levels = [tuple(sorted(p.slot.combination)) for p in planner.screening() if planner.runnable(p.slot.combination)]
+    queued = [planner.study.combination(dict(lv)).label for lv in levels]
+    group = {planner.study.combination(dict(lv)).label: planner.accuracy_group(planner.options_of(lv)) for lv in levels}
+    first = list({group[c]: c for c in reversed(queued)}.values())  # each group's first in the queue
+    named = planner.to_train([], queued)
+    assert named is not None and sorted(named) == sorted(first) and len(named) == len(set(group.values())) > 1
+    assert planner.to_train([], queued[::-1]) != named  # the order decides which member trains
 
 
 def test_quick_trains_only_what_the_answer_needs_and_says_so():

@@ -1,0 +1,125 @@
+"""What one measurement of a combination will take, in seconds, for the cost estimate (`ablate.run.estimate`).
+
+A measurement's time follows its stack's throughput: its windows and its training are counted in samples. So a
+stack at a sixth of the baseline's throughput (bf16 emulated on a CPU) trains about six times as long, and priced at
+the mean of faster ones it reads far too short (docs/evidence.md, "Evidence: the cost estimate"). A combination's
+own price, where one can be had:
+
+- measured before, the same kind of measurement (a training or not): what it took;
+- a training it has not had: its throughput-only measurement plus the work a timed training adds, at its throughput;
+  without such a measurement, a timed training's whole work at its throughput; no training timed yet, its
+  measurement plus the training samples it lacks, at its own training time per sample;
+- never measured: those figures as a fit of the combinations measured predicts them - each technique multiplies a
+  figure by its own factor (main effects on the log scale, least squares) - where the fit leaves a degree of freedom
+  and has seen every technique the combination takes. The single pass queues every combination at once, so until
+  this fit can be made its minutes price each at the mean.
+
+None where none can be had: the estimate prices the measurement at its kind's mean.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ablate.config.design import TRAININGS
+from ablate.store.records import Record, State
+from ablate.trial import metrics as metric
+
+
+@dataclass(frozen=True)
+class Done:
+    """A measurement with a result, as the estimate reads it."""
+
+    phase: str
+    trained: bool  # it trained for accuracy
+    began: float  # Unix seconds
+    ended: float
+    complete: bool = True  # a failure counts as done, but its duration says nothing of the others'
+    samples: float | None = None  # what it trained (`metrics.TRAIN_SAMPLES`), and in how long (`TRAIN_TIME_S`)
+    train_s: float | None = None
+    combination: str = ""  # its label
+    rate: float | None = None  # the throughput it measured
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.began
+
+    @property
+    def training(self) -> bool:
+        return self.trained or self.phase in TRAININGS
+
+
+def done(r: Record) -> Done | None:
+    """`r` as done, or None where it has no result or was skipped (it took no time)."""
+    t = r.trial
+    if t is None or t.datetime_start is None or t.datetime_complete is None or r.state == State.SKIPPED:
+        return None
+    return Done(r.phase, r.accuracy_trained, t.datetime_start.timestamp(), t.datetime_complete.timestamp(),
+                r.complete, r.metrics.get(metric.TRAIN_SAMPLES), r.metrics.get(metric.TRAIN_TIME_S), r.combination,
+                r.metrics.get(metric.THROUGHPUT))
+
+
+def extrapolated(train_samples: int, d: Done) -> float | None:
+    """A training's seconds read from a throughput-only measurement `d`: its duration plus the training samples it
+    lacks at its own training time per sample (its evaluations left out: an underestimate); None where it trained
+    nothing."""
+    if not d.samples or d.train_s is None:
+        return None
+    return d.seconds + max(0.0, train_samples - d.samples) * d.train_s / d.samples
+
+
+def own(timed: Sequence[Done], train_samples: int,
+        techniques: Mapping[str, frozenset[str]]) -> Callable[[str, bool], float | None]:
+    """`price(combination, training)`: a measurement's own price in seconds, or None (the module docstring).
+    `techniques`: each combination's choices besides the baseline's, to predict those never measured."""
+    took: dict[tuple[str, bool], list[float]] = defaultdict(list)
+    rates: dict[str, list[float]] = defaultdict(list)
+    guessed: dict[str, list[float]] = defaultdict(list)
+    for d in timed:
+        took[d.combination, d.training].append(d.seconds)
+        if d.rate:
+            rates[d.combination].append(d.rate)
+        if not d.training and (read := extrapolated(train_samples, d)) is not None:
+            guessed[d.combination].append(read)
+    measured = {c: statistics.fmean(s) for (c, training), s in took.items() if not training}
+    rate, timing, guess = (_fitted({c: statistics.fmean(v) for c, v in by.items()}, techniques)
+                           for by in (rates, {c: [s] for c, s in measured.items()}, guessed))
+    # A training's seconds beyond its combination's timed measurement, times its throughput: samples' worth of work
+    added = [max(0.0, d.seconds - measured[d.combination]) * rate[d.combination]
+             for d in timed if d.training and d.combination in measured and d.combination in rate]
+    work = [d.seconds * rate[d.combination] for d in timed if d.training and d.combination in rate]  # the whole of it
+
+    def price(combination: str, training: bool) -> float | None:
+        if (combination, training) in took:
+            return statistics.fmean(took[combination, training])
+        if not training:
+            return timing.get(combination)
+        if added and combination in timing and combination in rate:
+            return timing[combination] + statistics.fmean(added) / rate[combination]
+        if work and combination in rate:  # no measurement of its own to add to (the single pass trains as it goes)
+            return statistics.fmean(work) / rate[combination]
+        return guess.get(combination)
+
+    return price
+
+
+def _fitted(values: Mapping[str, float], techniques: Mapping[str, frozenset[str]]) -> dict[str, float]:
+    """`values` (positive, by combination), and for each combination of `techniques` without one, what a fit of
+    their logs on the techniques predicts: where the fit has a residual degree of freedom, full rank, and has seen
+    each of the combination's techniques."""
+    known = {c: v for c, v in values.items() if c in techniques and v > 0}
+    seen = sorted(set().union(*(techniques[c] for c in known))) if known else []
+    if len(known) <= len(seen) + 1:
+        return dict(values)
+    x = np.array([[1.0, *(float(t in techniques[c]) for t in seen)] for c in known])
+    if np.linalg.matrix_rank(x) < x.shape[1]:
+        return dict(values)
+    beta = np.linalg.lstsq(x, np.log(list(known.values())), rcond=None)[0]
+    effect = dict(zip(seen, beta[1:], strict=True))
+    predicted = {c: float(np.exp(beta[0] + sum(effect[t] for t in ts)))
+                 for c, ts in techniques.items() if c not in values and ts <= effect.keys()}
+    return {**predicted, **values}

@@ -1,0 +1,72 @@
+"""A measurement's own price for the cost estimate (ablate.run.prices): what its combination took, a training scaled
+by its throughput, and a combination never measured predicted from those that were, each technique a factor."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ablate.run import estimate, prices
+from ablate.run.estimate import Plan, Stage
+from ablate.run.prices import Done
+from ablate.stats.protocol import SCREEN
+
+# Three techniques, each a factor on throughput: bf16 a sixth (emulated on a CPU), batch x1.1, workers x0.9.
+FACTOR = {"amp=bf16": 1 / 6, "batch=128": 1.1, "workers=2": 0.9}
+TECHNIQUES = {"baseline": frozenset(), "bf16": frozenset({"amp=bf16"}), "batch": frozenset({"batch=128"}),
+              "workers": frozenset({"workers=2"}), "batch+workers": frozenset({"batch=128", "workers=2"}),
+              "bf16+batch": frozenset({"amp=bf16", "batch=128"}), "bf16+workers": frozenset({"amp=bf16", "workers=2"}),
+              "bf16+batch+workers": frozenset({"amp=bf16", "batch=128", "workers=2"})}
+
+
+def _rate(combination: str) -> float:
+    return 450.0 * math.prod(FACTOR[t] for t in TECHNIQUES[combination])
+
+
+def _measured(combination: str, first: float, training: bool = False) -> Done:
+    """A measurement whose time is all throughput: 4,500 samples' worth, or 45,000 for a training."""
+    seconds = (45_000 if training else 4_500) / _rate(combination)
+    return Done(SCREEN, training, first, first + seconds, combination=combination, rate=_rate(combination))
+
+
+def test_a_combination_never_measured_is_priced_as_its_techniques_multiply():
+    timed = [_measured(c, 100.0 * i) for i, c in enumerate(["baseline", "bf16", "batch", "workers", "batch+workers"])]
+    price = prices.own(timed, 1000, TECHNIQUES)
+    for unseen in ("bf16+batch", "bf16+batch+workers"):
+        assert price(unseen, False) == pytest.approx(4_500 / _rate(unseen))
+    # A training never timed, and no training timed anywhere: nothing to scale (the estimate uses its kind's mean).
+    assert price("bf16+batch", True) is None
+    # One training timed: its whole work, at the combination's throughput.
+    price = prices.own([*timed, _measured("batch", 900.0, training=True)], 1000, TECHNIQUES)
+    assert price("bf16+batch", True) == pytest.approx(45_000 / _rate("bf16+batch"))
+
+
+def test_the_fit_waits_for_a_degree_of_freedom_and_for_every_technique_it_needs():
+    price = prices.own([_measured(c, 100.0 * i) for i, c in enumerate(["baseline", "bf16", "batch", "workers"])],
+                       1000, TECHNIQUES)
+    assert price("batch+workers", False) is None  # four measured, four parameters: nothing left to check the fit
+    price = prices.own([_measured(c, 100.0 * i) for i, c in enumerate(["baseline", "batch", "workers",
+                                                                        "batch+workers", "baseline"])],
+                       1000, TECHNIQUES)
+    assert price("bf16+batch", False) is None  # bf16 never measured: no factor for it
+    assert price("batch+workers", False) == pytest.approx(4_500 / _rate("batch+workers"))  # its own
+
+
+def test_the_single_pass_prices_the_queued_that_will_train_as_trainings():
+    """The single pass queues every combination at once and trains the first of each group as it comes: six bf16
+    trainings at about 350 s each read as 22 minutes where 56 were left, each priced at the mean of the trainings
+    done (fp32) and the rest at a throughput-only measurement's."""
+    timed = [_measured(c, 100.0 * i, training=c == "batch")
+             for i, c in enumerate(["baseline", "bf16", "batch", "workers", "batch+workers", "bf16+workers"])]
+    plan = Plan((Stage((SCREEN,), 8, 8, (2, 2)),), 1000, techniques=TECHNIQUES)
+    queued = [("bf16+batch", SCREEN), ("bf16+batch+workers", SCREEN)]
+    share = (max(d.ended for d in timed) - timed[0].began) / sum(d.seconds for d in timed)
+    named = estimate.left(plan, timed, queued, to_train=["bf16+batch"])
+    expected = 45_000 / _rate("bf16+batch") + 4_500 / _rate("bf16+batch+workers")
+    assert named.trainings == (1, 1) and named.minutes == pytest.approx((expected * share / 60,) * 2)
+    # Not named: one of the two trains, at what the queued would train on average, in place of a throughput-only one.
+    unnamed = estimate.left(plan, timed, queued)
+    fast_s = sum(d.seconds for d in timed if not d.training) / 5
+    trainings = [45_000 / _rate(c) for c, _ in queued]
+    mean = 4_500 / _rate("bf16+batch") + 4_500 / _rate("bf16+batch+workers") - fast_s + sum(trainings) / 2
+    assert unnamed.minutes == pytest.approx((mean * share / 60,) * 2)
