@@ -91,10 +91,10 @@ def show(bar: tqdm, doing: str) -> None:
     bar.set_postfix_str(doing[:MAX_DOING], refresh=True)
 
 
-def left(bar: tqdm, text: str) -> None:
+def left(bar: tqdm, text: str, refresh: bool = True) -> None:
     """What is left of the study (`ablate.run.estimate.Left.short`), after the elapsed time: the bar's description,
     which the formats place there."""
-    bar.set_description_str(f", {text}" if text else "", refresh=True)
+    bar.set_description_str(f", {text}" if text else "", refresh=refresh)
 
 
 def width(default: int = LINE) -> int:

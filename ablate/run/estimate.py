@@ -187,13 +187,14 @@ class Left:
     trainings: tuple[int, int]
     minutes: tuple[float, float] | None = None
 
-    def short(self) -> str:
-        """For the progress line: "" once nothing is left."""
+    def short(self, since_s: float = 0.0) -> str:
+        """For the progress line: "" once nothing is left. `since_s`: seconds since it was worked out - the minutes
+        count down while a measurement runs (it is worked out again as one ends)."""
         if not self.measurements[1]:
             return ""
         said = f"~{span(*self.measurements)} more"
         if self.minutes:
-            low, high = (max(1, round(m)) for m in self.minutes)
+            low, high = (max(1, round(m - since_s / 60)) for m in self.minutes)
             said += f" ({span(low, high)} min)"
         return said
 

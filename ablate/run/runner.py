@@ -118,6 +118,7 @@ class Runner:
         self.diagnosed = False  # the baseline's diagnosis has been printed (`_diagnose`)
         self.table_said = False  # the answer's settled line has been said (`_table_pass`)
         self.cost: estimate.Session | None = None  # what this run measures, against what the study should cost
+        self.rest: tuple[estimate.Left, float] | None = None  # what is left, and when it was worked out
 
     # -- the protocol ---------------------------------------------------------------------------------------
 
@@ -170,6 +171,7 @@ class Runner:
                 queued.append((r.combination, r.phase))
         to_train = self.planner.to_train(self._stored(), [c for c, _ in queued])
         rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began, to_train=to_train)
+        self.rest = (rest, time.time())
         terminal.left(self.progress, rest.short())
         if rest.minutes and not self.cost.minutes_said:
             self.cost.minutes_said = True
@@ -336,6 +338,8 @@ class Runner:
 
     def _show(self, doing: str) -> None:
         if self.progress:
+            if self.rest:  # counting down through the running measurement
+                terminal.left(self.progress, self.rest[0].short(time.time() - self.rest[1]), refresh=False)
             terminal.show(self.progress, doing)
 
     def _after(self, optuna_study: optuna.Study, trial: FrozenTrial) -> None:

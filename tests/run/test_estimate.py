@@ -217,3 +217,12 @@ def test_a_training_before_any_is_timed_is_read_from_its_own_measurement_and_wha
     fast_s = (10.0 + 60.0 + 9.0) / 3
     low = 2 * fast_s + own["baseline"] + own["batch"]  # the race's planned two, and the two trainings at their own
     assert rest.minutes is not None and rest.minutes[0] == pytest.approx(low / 60)
+
+
+def test_the_minutes_count_down_while_a_measurement_runs():
+    """Worked out as a measurement ends, the minutes are shown less the time since (`Runner._show`, as the running
+    measurement's phase changes): a 6-minute training no longer sits beside the same figure from start to end."""
+    rest = estimate.Left((5, 8), (1, 2), (10.0, 20.0))
+    assert rest.short() == "~5-8 more (10-20 min)"
+    assert rest.short(since_s=300) == "~5-8 more (5-15 min)"
+    assert rest.short(since_s=3600) == "~5-8 more (1 min)"  # an overrun never says nothing is left
