@@ -50,7 +50,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from ablate.config.choices import OFF, baseline_levels, grid
+from ablate.config.choices import OFF, baseline_levels
 from ablate.config.design import MIN_RACE_BLOCKS
 from ablate.run import prices
 from ablate.run.prices import Done
@@ -125,8 +125,8 @@ def table_pass(groups: int) -> str:
 def plan(planner: Planner, search: str) -> Plan:
     """The study's stages as `planner` will plan them (data without labels, which trains nothing, is not known yet:
     its trainings are counted), and under the whole table what `--quick` would take instead."""
-    techniques = {planner.study.combination(dict(levels)).label: frozenset(f"{d}={c}" for d, c in levels if c != OFF)
-                  for levels in grid(planner.options) if planner.runnable(levels)}
+    techniques = {label: frozenset(f"{d}={c}" for d, c in levels if c != OFF)
+                  for label, levels in planner.runnable_labels().items()}
     found = replace(_stages(planner, search), techniques=techniques)
     if search != "grid" or planner.protocol.design != "whole table":
         return found
@@ -240,16 +240,16 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
             counts[k] += n
             trainings[k] += min(n, max(0, stage.trainings[k] - trained, training))
     measurements, trained_left = (counts[0], counts[1]), (trainings[0], trainings[1])
-    minutes = _minutes(plan, finished, measurements, trained_left, since, [(c, p, c in trains) for c, p in queued],
+    minutes = _minutes(plan, finished, measurements, trained_left, since, [(c, c in trains) for c, _ in queued],
                        (coming or (), table))
     return Left(measurements, trained_left, minutes)
 
 
 def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int], trainings: tuple[int, int],
-             since: float | None, queued: Sequence[tuple[str, str, bool]],
+             since: float | None, queued: Sequence[tuple[str, bool]],
              table: tuple[Sequence[str], tuple[int, int]]) -> tuple[float, float] | None:
     """Minutes (low, high) for what is left: each kind at its mean duration, corrected where a combination's own
-    price is known - each queued measurement's (combination, phase, whether it trains), and the table's trainings at
+    price is known - each queued measurement's (combination, whether it trains), and the table's trainings at
     the mean of `table`'s combinations'."""
     timed = [d for d in finished if d.complete]
     if len(timed) < FEW:
@@ -267,7 +267,7 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     share = (max(d.ended for d in session) - min(d.began for d in session)) / busy if len(session) > 1 and busy else 1
     price = prices.own(timed, plan.train_samples, plan.techniques)
     own = 0.0  # queued in both counts
-    for combination, _, trains in queued:
+    for combination, trains in queued:
         mean = slow_s if trains else fast_s
         if mean is not None and (found := price(combination, trains)) is not None:
             own += found - mean
@@ -275,8 +275,8 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     each = _mean_training(price, combinations, slow_s) - (slow_s or 0.0)
     # Trainings neither named nor the table's (parity's seeds, a group whose trainer is not known): as the
     # combinations now queued would train, on average.
-    named = sum(trains for *_, trains in queued)
-    other = _mean_training(price, [c for c, *_ in queued], slow_s) - (slow_s or 0.0)
+    named = sum(trains for _, trains in queued)
+    other = _mean_training(price, [c for c, _ in queued], slow_s) - (slow_s or 0.0)
     low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each + max(0, k - named - t) * other)
                  * share / 60 for n, k, t in zip(measurements, trainings, counted, strict=True))
     return low, high

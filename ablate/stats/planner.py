@@ -102,6 +102,11 @@ class Planner:
     def runnable_combinations(self) -> list[tuple[Option, ...]]:
         return [self.options_of(levels) for levels in grid(self.options) if self.runnable(levels)]
 
+    def runnable_labels(self) -> dict[str, Levels]:
+        """Each runnable combination's levels by its label (the label a queued trial records)."""
+        return {self.study.combination(dict(levels)).label: levels for levels in grid(self.options)
+                if self.runnable(levels)}
+
     def screened_fraction(self) -> fraction.Fraction | None:
         """The fraction of the runnable grid screening measures here (`ablate.stats.screening.fraction`), or None: all
         of it. A fraction only under `quick`: the whole table measures every combination. None too where the protocol
@@ -218,8 +223,8 @@ class Planner:
             trainers = finalists.trainers(stored)
             return [trainers[g].combination for g in sorted(trainers.keys() - finalists.first_seed_ended(stored))]
         trained = {g for g, seeds in finalists.accuracies(stored).items() if 0 in seeds}
-        group = {self.study.combination(dict(levels)).label: self.accuracy_group(self.options_of(levels))
-                 for levels in grid(self.options) if self.runnable(levels)}
+        group = {label: self.accuracy_group(self.options_of(levels))
+                 for label, levels in self.runnable_labels().items()}
         first: dict[str, str] = {}
         for label in queued:
             if label in group and group[label] not in trained:
