@@ -79,7 +79,7 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
             out += _lines(lacks)
     others = [m for m in rec.members if m is not rec.leader and m is not rec.pick]
     if others:  # one comparison, one interval: the alternatives' own intervals are the report's
-        out.append("as fast as far as the race could tell (alternatives; their figures in the report):")
+        out.append("the race could not tell these apart from it (alternatives; their figures in the report):")
         out += [line for m in others for line in (_named(m.combination, LEVELS_NOTE) if m.combination in rec.two_level
                                                   else [f"  {m.combination}"])]
     if rec.not_raced:

@@ -79,6 +79,19 @@ def test_where_screening_trains_each_group_as_it_comes_the_first_queued_of_each_
     named = planner.to_train([], queued)
     assert named is not None and sorted(named) == sorted(first) and len(named) == len(set(group.values())) > 1
     assert planner.to_train([], queued[::-1]) != named  # the order decides which member trains
+    # A failed training leaves its group untrained: the group's next member in the queue trains it. A completed one
+    # takes its group off the list.
+    failing = next(c for c in named if sum(group[q] == group[c] for q in queued) > 1)
+    done = next(c for c in named if group[c] != group[failing])
+    then = next(c for c in queued if group[c] == group[failing] and c != failing)
+    stored = [Record(n, c, dict(lv), state, phase="screen", accuracy_trained=state == "complete",
+                     accuracy_group=group[c], metrics={"test_accuracy": 90.0} if state == "complete" else {})
+              for n, (c, lv, state) in enumerate([(failing, levels[queued.index(failing)], "failed"),
+                                                  (done, levels[queued.index(done)], "complete")])]
+    rest = [c for c in queued if c not in (failing, done)]
+    after = planner.to_train(stored, rest)
+    assert after is not None and then in after and group[done] not in {group[c] for c in after}
+    assert len(after) == len(named) - 1
 
 
 def test_quick_trains_only_what_the_answer_needs_and_says_so():
