@@ -6,9 +6,10 @@ the mean of faster ones it reads far too short (docs/evidence.md, "Evidence: the
 own price, where one can be had:
 
 - measured before, the same kind of measurement (a training or not): what it took;
-- a training it has not had: its throughput-only measurement plus the work a timed training adds, at its throughput;
-  without such a measurement, a timed training's whole work at its throughput; no training timed yet, its
-  measurement plus the training samples it lacks, at its own training time per sample;
+- a training it has not had: its throughput-only measurement plus what a timed training adds - its longer loop as
+  work at its throughput, its evaluation and start-up as timed (they need not follow the loop's throughput);
+  without such a measurement, a timed training's loop as work at its throughput and the rest as timed; no training
+  timed yet, its measurement plus the training samples it lacks, at its own training time per sample;
 - never measured: those figures as a fit of the combinations measured predicts them - each technique multiplies a
   figure by its own factor (main effects on the log scale, least squares) - where the fit leaves a degree of freedom
   and has seen every technique the combination takes. The single pass queues every combination at once, so until
@@ -79,19 +80,25 @@ def own(timed: Sequence[Done], train_samples: int,
     took: dict[tuple[str, bool], list[float]] = defaultdict(list)
     rates: dict[str, list[float]] = defaultdict(list)
     guessed: dict[str, list[float]] = defaultdict(list)
+    loops: dict[str, list[float]] = defaultdict(list)  # a throughput-only measurement's loop, by combination
     for d in timed:
         took[d.combination, d.training].append(d.seconds)
         if d.rate:
             rates[d.combination].append(d.rate)
-        if not d.training and (read := extrapolated(train_samples, d)) is not None:
-            guessed[d.combination].append(read)
+        if not d.training:
+            loops[d.combination].append(_loop(d))
+            if (read := extrapolated(train_samples, d)) is not None:
+                guessed[d.combination].append(read)
     measured = {c: statistics.fmean(s) for (c, training), s in took.items() if not training}
     rate, timing, guess = (_fitted({c: statistics.fmean(v) for c, v in by.items()}, techniques)
                            for by in (rates, {c: [s] for c, s in measured.items()}, guessed))
-    # A training's seconds beyond its combination's timed measurement, times its throughput: samples' worth of work
-    added = [max(0.0, d.seconds - measured[d.combination]) * rate[d.combination]
-             for d in timed if d.training and d.combination in measured and d.combination in rate]
-    work = [d.seconds * rate[d.combination] for d in timed if d.training and d.combination in rate]  # the whole of it
+    # What a training adds to its combination's throughput-only measurement, and what a whole one takes: its loop's
+    # time in samples' worth of work (it follows the stack's throughput), the rest in seconds (evaluation and
+    # start-up, which do not).
+    trained = [d for d in timed if d.training and d.combination in rate]
+    added = [((_loop(d) - statistics.fmean(loops[c])) * rate[c], d.seconds - _loop(d) - measured[c]
+              + statistics.fmean(loops[c])) for d in trained if (c := d.combination) in measured]
+    whole = [(_loop(d) * rate[d.combination], d.seconds - _loop(d)) for d in trained]
 
     def price(combination: str, training: bool) -> float | None:
         if (combination, training) in took:
@@ -99,12 +106,23 @@ def own(timed: Sequence[Done], train_samples: int,
         if not training:
             return timing.get(combination)
         if added and combination in timing and combination in rate:
-            return timing[combination] + statistics.fmean(added) / rate[combination]
-        if work and combination in rate:  # no measurement of its own to add to (the single pass trains as it goes)
-            return statistics.fmean(work) / rate[combination]
+            return timing[combination] + _at(added, rate[combination])
+        if whole and combination in rate:  # no measurement of its own to add to (the single pass trains as it goes)
+            return _at(whole, rate[combination])
         return guess.get(combination)
 
     return price
+
+
+def _loop(d: Done) -> float:
+    """The seconds of `d`'s training loop, its evaluations and profiling left out (`metrics.TRAIN_TIME_S`); all of
+    its time where that was not stored."""
+    return d.seconds if d.train_s is None else min(d.train_s, d.seconds)
+
+
+def _at(extra: Sequence[tuple[float, float]], rate: float) -> float:
+    """The mean of `extra` (samples' worth of work, seconds) as seconds at `rate`."""
+    return statistics.fmean(work / rate + seconds for work, seconds in extra)
 
 
 def _fitted(values: Mapping[str, float], techniques: Mapping[str, frozenset[str]]) -> dict[str, float]:

@@ -70,3 +70,16 @@ def test_the_single_pass_prices_the_queued_that_will_train_as_trainings():
     trainings = [45_000 / _rate(c) for c, _ in queued]
     mean = 4_500 / _rate("bf16+batch") + 4_500 / _rate("bf16+batch+workers") - fast_s + sum(trainings) / 2
     assert unnamed.minutes == pytest.approx((mean * share / 60,) * 2)
+
+
+def test_a_trainings_evaluation_is_priced_as_timed_and_only_its_loop_at_the_stacks_throughput():
+    """An evaluation need not slow as the training loop does (bf16 emulated on a CPU: its loop about six times the
+    baseline's, its evaluation not), so a training beyond its measurement is the loop's work at the stack's
+    throughput and the rest as the timed training took it."""
+    timed = [Done(SCREEN, False, 0.0, 10.0, train_s=8.0, combination="baseline", rate=450.0),
+             Done(SCREEN, True, 10.0, 120.0, train_s=100.0, combination="baseline", rate=450.0),
+             Done(SCREEN, False, 120.0, 170.0, train_s=48.0, combination="bf16", rate=75.0)]
+    price = prices.own(timed, 1000, TECHNIQUES)
+    # Its measurement, 92 s more loop at the baseline's throughput (552 at bf16's), 10 s of evaluation and the rest
+    # less the 2 s outside the throughput-only measurement's loop.
+    assert price("bf16", True) == pytest.approx(50.0 + 92.0 * 450.0 / 75.0 + 8.0)
