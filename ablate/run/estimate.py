@@ -38,6 +38,8 @@ measurement, a training where it will train one (a training phase, or where scre
 the first queued of each group not yet trained: `Planner.to_train`); under the whole table, once screening is over,
 for the table's trainings - one for each group not yet trained, known by then, by its trainer. A training neither
 queued nor the table's (parity's later seeds) is priced at what the combinations queued would train, on average.
+The race's and confirmation's measurements not yet queued are priced at the baseline's: they measure the fastest
+stacks and the baseline, never the slow ones a screening mean takes in.
 Nothing is said in minutes before `FEW` measurements are timed: the study file gives samples, not a rate.
 The study's own bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
 """
@@ -218,6 +220,7 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
             and any(p in begun for later in plan.stages[i + 1:] for p in later.phases)
             for i, stage in enumerate(plan.stages)]
     counts, trainings, table = [0, 0], [0, 0], (0, 0)
+    raced = [0, 0]  # of the counts, the race's and confirmation's not yet queued
     for i, stage in enumerate(plan.stages):
         mine = [d for d in finished if d.phase in stage.phases]
         waiting = sum(waiting_in[p] for p in stage.phases)
@@ -239,18 +242,21 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
             n = waiting if over[i] else max(planned - len(mine), waiting)
             counts[k] += n
             trainings[k] += min(n, max(0, stage.trainings[k] - trained, training))
+            if {RACE, CONFIRM} & set(stage.phases):
+                raced[k] += n - waiting
     measurements, trained_left = (counts[0], counts[1]), (trainings[0], trainings[1])
     minutes = _minutes(plan, finished, measurements, trained_left, since, [(c, c in trains) for c, _ in queued],
-                       (coming or (), table))
+                       (coming or (), table), (raced[0], raced[1]))
     return Left(measurements, trained_left, minutes)
 
 
 def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int], trainings: tuple[int, int],
-             since: float | None, queued: Sequence[tuple[str, bool]],
-             table: tuple[Sequence[str], tuple[int, int]]) -> tuple[float, float] | None:
+             since: float | None, queued: Sequence[tuple[str, bool]], table: tuple[Sequence[str], tuple[int, int]],
+             raced: tuple[int, int] = (0, 0)) -> tuple[float, float] | None:
     """Minutes (low, high) for what is left: each kind at its mean duration, corrected where a combination's own
-    price is known - each queued measurement's (combination, whether it trains), and the table's trainings at
-    the mean of `table`'s combinations'."""
+    price is known - each queued measurement's (combination, whether it trains), the table's trainings at the mean
+    of `table`'s combinations', and the race's and confirmation's measurements not yet queued (`raced`, of the
+    counts) at the baseline's."""
     timed = [d for d in finished if d.complete]
     if len(timed) < FEW:
         return None
@@ -277,8 +283,13 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     # combinations now queued would train, on average.
     named = sum(trains for _, trains in queued)
     other = _mean_training(price, [c for c, _ in queued], slow_s) - (slow_s or 0.0)
-    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each + max(0, k - named - t) * other)
-                 * share / 60 for n, k, t in zip(measurements, trainings, counted, strict=True))
+    # The race and confirmation measure the fastest stacks and the baseline, not the slow ones screening's mean takes
+    # in: the baseline, in every block of theirs, stands for them.
+    base = next((c for c, ts in plan.techniques.items() if not ts), None)
+    lead = (found - fast_s) if fast_s is not None and base and (found := price(base, False)) is not None else 0.0
+    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each + max(0, k - named - t) * other
+                  + r * lead) * share / 60
+                 for n, k, t, r in zip(measurements, trainings, counted, raced, strict=True))
     return low, high
 
 

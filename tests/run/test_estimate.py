@@ -226,3 +226,19 @@ def test_the_minutes_count_down_while_a_measurement_runs():
     assert rest.short() == "~5-8 more (10-20 min)"
     assert rest.short(since_s=300) == "~5-8 more (5-15 min)"
     assert rest.short(since_s=3600) == "~5-8 more (1 min)"  # an overrun never says nothing is left
+
+
+def test_the_race_not_yet_queued_is_priced_at_the_baselines_measurement():
+    """The race measures the fastest stacks and the baseline, never the slow ones screening's mean takes in (bf16
+    emulated on a CPU): its measurements to come are priced at the baseline's, which runs in each of its blocks."""
+    screened = SCREENED[:3]  # the baseline 10 s, bf16 60 s, batch 9 s
+    plan = Plan((Stage((SCREEN, FULL), 3, 3), Stage((RACE,), 4, 8)), 1000,
+                techniques={"baseline": frozenset(), "bf16": frozenset({"amp=bf16"}),
+                            "batch": frozenset({"batch=128"})})
+    assert estimate.left(plan, screened).minutes == pytest.approx((4 * 10.0 / 60, 8 * 10.0 / 60))
+    by_mean = (10.0 + 60.0 + 9.0) / 3
+    assert estimate.left(dataclasses.replace(plan, techniques={}), screened).minutes == pytest.approx(
+        (4 * by_mean / 60, 8 * by_mean / 60))
+    # Once queued, each is priced by its own combination.
+    queued = estimate.left(plan, screened, [("batch", RACE), ("baseline", RACE)])
+    assert queued.minutes == pytest.approx(((9.0 + 10.0 + 2 * 10.0) / 60, (9.0 + 10.0 + 6 * 10.0) / 60))
