@@ -96,7 +96,7 @@ def own(timed: Sequence[Done], train_samples: int,
     # time in samples' worth of work (it follows the stack's throughput), the rest in seconds (evaluation and
     # start-up, which do not).
     trained = [d for d in timed if d.training and d.combination in rate]
-    added = [((_loop(d) - statistics.fmean(loops[c])) * rate[c], d.seconds - _loop(d) - measured[c]
+    added = [(max(0.0, _loop(d) - statistics.fmean(loops[c])) * rate[c], d.seconds - _loop(d) - measured[c]
               + statistics.fmean(loops[c])) for d in trained if (c := d.combination) in measured]
     whole = [(_loop(d) * rate[d.combination], d.seconds - _loop(d)) for d in trained]
 
