@@ -5,7 +5,8 @@ stack at a sixth of the baseline's throughput (bf16 emulated on a CPU) trains ab
 the mean of faster ones it reads far too short (docs/evidence.md, "Evidence: the cost estimate"). A combination's
 own price, where one can be had:
 
-- measured before, the same kind of measurement (a training or not): what it took;
+- measured before, the same kind of measurement (a training or not): what it took, less its profiling window (a
+  combination's first measurement runs one, `ablate.run.objective.profiles`; the race's and parity's do not);
 - a training it has not had: its throughput-only measurement plus what a timed training adds - its longer loop as
   work at its throughput, its evaluation and start-up as timed (they need not follow the loop's throughput);
   without such a measurement, a timed training's loop as work at its throughput and the rest as timed; no training
@@ -44,6 +45,7 @@ class Done:
     train_s: float | None = None
     combination: str = ""  # its label
     rate: float | None = None  # the throughput it measured
+    profiled_s: float = 0.0  # its profiling window, which only a combination's first measurement runs
 
     @property
     def seconds(self) -> float:
@@ -59,9 +61,10 @@ def done(r: Record) -> Done | None:
     t = r.trial
     if t is None or t.datetime_start is None or t.datetime_complete is None or r.state == State.SKIPPED:
         return None
+    m = r.metrics
     return Done(r.phase, r.accuracy_trained, t.datetime_start.timestamp(), t.datetime_complete.timestamp(),
-                r.complete, r.metrics.get(metric.TRAIN_SAMPLES), r.metrics.get(metric.TRAIN_TIME_S), r.combination,
-                r.metrics.get(metric.THROUGHPUT))
+                r.complete, m.get(metric.TRAIN_SAMPLES), m.get(metric.TRAIN_TIME_S), r.combination,
+                m.get(metric.THROUGHPUT), m.get(metric.PROFILED_STEPS, 0.0) * m.get(metric.PROFILED_STEP_S, 0.0))
 
 
 def extrapolated(train_samples: int, d: Done) -> float | None:
@@ -81,8 +84,10 @@ def own(timed: Sequence[Done], train_samples: int,
     rates: dict[str, list[float]] = defaultdict(list)
     guessed: dict[str, list[float]] = defaultdict(list)
     loops: dict[str, list[float]] = defaultdict(list)  # a throughput-only measurement's loop, by combination
+    again: dict[tuple[str, bool], list[float]] = defaultdict(list)  # measured again: no profiling window
     for d in timed:
         took[d.combination, d.training].append(d.seconds)
+        again[d.combination, d.training].append(d.seconds - d.profiled_s)
         if d.rate:
             rates[d.combination].append(d.rate)
         if not d.training:
@@ -101,8 +106,8 @@ def own(timed: Sequence[Done], train_samples: int,
     whole = [(_loop(d) * rate[d.combination], d.seconds - _loop(d)) for d in trained]
 
     def price(combination: str, training: bool) -> float | None:
-        if (combination, training) in took:
-            return statistics.fmean(took[combination, training])
+        if (combination, training) in again:
+            return statistics.fmean(again[combination, training])
         if not training:
             return timing.get(combination)
         if added and combination in timing and combination in rate:

@@ -83,3 +83,11 @@ def test_a_trainings_evaluation_is_priced_as_timed_and_only_its_loop_at_the_stac
     # Its measurement, 92 s more loop at the baseline's throughput (552 at bf16's), 10 s of evaluation and the rest
     # less the 2 s outside the throughput-only measurement's loop.
     assert price("bf16", True) == pytest.approx(50.0 + 92.0 * 450.0 / 75.0 + 8.0)
+
+
+def test_a_combination_measured_again_is_priced_without_the_profiling_window_only_its_first_runs():
+    """A combination's first measurement profiles after its timed windows (`ablate.run.objective.profiles`); the
+    race's and parity's measurements of it do not, so its price again leaves that window out."""
+    first = Done(SCREEN, False, 0.0, 12.0, combination="batch", rate=500.0, profiled_s=2.0)
+    price = prices.own([first], 1000, TECHNIQUES)
+    assert price("batch", False) == pytest.approx(10.0)
