@@ -110,7 +110,7 @@ def derived(timeline: dict, metrics: dict, trained: bool) -> dict:
         return timeline
     began, ended = measured[0][0] + metrics.get(metric.PREPARE_MODEL_S, 0.0), measured[-1][1]
     marks = {Mark.FIRST_STEP: [began, began + metrics[metric.FIRST_STEP_S]]}
-    profiled = metrics.get(metric.PROFILED_STEPS, 0.0) * metrics.get(metric.PROFILED_STEP_S, 0.0)
+    profiled = metric.profiled_s(metrics)
     if profiled:
         marks[Mark.PROFILING] = [ended - profiled, ended]
     if not trained and len(measured) > 1:

@@ -64,7 +64,7 @@ def done(r: Record) -> Done | None:
     m = r.metrics
     return Done(r.phase, r.accuracy_trained, t.datetime_start.timestamp(), t.datetime_complete.timestamp(),
                 r.complete, m.get(metric.TRAIN_SAMPLES), m.get(metric.TRAIN_TIME_S), r.combination,
-                m.get(metric.THROUGHPUT), m.get(metric.PROFILED_STEPS, 0.0) * m.get(metric.PROFILED_STEP_S, 0.0))
+                m.get(metric.THROUGHPUT), metric.profiled_s(m))
 
 
 def extrapolated(train_samples: int, d: Done) -> float | None:
@@ -80,23 +80,23 @@ def own(timed: Sequence[Done], train_samples: int,
         techniques: Mapping[str, frozenset[str]]) -> Callable[[str, bool], float | None]:
     """`price(combination, training)`: a measurement's own price in seconds, or None (the module docstring).
     `techniques`: each combination's choices besides the baseline's, to predict those never measured."""
-    took: dict[tuple[str, bool], list[float]] = defaultdict(list)
+    took: dict[str, list[float]] = defaultdict(list)  # a throughput-only measurement's seconds, by combination
     rates: dict[str, list[float]] = defaultdict(list)
     guessed: dict[str, list[float]] = defaultdict(list)
     loops: dict[str, list[float]] = defaultdict(list)  # a throughput-only measurement's loop, by combination
     again: dict[tuple[str, bool], list[float]] = defaultdict(list)  # measured again: no profiling window
     for d in timed:
-        took[d.combination, d.training].append(d.seconds)
         again[d.combination, d.training].append(d.seconds - d.profiled_s)
         if d.rate:
             rates[d.combination].append(d.rate)
         if not d.training:
+            took[d.combination].append(d.seconds)
             loops[d.combination].append(_loop(d))
             if (read := extrapolated(train_samples, d)) is not None:
                 guessed[d.combination].append(read)
-    measured = {c: statistics.fmean(s) for (c, training), s in took.items() if not training}
+    measured = {c: statistics.fmean(s) for c, s in took.items()}
     rate, timing, guess = (_fitted({c: statistics.fmean(v) for c, v in by.items()}, techniques)
-                           for by in (rates, {c: [s] for c, s in measured.items()}, guessed))
+                           for by in (rates, took, guessed))
     # What a training adds to its combination's throughput-only measurement, and what a whole one takes: its loop's
     # time in samples' worth of work (it follows the stack's throughput), the rest in seconds (evaluation and
     # start-up, which do not).

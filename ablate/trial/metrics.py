@@ -130,6 +130,11 @@ def windows(metrics: Mapping[str, float]) -> tuple[float, ...]:
     return tuple(metrics[window(i)] for i in range(sum(1 for k in metrics if k.startswith(THROUGHPUT_WINDOW))))
 
 
+def profiled_s(metrics: Mapping[str, float]) -> float:
+    """The profiling window's seconds, its steps at their mean step; 0 where none ran."""
+    return metrics.get(PROFILED_STEPS, 0.0) * metrics.get(PROFILED_STEP_S, 0.0)
+
+
 def log_mean(values: Iterable[float]) -> float:
     """The mean log: the log of the geometric mean, the scale on which speed-ups are estimated."""
     logs = [math.log(v) for v in values]
