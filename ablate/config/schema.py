@@ -23,6 +23,7 @@ from ablate.workload.tasks import Task
 # a synchronisation's latency and any 0.1-0.5 ms hiccup as a percent-sized error; half a second makes them
 # per-mille. None on a CPU, whose windows already last seconds (and whose measurements must not change).
 MIN_WINDOW_S = {"cuda": 0.5}
+ACCELERATOR_TEST_BATCH = 1_000  # evaluation's batch size on an accelerator, where the study sets none
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ class Budget:
     # profile_steps 0: no profiling window.
     profile_steps: int = 20
     profile_seconds: float = 1.0
-    test_batch_size: int = 1_000
+    # The batch size of evaluation; null: the device's (`test_batch`).
+    test_batch_size: int | None = None
     train_subset: int | None = None  # first N training images only (tests)
     test_subset: int | None = None
     seed: int = 0
@@ -56,6 +58,22 @@ class Budget:
     # True: throughput only. Every trial times its windows and stops; none trains for accuracy or evaluates, and the
     # table says accuracy was not measured (as it does for stand-in data).
     throughput_only: bool = False
+
+    def test_batch(self, device_type: str, train_batch: int) -> int:
+        """Evaluation's batch size: the study's `test_batch_size`, else on a CPU the baseline's training batch
+        (`train_batch`), else `ACCELERATOR_TEST_BATCH`.
+
+        Why a CPU evaluates at the training batch: a forward's activations grow with its batch, and glibc's malloc maps
+        any block above its mmap threshold (at most 32 MiB on 64-bit Linux) afresh at each allocation and unmaps it at
+        its free, so each such forward pays the kernel's zeroing of every page it touches. A convolution's output at a
+        thousand images is that large; at the batch the study trains with, the heap hands the same blocks back, and
+        the training has shown those forwards fit. Every group evaluates at the same batch, so a paired difference
+        compares the same arithmetic. The logits' own budget (`ablate.workload.tasks.eval_budget`) still applies.
+        An accelerator's caching allocator keeps its blocks, and its kernels want rows.
+        """
+        if self.test_batch_size is not None:
+            return self.test_batch_size
+        return train_batch if device_type == "cpu" else ACCELERATOR_TEST_BATCH
 
     def window_floor_s(self, device_type: str) -> float:
         """How long a timed window stays open at least on `device_type` (0: no floor); the cap wins over it."""

@@ -161,7 +161,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     tested = evaluation.sample_size(budget.eval_samples, len(splits.test), study.accuracy_tolerance,
                                     task.predictions_per_sample, task.has_accuracy)
     seed = budget.seed if spec.evaluation_seed is None else spec.evaluation_seed
-    test = DataLoader(evaluation.subsample(splits.test, tested, seed), batch_size=budget.test_batch_size)
+    test = DataLoader(evaluation.subsample(splits.test, tested, seed),
+                      batch_size=budget.test_batch(device.type, study.baseline.batch_size))
     # Stand-in data (random labels) has no accuracy worth training for, and a throughput-only study asks for none:
     # time the windows only.
     not_for_accuracy = splits.throughput_only or (THROUGHPUT_ONLY if budget.throughput_only else None)

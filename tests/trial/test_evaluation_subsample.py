@@ -93,12 +93,13 @@ def test_a_bad_evaluation_setting_is_one_line_and_exit_status_2(tmp_path, capsys
 @pytest.fixture
 def evaluated(monkeypatch):
     """The test samples each evaluation of the trials run in this process read, and the subsample's indices."""
-    seen: dict[str, list] = {"counts": [], "indices": []}
+    seen: dict[str, list] = {"counts": [], "indices": [], "batch_sizes": []}
     loop = importlib.import_module("ablate.trial.loop")  # where the trial process finds `evaluate`
     real_evaluate, real_subsample = loop.evaluate, evaluation.subsample
 
     def counting(task, model, loader, device, *args):
         seen["counts"].append(sum(task.samples(batch) for batch in loader))
+        seen["batch_sizes"].append(loader.batch_size)
         return real_evaluate(task, model, loader, device, *args)
 
     def recording(dataset, tested, seed):
@@ -146,6 +147,16 @@ def test_a_trial_too_busy_to_keep_trains_and_evaluates_nothing_past_its_windows(
     assert cut[metric.TRAIN_SAMPLES] < 512 and evaluated["counts"] == []  # the warm-up and the window only
     kept = run(spec)  # the last attempt, told no limit, is kept whatever its load
     assert metric.CUT_SHORT not in kept and metric.TEST_ACCURACY in kept and len(evaluated["counts"]) == 1
+
+
+def test_a_cpu_evaluates_at_the_baselines_batch_unless_the_study_sets_one(tmp_path, evaluated, mnist):
+    """On a CPU a forward of a thousand images maps its activations afresh each time (`Budget.test_batch`): unset,
+    evaluation takes the baseline's training batch there, and an accelerator keeps a thousand."""
+    unset = STUDY.replace(", test_batch_size: 500", "") + "baseline: {{batch_size: 16}}\n"
+    _trial(_study(tmp_path, text=unset), 11, evaluation_seed=5)
+    _trial(_study(tmp_path), 11, evaluation_seed=5)
+    assert evaluated["batch_sizes"] == [16, 500]
+    assert Budget().test_batch("cuda", 16) == 1000 and Budget(test_batch_size=200).test_batch("cuda", 16) == 200
 
 
 def test_full_evaluates_the_whole_split(tmp_path, evaluated, mnist):
