@@ -72,7 +72,7 @@ class Objective:
             {dim: trial.suggest_categorical(dim, list(labels)) for dim, labels in self.study.choices.items()})
         end = Recorder(trial, self.tracker)
         queued = self._claimed(trial, combination, end)
-        where = self._started(trial, combination, queued.block, end)
+        where = self._started(trial, combination, queued.place, end)
         group = self.planner.accuracy_group(combination.options)
         # Accuracy is trained after the timed windows: at every seed in parity measurements, at the first in the
         # table's, and (unless the planner defers it to them) once per group in the screening measurement that first
@@ -92,18 +92,18 @@ class Objective:
         # Optuna needs a number for each objective: 0 stands for "not measured", and the note says so.
         return metrics[metric.THROUGHPUT], metrics.get(metric.TEST_ACCURACY, 0.0)
 
-    def _started(self, trial: Trial, combination: Combination, block: int | None, end: Recorder) -> str:
+    def _started(self, trial: Trial, combination: Combination, place: str, end: Recorder) -> str:
         """The measurement started: stored as running here, its MLflow run begun; skipped where its stack conflicts
         or cannot run on this device. Returns where it is, for the progress line."""
         records.start(trial, combination.label, dataclasses.asdict(self.machine), f"{self.machine.host}:{os.getpid()}")
-        where = f"block {block}: {combination.short}"
+        where = f"{place}: {combination.short}"
         self.show(where)
         try:
             stack = combination.stack()
         except ConflictError as error:
             raise end.skip(str(error))
         end.run_started(self.tracker.start_trial(self.parent.id, trial.number, combination.label,
-                                                 trial_params(combination.labels, stack.params()), block=block))
+                                                 trial_params(combination.labels, stack.params()), place=place))
         reason = stack.check(self.machine.device)
         if reason:
             raise end.skip(reason)
@@ -280,4 +280,4 @@ class ProgressLines:
                 return None
             self._skip_reasons.add(detail)
             detail += " (later skips for this reason are not listed; the table counts them)"
-        return f"#{r.number} block {r.block if r.has_slot else '?'} {r.combination}: {r.state}: {detail}"
+        return f"#{r.number} {r.place if r.has_slot else 'block ?'} {r.combination}: {r.state}: {detail}"

@@ -99,6 +99,12 @@ class Record:
         return self.state == State.COMPLETE
 
     @property
+    def place(self) -> str:
+        """Where it ran, in words: its block, or for an accuracy training (stored in blocks below zero, one a seed)
+        its training seed, counted from 1."""
+        return f"accuracy seed {self.seed_index + 1}" if self.phase in TRAININGS else f"block {self.block}"
+
+    @property
     def every_measurement(self) -> tuple[Record, ...]:
         """The measurements it stands for: a combination's record its measurements, a measurement's record itself."""
         return self.measurements or (self,)

@@ -88,7 +88,7 @@ def _push(tracker: Tracker, parent: str | None, record: records.Record, options:
     machine = Machine.from_stored(record.machine)  # an older record's: "unknown" for the fields it predates
     run_id = unfinished or tracker.start_trial(
         parent, record.number, combination, trial_params(record.levels, stack.params()), machine=machine,
-        start_time=_ms(trial.datetime_start), block=record.block)
+        start_time=_ms(trial.datetime_start), place=record.place)
     state, reason, metrics, tags = records.mlflow_payload(record)
     if row:  # its combination's pooled comparisons, and whether it is the combination's row in the view
         lent, lent_tags = row.lent(metrics) if state == "complete" else ({}, {})

@@ -243,12 +243,13 @@ class Tracker:
 
     @_tolerant
     def start_trial(self, parent_id: str | None, number: int, combination: str, params: dict[str, Any],
-                    machine: Machine | None = None, start_time: int | None = None, block: int = 0) -> str | None:
+                    machine: Machine | None = None, start_time: int | None = None,
+                    place: str = "block 0") -> str | None:
         """A child run for one measurement; `machine` and `start_time` (ms) default to this process's machine and
         now."""
         if not parent_id:
             return None
-        name = f"{combination} · block {block} · #{number}"
+        name = f"{combination} · {place} · #{number}"
         tags = {**self._tags(machine), MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: name,
                 "ablate.trial_number": str(number), "ablate.combination": combination, "ablate.state": "running"}
         run = self.client.create_run(self._online_experiment_id, start_time=start_time, tags=tags,

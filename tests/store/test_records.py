@@ -36,6 +36,16 @@ def test_a_throughput_only_trial_keeps_its_note_and_no_made_up_accuracy_source()
     assert (tags["ablate.block"], tags["ablate.phase"], tags["ablate.position"]) == ("2", "race", "3")
 
 
+def test_a_measurement_says_its_block_and_an_accuracy_training_its_seed_counted_from_one():
+    """Accuracy trainings are stored in blocks below zero, one a seed; what a user reads (the progress line, MLflow's
+    run name) says the seed instead."""
+    place = {(phase, block, seed): records.from_trial(_trial(phase=phase, block=block, seed_index=seed)).place
+             for phase, block, seed in (("screen", 0, 0), ("race", 7, 0), ("parity", -1, 0), ("parity", -3, 2),
+                                        ("table", -1, 0))}
+    assert place == {("screen", 0, 0): "block 0", ("race", 7, 0): "block 7", ("parity", -1, 0): "accuracy seed 1",
+                     ("parity", -3, 2): "accuracy seed 3", ("table", -1, 0): "accuracy seed 1"}
+
+
 def test_states_map_to_mlflow_and_a_stopped_trial_is_killed():
     assert _payload({"state": "skipped", "reason": "no GPU"}, TrialState.PRUNED)[:2] == ("skipped", "no GPU")
     assert _payload({"state": "failed", "reason": "oom: x"}, TrialState.FAIL)[0] == "failed"

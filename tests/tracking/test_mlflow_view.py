@@ -112,7 +112,7 @@ def test_a_real_mlflow_ui_on_the_store_answers_the_url_with_one_row_per_combinat
         assert all(r.data.tags["ablate.state"] == "skipped" and "speed-up" not in r.data.tags for r in rows[4:])
         # Measurements that are not their combination's row keep their own names and stay out of the view.
         others = client.search_runs([experiment_id], filter_string="tags.`ablate.row` = 'measurement'")
-        assert others and all(re.search(r" · block -?\d+ · #\d+$", r.info.run_name) for r in others)
+        assert others and all(re.search(r" · (block \d+|accuracy seed \d+) · #\d+$", r.info.run_name) for r in others)
 
 
 def _store(results: Path) -> tuple[MlflowClient, str, dict]:
