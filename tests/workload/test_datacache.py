@@ -72,6 +72,11 @@ def test_mnist_through_the_cache_is_torchvisions_mnist(mnist):
 
     cached = data.load("mnist")
     plain = datasets.MNIST(data.data_root(), train=False, download=False)
-    assert torch.equal(cached.test.data, plain.data) and torch.equal(cached.test.targets, plain.targets)
+    assert torch.equal(cached.train.data, datasets.MNIST(data.data_root(), train=True, download=False).data)
     assert torch.equal(data.load("mnist").train[7][0], cached.train[7][0])  # the second load, from the file
     assert list(datacache.cache_dir(data.data_root()).glob("mnist-t10k-*.pt"))
+    # The test split, decoded once: every sample as the training split's transform makes it, bitwise.
+    assert len(cached.test) == len(plain) and torch.equal(cached.test.tensors[1], plain.targets)
+    for i in (0, 1234, len(plain) - 1):
+        assert torch.equal(cached.test[i][0], cached.train.transform(plain[i][0]))
+    assert torch.equal(data.load("mnist").test.tensors[0], cached.test.tensors[0])  # read back from its file
