@@ -96,8 +96,6 @@ class Objective:
         """The measurement started: stored as running here, its MLflow run begun; skipped where its stack conflicts
         or cannot run on this device. Returns where it is, for the progress line."""
         records.start(trial, combination.label, dataclasses.asdict(self.machine), f"{self.machine.host}:{os.getpid()}")
-        where = f"{place}: {combination.short}"
-        self.show(where)
         try:
             stack = combination.stack()
         except ConflictError as error:
@@ -107,6 +105,9 @@ class Objective:
         reason = stack.check(self.machine.device)
         if reason:
             raise end.skip(reason)
+        # Shown once it is to be measured: a CPU study skips dozens (pinned memory), which flickered through the line.
+        where = f"{place}: {combination.short}"
+        self.show(where)
         return where
 
     def _spec(self, trial: Trial, combination: Combination, queued: Record, group: str, train: bool) -> TrialSpec:
