@@ -95,11 +95,19 @@ def _mnist(root: Path) -> Splits:
         """torchvision's MNIST, its idx files parsed once (ablate.workload.datacache); samples still decoded one by
         one."""
 
+        @property
+        def prefix(self) -> str:
+            return "train" if self.train else "t10k"
+
+        @property
+        def raw_files(self) -> list[Path]:
+            """The idx files its split is parsed from."""
+            kinds = ("images-idx3-ubyte", "labels-idx1-ubyte")
+            return [Path(self.raw_folder) / f"{self.prefix}-{kind}" for kind in kinds]
+
         def _load_data(self) -> tuple[torch.Tensor, torch.Tensor]:
-            prefix = "train" if self.train else "t10k"
-            files = [Path(self.raw_folder) / f"{prefix}-{kind}" for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")]
-            loaded = cached(f"mnist-{prefix}", files, lambda: dict(zip(("data", "targets"),
-                                                                      datasets.MNIST._load_data(self))), root)
+            loaded = cached(f"mnist-{self.prefix}", self.raw_files,
+                            lambda: dict(zip(("data", "targets"), datasets.MNIST._load_data(self))), root)
             return loaded["data"], loaded["targets"]
 
     # The normalisation of the PyTorch MNIST example: the training set's mean and std.
@@ -115,9 +123,8 @@ def _mnist(root: Path) -> Splits:
             f"MNIST is not in {folder} (looked for {files}) and could not be downloaded ({reason}); "
             f"set {DATA_ENV} to a folder holding MNIST/raw/ in torchvision's layout"
         ) from error
-    test = cast(datasets.MNIST, splits.test)
-    sources = [Path(test.raw_folder) / f"t10k-{kind}" for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")]
-    return Splits(splits.train, decoded(test, f"mnist-t10k-decoded-{mean}-{std}", sources, root))
+    test = cast(MNIST, splits.test)
+    return Splits(splits.train, decoded(test, f"mnist-{test.prefix}-decoded-{mean}-{std}", test.raw_files, root))
 
 
 def decoded(dataset: Dataset, key: str, sources: list[Path], root: Path) -> Dataset:
