@@ -10,7 +10,8 @@ measurement at the mean duration of its kind (throughput-only or accuracy
 training), as the estimate did before 2c8e235; and as the run now says it (each
 queued measurement and each training to come at its combination's own price,
 `ablate.run.prices`; the trainings to come named by `Planner.to_train`). Beside
-them: what the rest of the study took. The storage is read only. `--file`: the study file
+them: what the rest of the study took; at the foot, at how many moments the run's
+range, as the progress line rounds it, held that (`Moment.held`). The storage is read only. `--file`: the study file
 as it was measured, where it has changed since (its plan is priced from it).
 """
 from __future__ import annotations
@@ -40,6 +41,14 @@ class Moment:
     by_means: tuple[float, float] | None
     now: tuple[float, float] | None
     took_min: float
+
+    @property
+    def held(self) -> bool | None:
+        """Whether the run's range, rounded as the progress line shows it, held what the rest took; None: none said."""
+        if self.now is None:
+            return None
+        low, high = (max(1, round(m)) for m in self.now)
+        return (low == 1 or low - 0.5 <= self.took_min) and self.took_min <= high + 0.5  # "1 min" is its least
 
 
 def replay(plan: estimate.Plan, measured: Sequence[Record], planner: Planner | None = None,
@@ -89,9 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.study}, {protocol.design}: minutes left as each phase began")
     print("| phase | measured | minute | by the kinds' means | as the run says it | the rest took |\n"
           "|---|---:|---:|---:|---:|---:|")
-    for m in replay(estimate.plan(planner, "grid"), measured, planner, args.every):
+    moments = replay(estimate.plan(planner, "grid"), measured, planner, args.every)
+    for m in moments:
         print(f"| {m.phase} | {m.measured} | {m.at_min:.1f} | {_minutes(m.by_means)} | {_minutes(m.now)} "
               f"| {m.took_min:.1f} |")
+    said = [m.held for m in moments if m.held is not None]
+    print(f"the run's range held what the rest took at {sum(said)} of the {len(said)} moments it said minutes")
     return 0
 
 

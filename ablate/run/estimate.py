@@ -40,7 +40,10 @@ for the table's trainings - one for each group not yet trained, known by then, b
 queued nor the table's (parity's later seeds) is priced at what the combinations queued would train, on average.
 The race's and confirmation's measurements not yet queued are priced at the baseline's: they measure the fastest
 stacks and the baseline, never the slow ones a screening mean takes in.
-Nothing is said in minutes before `FEW` measurements are timed: the study file gives samples, not a rate.
+Nothing is said in minutes before `FEW` measurements are timed (the study file gives samples, not a rate), nor
+while a queued measurement takes a technique no measurement has run (`untimed`): its price would be a guess from
+the others', and compile's first trainings took twice theirs. Said with one, a single pass read 12 minutes where 17
+were left (docs/evidence.md, "Evidence: the cost estimate").
 The study's own bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
 """
 from __future__ import annotations
@@ -108,7 +111,7 @@ class Plan:
         trained = f" ({span(*self.trainings, ' to ')} accuracy trainings)" if self.trainings[1] else ""
         quick = f"; --quick: about {span(*self.quick, ' to ')}" if self.quick else ""
         return (f"expected cost: about {span(low, high, ' to ')} measurements{trained}{quick}; minutes once {FEW} "
-                "are timed")
+                "are timed and every technique has run")
 
     def caveat(self) -> str | None:
         """What the range leaves out, for `ablate run --explain`."""
@@ -258,7 +261,7 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     of `table`'s combinations', and the race's and confirmation's measurements not yet queued (`raced`, of the
     counts) at the baseline's."""
     timed = [d for d in finished if d.complete]
-    if len(timed) < FEW:
+    if len(timed) < FEW or untimed(plan, finished, [c for c, _ in queued]):
         return None
     fast = [d for d in timed if not d.training]
     slow = [d.seconds for d in timed if d.training] or [
@@ -291,6 +294,13 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
                   + r * lead) * share / 60
                  for n, k, t, r in zip(measurements, trainings, counted, raced, strict=True))
     return low, high
+
+
+def untimed(plan: Plan, finished: Sequence[Done], queued: Sequence[str]) -> set[str]:
+    """The techniques ("dimension=choice") the `queued` combinations take that no `finished` measurement ran - one
+    that failed ran: a technique that fails each time is priced by its failures."""
+    ran = set().union(*(plan.techniques.get(d.combination, frozenset()) for d in finished))
+    return set().union(*(plan.techniques.get(c, frozenset()) for c in queued)) - ran
 
 
 def _mean_training(price: Callable[[str, bool], float | None], combinations: Sequence[str],

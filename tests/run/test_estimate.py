@@ -51,7 +51,7 @@ def test_the_counts_follow_the_plan_of_a_small_study():
     sentence = found.sentence()
     assert sentence == (f"expected cost: about {low} to {high} measurements ({found.trainings[0]} to "
                         f"{found.trainings[1]} accuracy trainings); --quick: about {quick.measurements[0]} to "
-                        f"{quick.measurements[1]}; minutes once {estimate.FEW} are timed")
+                        f"{quick.measurements[1]}; minutes once {estimate.FEW} are timed and every technique has run")
     assert found.caveat() == "a leader put out on its accuracy races again: up to 5 more measurements"
     assert found.stored()["by_phase"][SCREEN] == list(by_phase[SCREEN])
 
@@ -103,6 +103,23 @@ def test_before_a_few_are_timed_it_says_measurements_only():
     rest = estimate.left(PLAN, _done(estimate.FEW - 1), _waiting({SCREEN: 10 - estimate.FEW + 1}))
     assert rest.measurements == (10 - estimate.FEW + 1 + 6 + 2 + 2, 10 - estimate.FEW + 1 + 20 + 6 + 3)
     assert rest.minutes is None and rest.short() == "~18-37 more"
+
+
+def test_no_minutes_while_a_queued_measurement_takes_a_technique_none_has_run():
+    """A single pass measured compile last: its first trainings took twice the others', and priced from those it
+    read 12 minutes where 17 were left. Minutes wait until every queued technique has run, a failure included."""
+    single = Plan((Stage((SCREEN, FULL), 5, 5),), train_samples=1000)
+    plan = dataclasses.replace(single, techniques={"baseline": frozenset(), "bf16": frozenset({"amp=bf16"}),
+                                                    "compile": frozenset({"graph=compile"})})
+    three = [dataclasses.replace(d, combination=c) for d, c in zip(_done(3), ("baseline", "bf16", "baseline"))]
+    waiting = [("bf16", SCREEN), ("compile", SCREEN)]
+    assert estimate.untimed(plan, three, [c for c, _ in waiting]) == {"graph=compile"}
+    rest = estimate.left(plan, three, waiting)
+    assert rest.minutes is None and rest.short() == "~2 more"
+    failed = dataclasses.replace(_done(1, first=300.0)[0], combination="compile", complete=False)
+    assert estimate.left(plan, [*three, failed], waiting).minutes == pytest.approx((2.0, 2.0))
+    # Without the techniques (a plan that does not know them) nothing waits.
+    assert estimate.left(single, three, waiting).minutes == pytest.approx((2.0, 2.0))
 
 
 def test_minutes_price_each_kind_by_its_own_durations_and_an_untimed_training_by_its_samples():
