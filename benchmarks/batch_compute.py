@@ -19,8 +19,6 @@ import dataclasses
 import math
 import statistics
 
-from scipy import stats
-
 from ablate.config import study as studies
 from ablate.config.choices import baseline_levels
 from ablate.trial import metrics as metric
@@ -28,7 +26,7 @@ from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import default_device, describe
 from ablate.trial.process import TrialSpec, run_in_fresh_process
 from benchmarks import cpu_time
-from benchmarks.repetitions import CONFIDENCE
+from benchmarks.repetitions import mean_interval
 
 COMPUTE = ("forward", "backward")
 
@@ -41,9 +39,8 @@ def per_sample(found: dict, phases: tuple[str, ...]) -> float:
 
 def ratio(bigger: list[dict], base: list[dict], phases: tuple[str, ...]) -> tuple[float, float, float]:
     """The paired ratio of `phases`' seconds per sample, bigger batch over baseline: geometric mean, 95% t interval."""
-    logs = [math.log(per_sample(b, phases) / per_sample(a, phases)) for b, a in zip(bigger, base, strict=True)]
-    mean = statistics.fmean(logs)
-    half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(logs) - 1) * statistics.stdev(logs) / len(logs) ** 0.5
+    mean, half = mean_interval([math.log(per_sample(b, phases) / per_sample(a, phases))
+                                for b, a in zip(bigger, base, strict=True)])
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 

@@ -11,8 +11,9 @@ training), as the estimate did before 2c8e235; and as the run now says it (each
 queued measurement and each training to come at its combination's own price,
 `ablate.run.prices`; the trainings to come named by `Planner.to_train`). Beside
 them: what the rest of the study took; at the foot, at how many moments the run's
-range, as the progress line rounds it, held that (`Moment.held`). The storage is read only. `--file`: the study file
-as it was measured, where it has changed since (its plan is priced from it).
+range, as the progress line rounds it, held that (`Moment.held`). The storage is
+read only. `--file`: the study file as it was measured, where it has changed since
+(its plan is priced from it).
 """
 from __future__ import annotations
 

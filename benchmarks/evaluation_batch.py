@@ -17,15 +17,13 @@ import dataclasses
 import statistics
 import time
 
-from scipy import stats
-
 from ablate.config import study as studies
 from ablate.trial import metrics as metric
 from ablate.trial.interpreters import Interpreters
 from ablate.trial.machine import default_device, describe
 from ablate.trial.process import TrialSpec, run_in_fresh_process
 from benchmarks import cpu_time
-from benchmarks.repetitions import CONFIDENCE
+from benchmarks.repetitions import mean_interval
 
 DEFAULT = "default"
 
@@ -73,10 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {len(runs)} | {statistics.median(evaluating_s(r) for r in runs):.2f} | "
               f"{statistics.median(r['trial_s'] for r in runs):.1f} | {', '.join(accuracies)} |")
     differences = [evaluating_s(a) - evaluating_s(b) for a, b in zip(*found.values())]
-    mean, n = statistics.mean(differences), len(differences)
-    half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * statistics.stdev(differences) / n ** 0.5
+    mean, half = mean_interval(differences)
     print(f"\nevaluation, default less {args.against}: {mean:+.2f} s [{mean - half:+.2f}, {mean + half:+.2f}] "
-          f"(95% t over {n} pairs)")
+          f"(95% t over {len(differences)} pairs)")
     return 0
 
 

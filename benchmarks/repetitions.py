@@ -115,15 +115,19 @@ def relative_cost(t1: float, t2: float, c1: float, c2: float, r: int, against: i
     return work(r) / work(against)
 
 
+def mean_interval(xs: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The mean of `xs` and its t interval's half-width (two or more values)."""
+    half = stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+    return statistics.fmean(xs), float(half)
+
+
 def _offsets(trials: Sequence[Sequence[float]], first: int, confidence: float) -> list[tuple[float, float]]:
     """Each window's offset from the mean of its trial's windows from `first` on, averaged over trials, with its
     interval's half-width (t over the trials)."""
     references = [statistics.fmean(t[first:]) for t in trials]
     out = []
     for i in range(len(trials[0])):
-        offsets = [t[i] - r for t, r in zip(trials, references)]
-        half = stats.t.ppf(0.5 + confidence / 2, len(offsets) - 1) * statistics.stdev(offsets) / math.sqrt(len(offsets))
-        out.append((statistics.fmean(offsets), half))
+        out.append(mean_interval([t[i] - r for t, r in zip(trials, references)], confidence))
     return out
 
 

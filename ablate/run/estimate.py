@@ -42,8 +42,8 @@ The race's and confirmation's measurements not yet queued are priced at the base
 stacks and the baseline, never the slow ones a screening mean takes in.
 Nothing is said in minutes before `FEW` measurements are timed (the study file gives samples, not a rate), nor
 while a queued measurement takes a technique no measurement has run (`untimed`): its price would be a guess from
-the others', and compile's first trainings took twice theirs. Said with one, a single pass read 12 minutes where 17
-were left (docs/evidence.md, "Evidence: the cost estimate").
+the others', and a slow technique measured last made a single pass read far short (docs/evidence.md, "Evidence:
+the cost estimate").
 The study's own bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
 """
 from __future__ import annotations
