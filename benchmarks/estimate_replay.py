@@ -3,21 +3,24 @@
     python -m benchmarks.estimate_replay --from RESULTS_DIR [--study mnist_cnn] [--file STUDY.yaml] [--every N]
 
 The progress line's estimate (`ablate.run.estimate.left`) is recomputed from the
-study's own storage at the moment each phase's first measurement began (and at
-every Nth measurement, with `--every N`): the measurements finished by then, and
-the phase's run of measurements from there queued. It is priced twice: every
-measurement at the mean duration of its kind (throughput-only or accuracy
-training), as the estimate did before 2c8e235; and as the run now says it (each
-queued measurement and each training to come at its combination's own price,
-`ablate.run.prices`; the trainings to come named by `Planner.to_train`). Beside
-them: what the rest of the study took; at the foot, at how many moments the run's
-range, as the progress line rounds it, held that (`Moment.held`). The storage is
-read only. `--file`: the study file as it was measured, where it has changed since
-(its plan is priced from it).
+study's own storage at the moment each phase's first measurement began (and at every
+Nth measurement, with `--every N`): the measurements finished by then, and the
+phase's run of measurements from there queued. It is priced twice: every measurement
+at the mean duration of its kind (throughput-only or accuracy training), as the
+estimate did before 2c8e235; and as the run now says it (each queued measurement and
+each training to come at its combination's own price, `ablate.run.prices`; the
+trainings to come named by `Planner.to_train`). Beside them: what the rest of the
+study took; at the foot, at how many moments the run's range, as the progress line
+rounds it, held that (`Moment.held`), and how wide it was (the median of its high
+end over its low: a range that always holds can say little). The plan is priced
+before the run's bitwise check, as the run prices it, and the groups then train as
+that check found. The storage is read only. `--file`: the study file as it was
+measured, where it has changed since (its plan is priced from it).
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -50,6 +53,14 @@ class Moment:
             return None
         low, high = (max(1, round(m)) for m in self.now)
         return (low == 1 or low - 0.5 <= self.took_min) and self.took_min <= high + 0.5  # "1 min" is its least
+
+    @property
+    def width(self) -> float | None:
+        """The run's range, rounded as the progress line shows it: its high end over its low; None: none said."""
+        if self.now is None:
+            return None
+        low, high = (max(1, round(m)) for m in self.now)
+        return high / low
 
 
 def replay(plan: estimate.Plan, measured: Sequence[Record], planner: Planner | None = None,
@@ -99,12 +110,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.study}, {protocol.design}: minutes left as each phase began")
     print("| phase | measured | minute | by the kinds' means | as the run says it | the rest took |\n"
           "|---|---:|---:|---:|---:|---:|")
-    moments = replay(estimate.plan(planner, "grid"), measured, planner, args.every)
+    expected = estimate.plan(planner, "grid")  # as the run said it: before its bitwise check (`Runner.run`)
+    answers = record.bitwise.get(next(iter(record.bitwise), ""), {})  # then the groups train as it found
+    planner.trains_as = {group: trains_as for group, (trains_as, _) in answers.items()}
+    moments = replay(expected, measured, planner, args.every)
     for m in moments:
         print(f"| {m.phase} | {m.measured} | {m.at_min:.1f} | {_minutes(m.by_means)} | {_minutes(m.now)} "
               f"| {m.took_min:.1f} |")
     said = [m.held for m in moments if m.held is not None]
-    print(f"the run's range held what the rest took at {sum(said)} of the {len(said)} moments it said minutes")
+    widths = [w for m in moments if (w := m.width) is not None]
+    print(f"the run's range held what the rest took at {sum(said)} of the {len(said)} moments it said minutes"
+          + (f"; its high end over its low, median x{statistics.median(widths):.2f}" if widths else ""))
     return 0
 
 

@@ -12,8 +12,11 @@ accuracy parity, confirmation (race first, accuracy last: `ablate.stats.race.fin
   trains it (`Planner.defer_accuracy` off);
 - confirmation: none (the baseline leads) to `confirm_blocks` blocks of three (the leader, the simplest member and
   the baseline);
-- the table (the whole table's, not `--quick`'s): every group parity left untrained, once - from those past the
-  most parity can train to every group besides the baseline's.
+- the table (the whole table's, not `--quick`'s): every group parity left untrained, once - from every group but
+  the baseline's and those the bitwise check may merge into a simpler one (`ablate.run.bitwise.candidates`: parity at
+  its least trains the baseline's group alone, and every group trains once) to every group besides the baseline's.
+  Summed stage by stage, the low ends of parity and the table would count a path no run takes: parity at its least
+  and the table as if parity had trained its most.
 
 Under the whole table the header says what `--quick` would cost beside it (`Plan.quick`), priced the same way.
 
@@ -27,24 +30,24 @@ finalists. Real runs went well past the high end where a fast leader was put out
 other has its planned count less those done left, and at least what is queued. A race measured after an accuracy
 training is a new round: its planned count starts again, less that round's own measurements. Once screening is
 over, the table's count is no longer the plan's: it is every group neither trained nor queued (`Planner.to_train`),
-less as many as parity may still train first.
+at its low end less those parity's own low end may still train first.
 
 **Minutes** come from the run's own measurements, each kind from its own mean duration: a throughput-only
-measurement and an accuracy training differ several-fold (docs/evidence.md, "Evidence: the cost estimate"). Until
-an accuracy training is timed, one is extrapolated from the throughput-only ones, their duration plus the training
-samples they lack at their own training time per sample (its evaluations left out: an underestimate until one is
-timed). Where a combination's own price can be had, it replaces the mean (`ablate.run.prices`): for each queued
-measurement, a training where it will train one (a training phase, or where screening trains each group as it comes,
-the first queued of each group not yet trained: `Planner.to_train`); under the whole table, once screening is over,
-for the table's trainings - one for each group not yet trained, known by then, by its trainer. A training neither
-queued nor the table's (parity's later seeds) is priced at what the combinations queued would train, on average.
-The race's and confirmation's measurements not yet queued are priced at the baseline's: they measure the fastest
-stacks and the baseline, never the slow ones a screening mean takes in.
-Nothing is said in minutes before `FEW` measurements are timed (the study file gives samples, not a rate), nor
-while a queued measurement takes a technique no measurement has run (`untimed`): its price would be a guess from
-the others', and a slow technique measured last made a single pass read far short (docs/evidence.md, "Evidence:
-the cost estimate").
-The study's own bookkeeping between measurements is in by the ratio of the session's span to its measurements' time.
+measurement and an accuracy training differ several-fold (docs/evidence.md, "Evidence: the cost estimate"). Until an
+accuracy training is timed, one is extrapolated from the throughput-only ones, their duration plus the training
+samples they lack at their own steady training time per sample (`prices.extrapolated`: a compile's one-off cost left
+out, and its evaluations, an underestimate until one is timed). Where a combination's own price can be had, it
+replaces the mean (`ablate.run.prices`): for each queued measurement, a training where it will train one (a training
+phase, or where screening trains each group as it comes, the first queued of each group not yet trained:
+`Planner.to_train`); under the whole table, once screening is over, for the table's trainings - one for each group
+not yet trained, known by then, by its trainer. A training neither queued nor the table's (parity's later seeds) is
+priced at what the combinations queued would train, on average. The race's and confirmation's measurements not yet
+queued are priced at the baseline's: they measure the fastest stacks and the baseline, never the slow ones a
+screening mean takes in. Nothing is said in minutes before `FEW` measurements are timed (the study file gives
+samples, not a rate), nor while a queued measurement takes a technique no measurement has run (`untimed`): its price
+would be a guess from the others', and a slow technique measured last made a single pass read far short
+(docs/evidence.md, "Evidence: the cost estimate"). The study's own bookkeeping between measurements is in by the
+ratio of the session's span to its measurements' time.
 """
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ablate.config.choices import OFF, baseline_levels
 from ablate.config.design import MIN_RACE_BLOCKS
-from ablate.run import prices
+from ablate.run import bitwise, prices
 from ablate.run.prices import Done
 from ablate.stats import parity
 from ablate.stats.planner import Planner
@@ -179,7 +182,9 @@ def _stages(planner: Planner, search: str) -> Plan:
         # None where the baseline leads and is the simplest of the set: nothing to confirm (`racing._confirm`).
         stages.append(Stage((CONFIRM,), 0, protocol.confirm_blocks * confirmed))
         if trains and study.task.has_accuracy and planner.defer_accuracy and not protocol.quick:
-            least = groups - min(groups, finalists + spread)  # parity trained as many groups as it can
+            # Every group once (the baseline's too), less those merged (at most the candidates) and parity's least.
+            merged = len(bitwise.candidates(runnable, planner.accuracy_group))
+            least = max(0, groups + 1 - merged - low)
             stages.append(Stage((TABLE,), least, groups, (least, groups)))
     return Plan(tuple(stages), study.budget.train_samples, round_)
 
@@ -224,17 +229,16 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
             for i, stage in enumerate(plan.stages)]
     counts, trainings, table = [0, 0], [0, 0], (0, 0)
     raced = [0, 0]  # of the counts, the race's and confirmation's not yet queued
+    parity_least = 0  # parity's trainings not yet queued at its low end: each may train one of the groups left
     for i, stage in enumerate(plan.stages):
         mine = [d for d in finished if d.phase in stage.phases]
         waiting = sum(waiting_in[p] for p in stage.phases)
         if RACE in stage.phases and trained_by is not None and (waiting or any(d.began > trained_by for d in mine)):
             mine = [d for d in mine if d.began > trained_by]  # a new round: the race's plan starts again
         if TABLE in stage.phases and coming is not None and over[0] and not over[i]:
-            # Every group left untrained trains once: here, or first in parity while it lasts (at most as many groups
-            # as the plan's table leaves it, and the baseline's).
-            parity_over = all(over[j] for j, s in enumerate(plan.stages) if PARITY in s.phases)
-            reach = 0 if parity_over else stage.high - stage.low + 1
-            table = (max(0, len(coming) - reach), len(coming))
+            # Every group left untrained trains once: here, or first in parity while it lasts. At the low end, parity
+            # trains its least, and each of those trainings may be one of these groups'.
+            table = (max(0, len(coming) - parity_least), len(coming))
             for k in (0, 1):
                 counts[k] += waiting + table[k]
                 trainings[k] += waiting + table[k]
@@ -244,6 +248,8 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
         for k, planned in enumerate((stage.low, stage.high)):
             n = waiting if over[i] else max(planned - len(mine), waiting)
             counts[k] += n
+            if PARITY in stage.phases and k == 0:
+                parity_least = n - waiting
             trainings[k] += min(n, max(0, stage.trainings[k] - trained, training))
             if {RACE, CONFIRM} & set(stage.phases):
                 raced[k] += n - waiting

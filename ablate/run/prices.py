@@ -46,6 +46,7 @@ class Done:
     combination: str = ""  # its label
     rate: float | None = None  # the throughput it measured
     profiled_s: float = 0.0  # its profiling window, which only a combination's first measurement runs
+    first_steps_s: float = 0.0  # of `train_s`: the first step, and steps 2-3 beyond the steady state (compilation)
 
     @property
     def seconds(self) -> float:
@@ -64,16 +65,19 @@ def done(r: Record) -> Done | None:
     m = r.metrics
     return Done(r.phase, r.accuracy_trained, t.datetime_start.timestamp(), t.datetime_complete.timestamp(),
                 r.complete, m.get(metric.TRAIN_SAMPLES), m.get(metric.TRAIN_TIME_S), r.combination,
-                m.get(metric.THROUGHPUT), metric.profiled_s(m))
+                m.get(metric.THROUGHPUT), metric.profiled_s(m),
+                m.get(metric.FIRST_STEP_S, 0.0) + m.get(metric.EARLY_STEPS_EXCESS_S, 0.0))
 
 
 def extrapolated(train_samples: int, d: Done) -> float | None:
     """A training's seconds read from a throughput-only measurement `d`: its duration plus the training samples it
-    lacks at its own training time per sample (its evaluations left out: an underestimate); None where it trained
-    nothing."""
+    lacks at its own steady training time per sample: its one-off costs left out (a cold compile's half minute,
+    spread over a short measurement's samples, priced a whole training at many times its length), and its
+    evaluations, an underestimate. None where it trained nothing."""
     if not d.samples or d.train_s is None:
         return None
-    return d.seconds + max(0.0, train_samples - d.samples) * d.train_s / d.samples
+    steady = max(d.train_s - d.first_steps_s, 0.0) or d.train_s
+    return d.seconds + max(0.0, train_samples - d.samples) * steady / d.samples
 
 
 def own(timed: Sequence[Done], train_samples: int,

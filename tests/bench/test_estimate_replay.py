@@ -39,6 +39,7 @@ def test_each_phase_is_priced_as_it_began_and_a_slow_combinations_training_by_it
     assert table.by_means == pytest.approx((57 / 60,) * 2)  # the baseline's training: what a training took so far
     own = 60 + (57 - 10) * 450 / 75  # bf16's timed measurement and the baseline's training's work at bf16's rate
     assert table.now == pytest.approx((own / 60,) * 2)
+    assert table.width == 1.0 and screen.width is None
 
 
 class _Planner:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ablate.config import study as studies
-from ablate.run import estimate
+from ablate.run import bitwise, estimate
 from ablate.run.estimate import Plan, Stage
 from ablate.run.prices import Done
 from ablate.stats.planner import Planner
@@ -38,10 +38,12 @@ def test_the_counts_follow_the_plan_of_a_small_study():
     assert by_phase[CONFIRM] == (0, 3)  # none where the baseline leads; the leader, the simplest and the baseline
     groups = len({planner.accuracy_group(o) for o in runnable}) - 1
     assert by_phase[PARITY] == (1, (min(groups, 2 + 4) + 1) * 2)  # the baseline once; up to every group at 2
-    # The whole table: every group parity left, once (tiny's few groups all fit parity's spread at its high end).
-    assert by_phase[TABLE] == (groups - min(groups, 2 + 4), groups)
+    # The whole table trains every group once: at its least, parity trains the baseline's group alone and the table
+    # every other (tiny.yaml has no group the bitwise check could merge).
+    assert not bitwise.candidates(runnable, planner.accuracy_group)
+    assert by_phase[TABLE] == (groups, groups)
     # A raced grid trains accuracy after the race only: parity, then the table.
-    assert found.trainings == (1 + by_phase[TABLE][0], by_phase[PARITY][1] + groups)
+    assert found.trainings == (1 + groups, by_phase[PARITY][1] + groups)
     low, high = found.measurements
     assert low == sum(lo for lo, _ in by_phase.values()) and high == sum(hi for _, hi in by_phase.values())
     # A leader put out on its accuracy races again: the race's high end and the new leader's group at its 2 seeds.
@@ -54,6 +56,22 @@ def test_the_counts_follow_the_plan_of_a_small_study():
                         f"{quick.measurements[1]}; minutes once {estimate.FEW} are timed and every technique has run")
     assert found.caveat() == "a leader put out on its accuracy races again: up to 5 more measurements"
     assert found.stored()["by_phase"][SCREEN] == list(by_phase[SCREEN])
+
+
+def test_the_whole_tables_least_is_every_group_once_less_those_the_bitwise_check_may_merge():
+    """mnist_cnn on a CPU: 12 accuracy groups, 4 with TorchScript, which may train bitwise as their cores. Summed
+    stage by stage (parity's least, and the table's as if parity had trained its most) the low end would be 4
+    trainings; no run can train fewer than 8."""
+    study = studies.load("mnist_cnn", "cpu")
+    planner = Planner(study, study.protocol, 7, "cpu", "cpu", defer_accuracy=True)
+    runnable = planner.runnable_combinations()
+    groups = {planner.accuracy_group(o) for o in runnable}
+    merged = bitwise.candidates(runnable, planner.accuracy_group)
+    assert (len(groups), len(merged)) == (12, 4)
+    found = estimate.plan(planner, "grid")
+    assert found.trainings[0] == 12 - 4
+    by_phase = {s.name: s for s in found.stages}
+    assert found.measurements[0] - by_phase[TABLE].low == sum(s.low for s in found.stages if s.name != TABLE)
 
 
 def test_screening_trains_each_group_once_where_accuracy_is_not_deferred_and_parity_the_seeds_after():
@@ -213,8 +231,11 @@ def test_while_parity_lasts_it_may_train_some_of_the_groups_left_first():
     screened = SCREENED[:3]  # nothing trained yet: the baseline's group is left too
     groups = ["baseline", "bf16", "batch"]
     racing = estimate.left(WHOLE, screened, [("baseline", RACE), ("bf16", RACE)], to_train=groups)
-    reach = 2 - 0 + 1  # the plan's table leaves parity up to 2 groups, and the baseline's
-    assert racing.trainings == (1 + max(0, 3 - reach), 3 + 3)
+    # Every group once at least: parity's least (one training, which may be a group's first), the table the rest.
+    assert racing.trainings == (3, 3 + 3)
+    # Parity begun with one group queued: its low end trains nothing more, so the table trains the other two.
+    begun = estimate.left(WHOLE, screened, [("baseline", PARITY)], to_train=groups)
+    assert begun.trainings == (1 + 2, 3 + 2)
     # Screening not over: some group may have no trainer yet, so the plan's count stands.
     screening = estimate.left(WHOLE, screened, [("batch", SCREEN)], to_train=["baseline", "bf16"])
     assert screening.trainings == (1 + 0, 3 + 2)

@@ -91,3 +91,13 @@ def test_a_combination_measured_again_is_priced_without_the_profiling_window_onl
     first = Done(SCREEN, False, 0.0, 12.0, combination="batch", rate=500.0, profiled_s=2.0)
     price = prices.own([first], 1000, TECHNIQUES)
     assert price("batch", False) == pytest.approx(10.0)
+
+
+def test_a_training_read_from_a_short_measurement_leaves_its_one_off_costs_out():
+    """A cold compile's half minute spread over a short measurement's 2,000 samples read a 36,000-sample training as
+    ten minutes; at the measurement's steady pace it is under a minute."""
+    cold = Done(SCREEN, False, 0.0, 40.0, samples=2_000, train_s=33.0, first_steps_s=30.0)
+    assert prices.extrapolated(36_000, cold) == pytest.approx(40.0 + 34_000 * 3.0 / 2_000)
+    # Without one-off costs stored (an older record), its whole loop's pace, as before.
+    assert prices.extrapolated(36_000, Done(SCREEN, False, 0.0, 40.0, samples=2_000, train_s=33.0)) == (
+        pytest.approx(40.0 + 34_000 * 33.0 / 2_000))
