@@ -47,20 +47,25 @@ class Moment:
     took_min: float
 
     @property
-    def held(self) -> bool | None:
-        """Whether the run's range, rounded as the progress line shows it, held what the rest took; None: none said."""
+    def shown(self) -> tuple[int, int] | None:
+        """The run's range as the progress line rounds it ("1 min" is its least); None: none said."""
         if self.now is None:
             return None
         low, high = (max(1, round(m)) for m in self.now)
-        return (low == 1 or low - 0.5 <= self.took_min) and self.took_min <= high + 0.5  # "1 min" is its least
+        return low, high
+
+    @property
+    def held(self) -> bool | None:
+        """Whether the run's range, as shown, held what the rest took; None: none said."""
+        if (shown := self.shown) is None:
+            return None
+        low, high = shown
+        return (low == 1 or low - 0.5 <= self.took_min) and self.took_min <= high + 0.5
 
     @property
     def width(self) -> float | None:
-        """The run's range, rounded as the progress line shows it: its high end over its low; None: none said."""
-        if self.now is None:
-            return None
-        low, high = (max(1, round(m)) for m in self.now)
-        return high / low
+        """The run's range, as shown: its high end over its low; None: none said."""
+        return None if (shown := self.shown) is None else shown[1] / shown[0]
 
 
 def replay(plan: estimate.Plan, measured: Sequence[Record], planner: Planner | None = None,
