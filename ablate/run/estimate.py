@@ -12,11 +12,12 @@ accuracy parity, confirmation (race first, accuracy last: `ablate.stats.race.fin
   trains it (`Planner.defer_accuracy` off);
 - confirmation: none (the baseline leads) to `confirm_blocks` blocks of three (the leader, the simplest member and
   the baseline);
-- the table (the whole table's, not `--quick`'s): every group parity left untrained, once - from every group but
-  the baseline's and those the bitwise check may merge into a simpler one (`ablate.run.bitwise.candidates`: parity at
-  its least trains the baseline's group alone, and every group trains once) to every group besides the baseline's.
-  Summed stage by stage, the low ends of parity and the table would count a path no run takes: parity at its least
-  and the table as if parity had trained its most.
+- the table (the whole table's, not `--quick`'s): every group parity left untrained, once. At the low end parity
+  trains the baseline's group alone, so the table trains every other group less those the bitwise check may merge
+  into a simpler one (`ablate.run.bitwise.candidates`); at the high end parity trains its most (`Plan.parity_groups`
+  groups at `seeds` each) and the table every group besides those. So each stage's low and high are its part of
+  the two ends, each end a path a run can take, not the stage's own least and most: summed stage by stage, the
+  table's own ends would count parity's groups twice, or as trained by neither.
 
 Under the whole table the header says what `--quick` would cost beside it (`Plan.quick`), priced the same way.
 
@@ -30,7 +31,7 @@ finalists. Real runs went well past the high end where a fast leader was put out
 other has its planned count less those done left, and at least what is queued. A race measured after an accuracy
 training is a new round: its planned count starts again, less that round's own measurements. Once screening is
 over, the table's count is no longer the plan's: it is every group neither trained nor queued (`Planner.to_train`),
-at its low end less those parity's own low end may still train first.
+less those parity may still train first at that end (at the high end, its most groups less those it has begun).
 
 **Minutes** come from the run's own measurements, each kind from its own mean duration: a throughput-only
 measurement and an accuracy training differ several-fold (docs/evidence.md, "Evidence: the cost estimate"). Until an
@@ -47,7 +48,10 @@ screening mean takes in. Nothing is said in minutes before `FEW` measurements ar
 samples, not a rate), nor while a queued measurement takes a technique no measurement has run (`untimed`): its price
 would be a guess from the others', and a slow technique measured last made a single pass read far short
 (docs/evidence.md, "Evidence: the cost estimate"). The study's own bookkeeping between measurements is in by the
-ratio of the session's span to its measurements' time.
+ratio of the session's span to its measurements' time. The low end is the prices' sum at the counts' low end; the
+high end adds how far the sum of the measurements to come may run past their prices (`_spread`): a price is a
+combination's earlier duration or a mean, and a duration measured again differs from it, so a known count priced
+as one figure often fell short of what was left (docs/evidence.md, "Evidence: the cost estimate").
 """
 from __future__ import annotations
 
@@ -56,7 +60,7 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ablate.config.choices import OFF, baseline_levels
 from ablate.config.design import MIN_RACE_BLOCKS
@@ -68,6 +72,7 @@ from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE, TR
 from ablate.store.records import Record, State
 from ablate.words import count, span
 
+SPREAD_Z = 1.645  # the minutes' range: the counts' ends, each widened by this many SDs of what their durations vary by
 FEW = 3  # measurements timed before minutes are said: the first pays a cold start and a cold compile cache
 
 
@@ -90,6 +95,7 @@ class Plan:
     stages: tuple[Stage, ...]
     train_samples: int  # what an accuracy training trains (to extrapolate one from throughput-only measurements)
     new_round: int = 0  # what a new round of the race adds at most (a leader put out on accuracy); 0: no race
+    parity_groups: int = 0  # the accuracy groups parity trains at its most (the baseline's among them)
     quick: tuple[int, int] | None = None  # the measurements `--quick` would take instead (whole table only)
     # Each runnable combination's choices besides the baseline's ("dimension=choice"), by label: to price one never
     # measured from those that were (`ablate.run.prices`).
@@ -168,6 +174,7 @@ def _stages(planner: Planner, search: str) -> Plan:
         # A new round: only where some accuracy group can be put out (a loss's, or none besides the baseline's, cannot).
         if trains and study.task.has_accuracy and groups:
             round_ = race.high + max(0, seeds)  # the race again, and the new leader's group at its seeds
+    low = most = 0  # parity's trainings at its least, and the groups it trains at its most
     if trains and study.task.has_accuracy and seeds > 0:  # a loss's groups train once, in screening
         # the groups the parity test's degrees of freedom may need
         spread = math.ceil(parity.NOISE_DF / (protocol.seeds - 1)) if protocol.seeds > 1 else 0
@@ -175,18 +182,19 @@ def _stages(planner: Planner, search: str) -> Plan:
         # At least the baseline's group once: where the race's leader trains as the baseline does (or is it), there is
         # nothing to judge, and accuracy is trained only where it decides (`finalists`).
         low = 1 - int(in_screening)
-        high = (min(groups, finalists + spread) + 1) * seeds
-        stages.append(Stage((PARITY,), low, high, (low, high)))
+        most = min(groups, finalists + spread) + 1
+        stages.append(Stage((PARITY,), low, most * seeds, (low, most * seeds)))
     if protocol.racing:
         confirmed = min(3, others + 1)
         # None where the baseline leads and is the simplest of the set: nothing to confirm (`racing._confirm`).
         stages.append(Stage((CONFIRM,), 0, protocol.confirm_blocks * confirmed))
         if trains and study.task.has_accuracy and planner.defer_accuracy and not protocol.quick:
-            # Every group once (the baseline's too), less those merged (at most the candidates) and parity's least.
+            # Every group once (the baseline's too), less those merged (at most the candidates) and those parity
+            # trains: at the low end, parity's least; at the high end, its most (more seeds train no more groups).
             merged = len(bitwise.candidates(runnable, planner.accuracy_group))
-            least = max(0, groups + 1 - merged - low)
-            stages.append(Stage((TABLE,), least, groups, (least, groups)))
-    return Plan(tuple(stages), study.budget.train_samples, round_)
+            least, left_most = max(0, groups + 1 - merged - low), max(0, groups + 1 - most)
+            stages.append(Stage((TABLE,), least, left_most, (least, left_most)))
+    return Plan(tuple(stages), study.budget.train_samples, round_, most)
 
 
 @dataclass(frozen=True)
@@ -230,6 +238,7 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
     counts, trainings, table = [0, 0], [0, 0], (0, 0)
     raced = [0, 0]  # of the counts, the race's and confirmation's not yet queued
     parity_least = 0  # parity's trainings not yet queued at its low end: each may train one of the groups left
+    parity_new = 0  # the groups parity may still train first at its high end, which the table then does not
     for i, stage in enumerate(plan.stages):
         mine = [d for d in finished if d.phase in stage.phases]
         waiting = sum(waiting_in[p] for p in stage.phases)
@@ -238,7 +247,7 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
         if TABLE in stage.phases and coming is not None and over[0] and not over[i]:
             # Every group left untrained trains once: here, or first in parity while it lasts. At the low end, parity
             # trains its least, and each of those trainings may be one of these groups'.
-            table = (max(0, len(coming) - parity_least), len(coming))
+            table = (max(0, len(coming) - parity_least), max(0, len(coming) - parity_new))
             for k in (0, 1):
                 counts[k] += waiting + table[k]
                 trainings[k] += waiting + table[k]
@@ -250,6 +259,9 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
             counts[k] += n
             if PARITY in stage.phases and k == 0:
                 parity_least = n - waiting
+            elif PARITY in stage.phases and not over[i]:  # parity trains one group by one combination, its trainer
+                began_groups = {d.combination for d in mine} | {c for c, phase in queued if phase == PARITY}
+                parity_new = min(n - waiting, max(0, plan.parity_groups - len(began_groups)))
             trainings[k] += min(n, max(0, stage.trainings[k] - trained, training))
             if {RACE, CONFIRM} & set(stage.phases):
                 raced[k] += n - waiting
@@ -299,7 +311,38 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each + max(0, k - named - t) * other
                   + r * lead) * share / 60
                  for n, k, t, r in zip(measurements, trainings, counted, raced, strict=True))
-    return low, high
+    wide = _spread([d for d in timed if d.training == trains] for trains in (False, True))
+    return low, high + wide(measurements[1] - trainings[1], trainings[1]) * share / 60
+
+
+def _spread(kinds: Iterable[Sequence[Done]]) -> Callable[[int, int], float]:
+    """How far the seconds of n throughput-only measurements and k trainings to come may run past their price:
+    `SPREAD_Z` standard deviations of their sum. Each kind's relative spread is its repeatability: how one
+    combination's durations differ when measured again (a combination's own price is its earlier durations'), pooled
+    over those of that kind measured twice or more; a kind with none takes the other's, and where no combination was
+    measured twice yet (a single pass), each kind takes how its combinations' durations differ, which bounds it. The
+    sum's variance counts each measurement's own spread (n s^2) and its price's, read from m durations (n^2 s^2 / m)."""
+    found = []  # each kind's (variance of log seconds measured again or None, of all, durations, mean seconds)
+    for done in kinds:
+        logs: dict[str, list[float]] = {}
+        for d in done:
+            logs.setdefault(d.combination, []).append(math.log(d.seconds))
+        again = [xs for xs in logs.values() if len(xs) > 1]
+        df = sum(len(xs) - 1 for xs in again)
+        every = [x for xs in logs.values() for x in xs]
+        found.append((sum(statistics.variance(xs) * (len(xs) - 1) for xs in again) / df if df else None,
+                      statistics.variance(every) if len(every) > 1 else 0.0, len(done),
+                      statistics.fmean(d.seconds for d in done) if done else 0.0))
+    repeated = [v for v, *_ in found if v is not None]
+
+    def wide(*counts: int) -> float:
+        variance = 0.0
+        for (again, every, m, mean), n in zip(found, counts, strict=True):
+            if m and n:
+                relative = again if again is not None else max(repeated) if repeated else every
+                variance += (n + n ** 2 / m) * mean ** 2 * relative
+        return SPREAD_Z * math.sqrt(variance)
+    return wide
 
 
 def untimed(plan: Plan, finished: Sequence[Done], queued: Sequence[str]) -> set[str]:

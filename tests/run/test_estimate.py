@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ from ablate.stats.planner import Planner
 from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE
 
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
+
+
+@pytest.fixture
+def prices_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The minutes as the prices sum them, without the spread the high end adds (`estimate._spread`)."""
+    monkeypatch.setattr(estimate, "SPREAD_Z", 0.0)
 
 
 def _planner(defer: bool = True, n_trials: int | None = None, **changes) -> Planner:
@@ -41,9 +48,11 @@ def test_the_counts_follow_the_plan_of_a_small_study():
     # The whole table trains every group once: at its least, parity trains the baseline's group alone and the table
     # every other (tiny.yaml has no group the bitwise check could merge).
     assert not bitwise.candidates(runnable, planner.accuracy_group)
-    assert by_phase[TABLE] == (groups, groups)
+    # At the high end, parity trains its most groups at 2 seeds each and the table the groups besides those.
+    most = min(groups, 2 + 4) + 1
+    assert found.parity_groups == most and by_phase[TABLE] == (groups, groups + 1 - most)
     # A raced grid trains accuracy after the race only: parity, then the table.
-    assert found.trainings == (1 + groups, by_phase[PARITY][1] + groups)
+    assert found.trainings == (1 + groups, most * 2 + groups + 1 - most)
     low, high = found.measurements
     assert low == sum(lo for lo, _ in by_phase.values()) and high == sum(hi for _, hi in by_phase.values())
     # A leader put out on its accuracy races again: the race's high end and the new leader's group at its 2 seeds.
@@ -58,7 +67,7 @@ def test_the_counts_follow_the_plan_of_a_small_study():
     assert found.stored()["by_phase"][SCREEN] == list(by_phase[SCREEN])
 
 
-def test_the_whole_tables_least_is_every_group_once_less_those_the_bitwise_check_may_merge():
+def test_the_whole_tables_ends_are_each_a_path_a_run_can_take():
     """mnist_cnn on a CPU: 12 accuracy groups, 4 with TorchScript, which may train bitwise as their cores. Summed
     stage by stage (parity's least, and the table's as if parity had trained its most) the low end would be 4
     trainings; no run can train fewer than 8."""
@@ -72,6 +81,10 @@ def test_the_whole_tables_least_is_every_group_once_less_those_the_bitwise_check
     assert found.trainings[0] == 12 - 4
     by_phase = {s.name: s for s in found.stages}
     assert found.measurements[0] - by_phase[TABLE].low == sum(s.low for s in found.stages if s.name != TABLE)
+    # The high end: parity's most, 9 groups (the final set's 6, 2 more for the spread, the baseline's) at 3 seeds,
+    # and the table the 3 groups left. Summed stage by stage it read 27 + 11 = 38: the 8 groups parity trained
+    # counted again in the table's own most.
+    assert found.parity_groups == 9 and found.trainings[1] == 9 * 3 + 3 == by_phase[PARITY].high + by_phase[TABLE].high
 
 
 def test_screening_trains_each_group_once_where_accuracy_is_not_deferred_and_parity_the_seeds_after():
@@ -177,6 +190,7 @@ def test_a_stage_a_later_one_has_begun_is_over_and_what_is_queued_is_left_at_lea
     assert finished.measurements == (0, 1) and estimate.Left((0, 0), (0, 0)).short() == ""
 
 
+@pytest.mark.usefixtures("prices_alone")
 def test_a_queued_measurement_of_a_measured_combination_is_priced_by_its_own_duration_and_throughput():
     """A combination at a sixth of the baseline's throughput (bf16 emulated on a CPU) takes six times as long to
     train: priced at the mean of the trainings done (the baseline's), the table pass read 3-10 minutes and took 36."""
@@ -213,6 +227,7 @@ WHOLE = Plan((Stage((SCREEN, FULL), 3, 3), Stage((RACE,), 2, 2), Stage((PARITY,)
 ADDED = (57.0 - 10.0) * 450.0  # the baseline's training beyond its timed measurement, in samples' worth
 
 
+@pytest.mark.usefixtures("prices_alone")
 def test_once_parity_is_over_the_table_is_each_group_left_priced_by_its_trainers_throughput():
     """As confirmation begins, the table pass is not queued yet, but which groups it will train is known: priced at
     the mean of the trainings done (fp32), six bf16 trainings read 3-12 minutes and took 37."""
@@ -236,6 +251,11 @@ def test_while_parity_lasts_it_may_train_some_of_the_groups_left_first():
     # Parity begun with one group queued: its low end trains nothing more, so the table trains the other two.
     begun = estimate.left(WHOLE, screened, [("baseline", PARITY)], to_train=groups)
     assert begun.trainings == (1 + 2, 3 + 2)
+    # At its high end, parity trains its most groups: here two, the baseline's queued and one of the two left, which
+    # the table then does not train.
+    most = estimate.left(dataclasses.replace(WHOLE, parity_groups=2), screened, [("baseline", PARITY)],
+                         to_train=groups)
+    assert most.trainings == (1 + 2, 3 + 1)
     # Screening not over: some group may have no trainer yet, so the plan's count stands.
     screening = estimate.left(WHOLE, screened, [("batch", SCREEN)], to_train=["baseline", "bf16"])
     assert screening.trainings == (1 + 0, 3 + 2)
@@ -266,6 +286,7 @@ def test_the_minutes_count_down_while_a_measurement_runs():
     assert rest.short(since_s=3600) == "~5-8 more (1 min)"  # an overrun never says nothing is left
 
 
+@pytest.mark.usefixtures("prices_alone")
 def test_the_race_not_yet_queued_is_priced_at_the_baselines_measurement():
     """The race measures the fastest stacks and the baseline, never the slow ones screening's mean takes in (bf16
     emulated on a CPU): its measurements to come are priced at the baseline's, which runs in each of its blocks."""
@@ -280,3 +301,38 @@ def test_the_race_not_yet_queued_is_priced_at_the_baselines_measurement():
     # Once queued, each is priced by its own combination.
     queued = estimate.left(plan, screened, [("batch", RACE), ("baseline", RACE)])
     assert queued.minutes == pytest.approx(((9.0 + 10.0 + 2 * 10.0) / 60, (9.0 + 10.0 + 6 * 10.0) / 60))
+
+
+def test_the_high_end_runs_past_the_prices_by_how_a_combination_measured_again_differs():
+    """A count known exactly priced as one figure missed what the rest took as often as not: a measurement's duration
+    is not its price. The high end adds `SPREAD_Z` standard deviations of the sum to come, read from a combination
+    measured again; the low end stays the prices' sum."""
+    timed = [_one("baseline", 10.0, 450.0), _one("batch", 9.0, 500.0, first=10.0),
+             _one("baseline", 12.0, 450.0, first=19.0)]
+    plan = Plan((Stage((SCREEN, FULL), 5, 5),), 1000)
+    with_spread = estimate.left(plan, timed, _waiting({SCREEN: 2}))
+    mean = (10.0 + 9.0 + 12.0) / 3
+    relative = math.log(12.0 / 10.0) ** 2 / 2  # the variance of the baseline's log durations
+    spread = estimate.SPREAD_Z * math.sqrt((2 + 2 ** 2 / 3) * mean ** 2 * relative)
+    assert with_spread.minutes == pytest.approx((2 * mean / 60, (2 * mean + spread) / 60))
+    # Measured again alike, the price is the duration: no spread.
+    alike = [*timed[:2], dataclasses.replace(timed[2], ended=timed[2].began + 10.0)]
+    assert estimate.left(plan, alike, _waiting({SCREEN: 2})).minutes == pytest.approx((2 * 29 / 3 / 60,) * 2)
+    # A training to come takes the throughput-only kind's spread until one is measured again.
+    trained = [*timed, _one("baseline", 60.0, 450.0, PARITY, first=31.0)]
+    parity = Plan((Stage((SCREEN, FULL), 3, 3), Stage((PARITY,), 1, 1, (1, 1))), 1000)
+    low, high = estimate.left(parity, trained, [("baseline", PARITY)]).minutes or (0.0, 0.0)
+    assert low == pytest.approx(1.0) and high == pytest.approx(
+        (60.0 + estimate.SPREAD_Z * math.sqrt(2 * 60.0 ** 2 * relative)) / 60)
+
+
+def test_with_nothing_measured_again_the_spread_is_how_the_combinations_durations_differ():
+    """A single pass measures each combination once: until then, how its combinations' durations differ bounds how
+    one differs from its price."""
+    timed = [_one("baseline", 10.0, 450.0), _one("batch", 9.0, 500.0, first=10.0), _one("bf16", 12.0, 75.0, first=19.0)]
+    single = Plan((Stage((SCREEN, FULL), 4, 4),), 1000)
+    logs = [math.log(x) for x in (10.0, 9.0, 12.0)]
+    mean = (10.0 + 9.0 + 12.0) / 3
+    spread = estimate.SPREAD_Z * math.sqrt((1 + 1 / 3) * mean ** 2 * statistics.variance(logs))
+    assert estimate.left(single, timed, _waiting({SCREEN: 1})).minutes == pytest.approx(
+        (mean / 60, (mean + spread) / 60))

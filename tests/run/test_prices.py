@@ -52,10 +52,11 @@ def test_the_fit_waits_for_a_degree_of_freedom_and_for_every_technique_it_needs(
     assert price("batch+workers", False) == pytest.approx(4_500 / _rate("batch+workers"))  # its own
 
 
-def test_the_single_pass_prices_the_queued_that_will_train_as_trainings():
+def test_the_single_pass_prices_the_queued_that_will_train_as_trainings(monkeypatch: pytest.MonkeyPatch):
     """The single pass queues every combination at once and trains the first of each group as it comes: six bf16
     trainings at about 350 s each read as 22 minutes where 56 were left, each priced at the mean of the trainings
     done (fp32) and the rest at a throughput-only measurement's."""
+    monkeypatch.setattr(estimate, "SPREAD_Z", 0.0)  # the prices alone (tests/run/test_estimate.py: the spread)
     timed = [_measured(c, 100.0 * i, training=c == "batch")
              for i, c in enumerate(["baseline", "bf16", "batch", "workers", "batch+workers", "bf16+workers"])]
     plan = Plan((Stage((SCREEN,), 8, 8, (2, 2)),), 1000, techniques=TECHNIQUES)
