@@ -31,7 +31,8 @@ finalists. Real runs went well past the high end where a fast leader was put out
 other has its planned count less those done left, and at least what is queued. A race measured after an accuracy
 training is a new round: its planned count starts again, less that round's own measurements. Once screening is
 over, the table's count is no longer the plan's: it is every group neither trained nor queued (`Planner.to_train`),
-less those parity may still train first at that end (at the high end, its most groups less those it has begun).
+less those parity may still train first at that end (at the high end, its most groups less those it has begun);
+where they are not known once parity has begun, the table's own most (every group but the baseline's).
 
 **Minutes** come from the run's own measurements, each kind from its own mean duration: a throughput-only
 measurement and an accuracy training differ several-fold (docs/evidence.md, "Evidence: the cost estimate"). Until an
@@ -254,7 +255,11 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
             continue
         trained = sum(d.training for d in mine)
         training = waiting if set(stage.phases) <= set(TRAININGS) else 0  # what is queued there trains
-        for k, planned in enumerate((stage.low, stage.high)):
+        ends = (stage.low, stage.high)
+        if TABLE in stage.phases and PARITY in begun:  # parity's path is no longer the plan's: the table's own most
+            ends = (stage.low, max(stage.low, stage.high + max(0, plan.parity_groups - 1)))
+            stage = replace(stage, trainings=ends)
+        for k, planned in enumerate(ends):
             n = waiting if over[i] else max(planned - len(mine), waiting)
             counts[k] += n
             if PARITY in stage.phases and k == 0:

@@ -336,3 +336,13 @@ def test_with_nothing_measured_again_the_spread_is_how_the_combinations_duration
     spread = estimate.SPREAD_Z * math.sqrt((1 + 1 / 3) * mean ** 2 * statistics.variance(logs))
     assert estimate.left(single, timed, _waiting({SCREEN: 1})).minutes == pytest.approx(
         (mean / 60, (mean + spread) / 60))
+
+
+def test_without_the_groups_left_once_parity_has_begun_the_tables_high_end_is_its_own_most():
+    """The table's high end is its part of parity's most; a caller that cannot name the groups left (`to_train`
+    None) once parity has begun does not know parity's path, so the table may train every group but the
+    baseline's."""
+    plan = Plan((Stage((SCREEN, FULL), 3, 3), Stage((PARITY,), 1, 27, (1, 27)), Stage((TABLE,), 7, 3, (7, 3))),
+                1000, parity_groups=9)
+    begun = estimate.left(plan, [*_done(3), *_done(1, PARITY, first=200.0, trained=True)], [("baseline", PARITY)])
+    assert begun.measurements == begun.trainings == (1 + 7, 26 + (3 + 9 - 1))
