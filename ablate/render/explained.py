@@ -61,7 +61,8 @@ def section(d: Explanation, recommended: str | None) -> list[str]:
                     if metric.PROFILED_STEP_S in m.metrics])
         cost = "" if d.cost is None else (f" The profiled steps took x{d.cost:.2f} the timed windows' time per "
                                           "sample (what profiling costs; x1.00: nothing).")
-        out += [f"The baseline's step, profiled in a window after its timed windows ({count(runs, 'measurement')}, "
+        where = "in its timed windows" if d.cost is None else "in a window after its timed windows"
+        out += [f"The baseline's step, profiled {where} ({count(runs, 'measurement')}, "
                 f"{base.step_s * 1e3:.3g} ms a step): {_in_words(base)}.{cost}", "",
                 "Before measuring, each technique's ceiling from these shares (Amdahl's law: the speed-up were the "
                 f"phases it targets free); under x{UNLIKELY_BELOW:.2f} it is unlikely to help. Then what its "

@@ -126,7 +126,8 @@ class Objective:
                                                 graph, self.machine.device_name, self.machine.torch)
         return TrialSpec(study, combination.options, self.machine.device, train_for_accuracy=train,
                          compile_cache=str(shared) if shared else None,
-                         evaluation_seed=seeds.training(self.seeds, 0))  # one test subsample for the whole run
+                         evaluation_seed=seeds.training(self.seeds, 0),  # one test subsample for the whole run
+                         profile_in_windows=True)  # where it is free: the profile adds no window (`phases.in_windows`)
 
     def _ended(self, spec: TrialSpec, where: str, end: Recorder) -> dict[str, Any]:
         """`spec` measured (`_measure`); a failure or a stop recorded as the measurement's end, and a full disk said

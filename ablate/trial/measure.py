@@ -108,6 +108,7 @@ class StepClock:
     busy_limit: float | None = None
     _energy: energy.Tally = field(init=False)  # the device's joules over the windows (`ablate.trial.energy`)
     profiling: bool = False  # in the profiling window (`ablate.trial.phases`): the loop marks its phases (`mark`)
+    profile_in_windows: bool = False  # profile the timed windows' own steps, no window after (`phases.in_windows`)
     profiled: phases.Phases | None = None  # what the profiling window found
     _profile: phases.ProfilingWindow | None = None
     marks: dict[str, Any] = field(default_factory=dict)  # its spans, for the trial's timeline (`metrics.Mark`)
@@ -173,8 +174,9 @@ class StepClock:
 
     def count(self, n: int, loss: torch.Tensor | None = None) -> None:
         """Call after each optimizer step with the batch's sample count and its loss."""
-        if self._profile is not None:  # the profiling window: its steps count in nothing else
+        if self._profile is not None:
             self._profile.end_step(n)
+        if self._profile is not None and not self.profile_in_windows:  # a window apart: its steps count in no other
             self._add_loss(loss)  # as in a timed step; after the step's end, in "other"
             if self._profile.full():
                 self.profiled = self._profile.close(self._sync)
@@ -274,6 +276,8 @@ class StepClock:
         self._energy.open(time.perf_counter())
         self._open_window()
         self.marks[metric.Mark.WINDOWS] = [self._window_start]  # closed with the last window
+        if self.profile_in_windows:
+            self._profile, self.profiling = phases.ProfilingWindow(self.budget, self.device, time.perf_counter), True
         reset_peak_memory(self.device)  # the windows' peak, not compilation's or warm-up's
 
     def _window_closed(self, now: float) -> None:
@@ -289,6 +293,8 @@ class StepClock:
             self.foreign = foreign_load.between(self._load_before, foreign_load.snapshot(now))
             self._energy.close(now)
             self.marks[metric.Mark.WINDOWS].append(now)
+            if self.profile_in_windows and self._profile is not None:
+                self.profiled, self._profile, self.profiling = self._profile.close(self._sync), None, False
             if self.cut_short and self.foreign:
                 self.on_phase(f"other work used {self.foreign.foreign_cores:.2f} cores during its windows: stopping")
         self._open_window(now)
@@ -374,7 +380,8 @@ class StepClock:
             **({metric.CUT_SHORT: 1.0} if self.cut_short else {}),
             **self._energy.metrics(sum(w.samples for w in self.windows)),
             **self.held_out.summary(self.first_step_s),
-            **(self.profiled.summary(sum(w.seconds for w in self.windows) / sum(w.samples for w in self.windows))
+            **(self.profiled.summary(None if self.profile_in_windows else
+                                     sum(w.seconds for w in self.windows) / sum(w.samples for w in self.windows))
                if self.profiled else {}),
         }
 

@@ -131,7 +131,10 @@ def windows(metrics: Mapping[str, float]) -> tuple[float, ...]:
 
 
 def profiled_s(metrics: Mapping[str, float]) -> float:
-    """The profiling window's seconds, its steps at their mean step; 0 where none ran."""
+    """The profiling window's seconds, its steps at their mean step; 0 where none ran, or where the timed windows'
+    own steps were profiled (`ablate.trial.phases.in_windows`: no `PROFILE_COST`, since nothing was added)."""
+    if PROFILE_COST not in metrics:
+        return 0.0
     return metrics.get(PROFILED_STEPS, 0.0) * metrics.get(PROFILED_STEP_S, 0.0)
 
 

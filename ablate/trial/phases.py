@@ -8,7 +8,9 @@ step is split at the loop's boundaries (`ablate.trial.loop.train`) into its phas
 (waiting in the loader's next()), copy (`Stack.to_device`), forward (autocast and `task.loss`), backward
 (`Stack.backward`), optimizer (`Stack.step`, zero_grad included) and other (the rest of the step: the clock's own
 bookkeeping between one step's end and the next step's request for a batch). The profiled step is the first step's
-start to the last one's end on the same clock, over the steps: the phases, other included, add up to it.
+start to the last one's end on the same clock, over the steps: the phases, other included, add up to it. On a CPU,
+a trial that trains no accuracy may profile its timed windows' own steps instead, with no window after them
+(`in_windows`): there a boundary costs what the next paragraph says, nothing a step of milliseconds would show.
 
 Why a window apart: reading a clock at five boundaries costs (a perf_counter read under a microsecond, a CUDA
 event's record a few microseconds, a kernel trace a few microseconds per launch), and inside the timed windows that
@@ -53,10 +55,12 @@ class Phases:
     samples: int
     gpu_idle: float | None = None  # CUDA with a kernel trace only
 
-    def summary(self, window_s_per_sample: float) -> dict[str, float]:
-        """The trial's metrics, given the timed windows' seconds per sample (what `PROFILE_COST` divides by)."""
-        out = {metric.PROFILED_STEP_S: self.step_s, metric.PROFILED_STEPS: float(self.steps),
-               metric.PROFILE_COST: self.step_s * self.steps / self.samples / window_s_per_sample}
+    def summary(self, window_s_per_sample: float | None) -> dict[str, float]:
+        """The trial's metrics, given the timed windows' seconds per sample (what `PROFILE_COST` divides by); None
+        where the steps profiled were the windows' own (`in_windows`), which leaves nothing to divide."""
+        out = {metric.PROFILED_STEP_S: self.step_s, metric.PROFILED_STEPS: float(self.steps)}
+        if window_s_per_sample is not None:
+            out[metric.PROFILE_COST] = self.step_s * self.steps / self.samples / window_s_per_sample
         for name, seconds in zip(metric.STEP_PHASES, self.seconds, strict=True):
             out[metric.phase_s(name)] = seconds
             out[metric.phase_share(name)] = seconds / self.step_s
@@ -126,6 +130,15 @@ class ProfilingWindow:
     def _between(self, start: Any, end: Any) -> float:
         """Seconds from one stamp to a later one."""
         return start.elapsed_time(end) / 1000 if self.cuda else end - start
+
+
+def in_windows(budget: Budget, device: torch.device, train_for_accuracy: bool) -> bool:
+    """Whether a trial asked to profile may profile its timed windows' own steps, with no window after them: on a
+    CPU, where a boundary is a `time.perf_counter` read and a list entry, about a microsecond on a step of
+    milliseconds (`ablate.trial.measure.StepClock.profile_in_windows`). Not on CUDA, whose events and kernel trace
+    cost what `PROFILE_COST` measures; not where the trial trains for accuracy, whose evaluations may fall inside
+    the windows; not where it profiles nothing (`Budget.profile_steps` 0)."""
+    return device.type == "cpu" and not train_for_accuracy and budget.profile_steps > 0
 
 
 def _start_trace() -> Any | None:

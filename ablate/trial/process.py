@@ -90,6 +90,7 @@ class TrialSpec:
     # Stop as the windows close when other work used more cores than this during them: the study will discard the
     # measurement and take it again (`StepClock.cut_short`). None: measure to the end whatever the load.
     busy_limit: float | None = None
+    profile_in_windows: bool = False  # profile the timed windows' own steps where that is free (`phases.in_windows`)
 
 
 @dataclass
@@ -147,6 +148,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     """Train and measure `spec` in this process; returns metrics (floats)."""
     from torch.utils.data import DataLoader
 
+    from ablate.trial import phases
     from ablate.trial.loop import evaluate, train
     from ablate.trial.measure import StepClock
     from ablate.workload import evaluation
@@ -171,7 +173,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     clock = StepClock(budget, device, for_accuracy,
                       evaluate=(lambda: evaluate(task, model, test, device)) if for_accuracy else None,
                       units_per_sample=task.units_per_sample, on_phase=phase, on_untimed=stretches.untimed,
-                      test_samples=tested, busy_limit=spec.busy_limit)
+                      test_samples=tested, busy_limit=spec.busy_limit,
+                      profile_in_windows=spec.profile_in_windows and phases.in_windows(budget, device, for_accuracy))
     train(stack, task, prepared, optimizer, built.loader, device, clock, study.baseline.max_grad_norm)
     stretches.end()
     _channel.marks.update({metric.Mark.MEASURED: stretches.spans, "first_batch": clock.started_at})

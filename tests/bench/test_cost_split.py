@@ -77,7 +77,9 @@ def test_from_a_results_folder_it_prints_both_splits_and_the_cost_against_the_es
 
 def test_a_timeline_stored_before_the_marks_gets_those_its_metrics_give():
     older = {Mark.LAUNCHED: 0.0, Mark.MEASURED: [[2.0, 5.0], [8.0, 30.0]], Mark.IMPORTS: []}
-    metrics = {"prepare_model_s": 1.0, "first_step_s": 1.5, "profiled_steps": 4.0, "profiled_step_s": 0.5}
+    # A window apart stored its cost beside its steps (none where the windows' own steps were profiled).
+    metrics = {"prepare_model_s": 1.0, "first_step_s": 1.5, "profiled_steps": 4.0, "profiled_step_s": 0.5,
+               "profile_cost": 1.0}
     found = conclusion_cost.derived(older, metrics, trained=False)
     assert (found[Mark.FIRST_STEP], found[Mark.PROFILING], found[Mark.WINDOWS]) == ([3.0, 4.5], [28.0, 30.0],
                                                                                     [8.0, 28.0])
@@ -90,7 +92,7 @@ def test_a_trained_timeline_before_the_marks_splits_its_loop_into_training_and_t
     # The loop from 3 (after the model's preparation) to the profiling window at 28: 25 s, of which 20 s training.
     older = {Mark.LAUNCHED: 0.0, Mark.MEASURED: [[2.0, 30.0]], Mark.IMPORTS: []}
     metrics = {"prepare_model_s": 1.0, "first_step_s": 1.5, "profiled_steps": 4.0, "profiled_step_s": 0.5,
-               "train_time_s": 20.0}
+               "profile_cost": 1.0, "train_time_s": 20.0}
     found = conclusion_cost.derived(older, metrics, trained=True)
     assert found[Mark.EVALUATING] == [[23.0, 28.0]]
     painted = conclusion_cost.paint(conclusion_cost.activities(found, trained=True))

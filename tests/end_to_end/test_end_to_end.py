@@ -366,12 +366,12 @@ ADDED = {
     # surface.
     *(f"{where}:{m}" for where in ("mlflow.db:measurement:metrics", "mlflow.db:row:metrics",
                                    "tiny/optuna.db:trial_metrics")
-      for m in ("profiled_step_s", "profiled_steps", "profile_cost",
+      for m in ("profiled_step_s", "profiled_steps",  # no profile_cost: a CPU profiles its windows (phases.in_windows)
                 *(f"phase_{kind}_{p}" for kind in ("s", "share") for p in PHASES))),
     *(f"mlflow.db:{kind}:tags:energy per sample" for kind in ("measurement", "row")),
     *(f"tiny/grid-cpu.csv:columns:{c}" for c in ("energy/sample", "energy low", "energy high")),
     *(f"mlflow.db:parent:metrics:{m}" for m in (
-        "diagnosis.profile_cost", *(f"diagnosis.baseline.share.{p}" for p in PHASES),
+        *(f"diagnosis.baseline.share.{p}" for p in PHASES),
         *(f"diagnosis.ceiling.{t}" for t in ("num_workers_n_1", "pin_memory", "amp_dtype_bf16")))),
     *(f"tiny/report/grid/summary.json:keys:{k}" for k in (
         "diagnosis", "diagnosis.profiled", "diagnosis.baseline", "diagnosis.baseline.phase_shares",

@@ -143,6 +143,32 @@ def test_the_profiling_window_changes_nothing_the_windows_or_the_counts_say(fake
     assert on[metric.PROFILED_STEPS] == 5 and on_clock.steps == off[metric.TRAIN_STEPS] == 6  # 1 + 1 + 2 windows of 2
 
 
+def test_on_a_cpu_a_throughput_run_can_profile_its_windows_own_steps_with_no_window_after(fake_time):
+    """Reading the clock at a boundary costs a CPU's step nothing measurable, so a measurement that only times its
+    windows profiles their steps: the same phases, and no steps, seconds or window added."""
+    off = _run(_fake_loop(fake_time), StepClock(_budget(profile_steps=0), CPU, train_for_accuracy=False))
+    fake_time.now = 0.0
+    clock = StepClock(_budget(profile_steps=5), CPU, train_for_accuracy=False, profile_in_windows=True)
+    on = _run(_fake_loop(fake_time), clock)
+    assert _timed(on) == _timed(off) and clock.steps == off[metric.TRAIN_STEPS] == 6  # no step past the windows
+    assert on[metric.PROFILED_STEPS] == 4 and on[metric.PROFILED_STEP_S] == pytest.approx(FAKE_STEP)  # 2 windows of 2
+    for name, seconds in FAKE.items():
+        assert on[metric.phase_s(name)] == pytest.approx(seconds)
+    # Nothing was added, so there is no cost to read and no window's seconds to price apart.
+    assert metric.PROFILE_COST not in on and metric.profiled_s(on) == 0.0
+    assert metric.Mark.PROFILING not in clock.marks and clock.profiled is not None and not clock.profiling
+
+
+@pytest.mark.parametrize("device, for_accuracy, steps, profiled", [
+    ("cpu", False, 20, True), ("cuda", False, 20, False), ("cpu", True, 20, False), ("cpu", False, 0, False)])
+def test_the_windows_own_steps_are_profiled_only_on_a_cpu_in_a_run_that_evaluates_nothing(device, for_accuracy,
+                                                                                           steps, profiled):
+    """CUDA's events and kernel trace slow the steps they time (`PROFILE_COST`), and a training for accuracy may
+    evaluate inside its windows: both keep a window apart. A run that profiles nothing profiles nothing."""
+    budget = _budget(profile_steps=steps)
+    assert phases.in_windows(budget, torch.device(device), for_accuracy) is profiled
+
+
 class _Spy(StepClock):
     heard: list[tuple[int, bool]]
 
