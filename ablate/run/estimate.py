@@ -61,19 +61,19 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ablate.config.choices import OFF, baseline_levels
 from ablate.config.design import MIN_RACE_BLOCKS
 from ablate.run import bitwise, prices
 from ablate.run.prices import Done
-from ablate.stats import parity
+from ablate.stats import parity, variance
 from ablate.stats.planner import Planner
 from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE, TRAININGS
 from ablate.store.records import Record, State
 from ablate.words import count, span
 
-SPREAD_Z = 1.645  # the minutes' range: the counts' ends, each widened by this many SDs of what their durations vary by
+SPREAD_Z = 1.645  # the minutes' high end: widened by this many SDs of what the durations to come may vary by
 FEW = 3  # measurements timed before minutes are said: the first pays a cold start and a cold compile cache
 
 
@@ -316,38 +316,35 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each + max(0, k - named - t) * other
                   + r * lead) * share / 60
                  for n, k, t, r in zip(measurements, trainings, counted, raced, strict=True))
-    wide = _spread([d for d in timed if d.training == trains] for trains in (False, True))
-    return low, high + wide(measurements[1] - trainings[1], trainings[1]) * share / 60
+    kinds = (fast, [d for d in timed if d.training])
+    return low, high + _spread(kinds, (measurements[1] - trainings[1], trainings[1])) * share / 60
 
 
-def _spread(kinds: Iterable[Sequence[Done]]) -> Callable[[int, int], float]:
-    """How far the seconds of n throughput-only measurements and k trainings to come may run past their price:
-    `SPREAD_Z` standard deviations of their sum. Each kind's relative spread is its repeatability: how one
+def _spread(kinds: Sequence[Sequence[Done]], counts: Sequence[int]) -> float:
+    """How far the seconds of `counts` measurements of each kind to come (throughput-only, trainings) may run past
+    their price: `SPREAD_Z` standard deviations of their sum. Each kind's relative spread is its repeatability: how one
     combination's durations differ when measured again (a combination's own price is its earlier durations'), pooled
-    over those of that kind measured twice or more; a kind with none takes the other's, and where no combination was
-    measured twice yet (a single pass), each kind takes how its combinations' durations differ, which bounds it. The
-    sum's variance counts each measurement's own spread (n s^2) and its price's, read from m durations (n^2 s^2 / m)."""
+    over those of that kind measured twice or more (`variance.pooled`); a kind with none takes the other's, and where
+    no combination was measured twice yet (a single pass), each kind takes how its combinations' durations differ,
+    which bounds it. The sum's variance counts each measurement's own spread (n s^2) and its price's, read from m
+    durations (n^2 s^2 / m)."""
     found = []  # each kind's (variance of log seconds measured again or None, of all, durations, mean seconds)
     for done in kinds:
         logs: dict[str, list[float]] = {}
         for d in done:
             logs.setdefault(d.combination, []).append(math.log(d.seconds))
-        again = [xs for xs in logs.values() if len(xs) > 1]
-        df = sum(len(xs) - 1 for xs in again)
+        again = variance.pooled([variance.Source(frozenset(), statistics.variance(xs), len(xs) - 1)
+                                 for xs in logs.values() if len(xs) > 1])
         every = [x for xs in logs.values() for x in xs]
-        found.append((sum(statistics.variance(xs) * (len(xs) - 1) for xs in again) / df if df else None,
-                      statistics.variance(every) if len(every) > 1 else 0.0, len(done),
-                      statistics.fmean(d.seconds for d in done) if done else 0.0))
+        found.append((again.variance(()) if again else None, statistics.variance(every) if len(every) > 1 else 0.0,
+                      len(done), statistics.fmean(d.seconds for d in done) if done else 0.0))
     repeated = [v for v, *_ in found if v is not None]
-
-    def wide(*counts: int) -> float:
-        variance = 0.0
-        for (again, every, m, mean), n in zip(found, counts, strict=True):
-            if m and n:
-                relative = again if again is not None else max(repeated) if repeated else every
-                variance += (n + n ** 2 / m) * mean ** 2 * relative
-        return SPREAD_Z * math.sqrt(variance)
-    return wide
+    total = 0.0
+    for (again_v, every_v, m, mean), n in zip(found, counts, strict=True):
+        if m and n:
+            relative = again_v if again_v is not None else max(repeated) if repeated else every_v
+            total += (n + n ** 2 / m) * mean ** 2 * relative
+    return SPREAD_Z * math.sqrt(total)
 
 
 def untimed(plan: Plan, finished: Sequence[Done], queued: Sequence[str]) -> set[str]:
