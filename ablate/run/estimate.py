@@ -49,10 +49,13 @@ screening mean takes in. Nothing is said in minutes before `FEW` measurements ar
 samples, not a rate), nor while a queued measurement takes a technique no measurement has run (`untimed`): its price
 would be a guess from the others', and a slow technique measured last made a single pass read far short
 (docs/evidence.md, "Evidence: the cost estimate"). The study's own bookkeeping between measurements is in by the
-ratio of the session's span to its measurements' time. The low end is the prices' sum at the counts' low end; the
-high end adds how far the sum of the measurements to come may run past their prices (`_spread`): a price is a
-combination's earlier duration or a mean, and a duration measured again differs from it, so a known count priced
-as one figure often fell short of what was left (docs/evidence.md, "Evidence: the cost estimate").
+ratio of the session's span to its measurements' time. The low end prices the counts' low end as if every compile
+to come found its graph cached (a cold compile's excess is left out of the means, `prices.warmed`: some twenty
+seconds on a CPU, which a graph's first compile alone pays); the high end its counts at the means as measured. Each
+end then moves out by how far the sum of its measurements to come may stray from their prices (`_spread`): a price
+is a combination's earlier duration or a mean, and a duration measured again differs from it, so a known count
+priced as one figure fell short of what was left as often as past it (docs/evidence.md, "Evidence: the cost
+estimate").
 """
 from __future__ import annotations
 
@@ -73,7 +76,7 @@ from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE, TR
 from ablate.store.records import Record, State
 from ablate.words import count, span
 
-SPREAD_Z = 1.645  # the minutes' high end: widened by this many SDs of what the durations to come may vary by
+SPREAD_Z = 1.645  # each end of the minutes: widened by this many SDs of what the durations to come may vary by
 FEW = 3  # measurements timed before minutes are said: the first pays a cold start and a cold compile cache
 
 
@@ -279,55 +282,63 @@ def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]]
 def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int], trainings: tuple[int, int],
              since: float | None, queued: Sequence[tuple[str, bool]], table: tuple[Sequence[str], tuple[int, int]],
              raced: tuple[int, int] = (0, 0)) -> tuple[float, float] | None:
-    """Minutes (low, high) for what is left: each kind at its mean duration, corrected where a combination's own
-    price is known - each queued measurement's (combination, whether it trains), the table's trainings at the mean
-    of `table`'s combinations', and the race's and confirmation's measurements not yet queued (`raced`, of the
-    counts) at the baseline's."""
+    """Minutes (low, high) for what is left (`_priced`): `table`, the combinations that will train the table's groups
+    and its trainings at each end; `raced`, the race's and confirmation's measurements not yet queued, of the
+    counts."""
     timed = [d for d in finished if d.complete]
     if len(timed) < FEW or untimed(plan, finished, [c for c, _ in queued]):
         return None
-    fast = [d for d in timed if not d.training]
-    slow = [d.seconds for d in timed if d.training] or [
-        s for d in fast if (s := prices.extrapolated(plan.train_samples, d)) is not None]
-    fast_s = statistics.fmean(d.seconds for d in fast) if fast else None
-    slow_s = statistics.fmean(slow) if slow else None
+    # Two paths: the low end's, where every compile to come finds its graph cached, the high end's as measured. A
+    # combination measured before is priced warm at both: its graph is cached by then.
+    warm = prices.warmed(timed)
+    means = [prices.means(plan.train_samples, warm), prices.means(plan.train_samples, timed)]
+    fast_s, slow_s = means[1]
     if (fast_s is None and measurements[1] > trainings[1]) or (slow_s is None and trainings[1]):
         return None  # a kind still to come has no duration yet
     session = [d for d in timed if since is None or d.began >= since]
     busy = sum(d.seconds for d in session)
     # Hand-offs between measurements (planning, storage, MLflow); below 1 where workers measure side by side.
     share = (max(d.ended for d in session) - min(d.began for d in session)) / busy if len(session) > 1 and busy else 1
-    price = prices.own(timed, plan.train_samples, plan.techniques)
-    own = 0.0  # queued in both counts
-    for combination, trains in queued:
-        mean = slow_s if trains else fast_s
-        if mean is not None and (found := price(combination, trains)) is not None:
-            own += found - mean
+    price = prices.own(warm, plan.train_samples, plan.techniques)
     combinations, counted = table
+    # The race and confirmation measure the fastest stacks and the baseline, not the slow ones screening's mean takes
+    # in: the baseline, in every block of theirs, stands for them.
+    base = next((c for c, ts in plan.techniques.items() if not ts), None)
+    kinds = ([d for d in warm if not d.training], [d for d in warm if d.training])
+    # Each end its path's prices, widened by how far the durations of its count may stray from them (`_spread`).
+    low, high = ((_priced(price, queued, combinations, base, means[end], (n, k, t, r))
+                  + (1 if end else -1) * _spread(kinds, (n - k, k))) * share / 60
+                 for end, (n, k, t, r) in enumerate(zip(measurements, trainings, counted, raced, strict=True)))
+    return max(0.0, low), high
+
+def _priced(price: Callable[[str, bool], float | None], queued: Sequence[tuple[str, bool]],
+            combinations: Sequence[str], base: str | None, means: tuple[float | None, float | None],
+            counts: tuple[int, int, int, int]) -> float:
+    """The seconds of one end's `counts` - measurements, of them trainings, the table's trainings and the race's not
+    yet queued - each kind at its mean (`means`), corrected where a combination's own price is known: each queued
+    measurement's (combination, whether it trains), the table's trainings at the mean of `combinations`', and the
+    race's at the baseline's (`base`)."""
+    (fast_s, slow_s), (n, k, t, r) = means, counts
+    own = sum(found - mean for combination, trains in queued if (mean := slow_s if trains else fast_s) is not None
+              and (found := price(combination, trains)) is not None)
     each = _mean_training(price, combinations, slow_s) - (slow_s or 0.0)
     # Trainings neither named nor the table's (parity's seeds, a group whose trainer is not known): as the
     # combinations now queued would train, on average.
     named = sum(trains for _, trains in queued)
     other = _mean_training(price, [c for c, _ in queued], slow_s) - (slow_s or 0.0)
-    # The race and confirmation measure the fastest stacks and the baseline, not the slow ones screening's mean takes
-    # in: the baseline, in every block of theirs, stands for them.
-    base = next((c for c, ts in plan.techniques.items() if not ts), None)
     lead = (found - fast_s) if fast_s is not None and base and (found := price(base, False)) is not None else 0.0
-    low, high = (((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each + max(0, k - named - t) * other
-                  + r * lead) * share / 60
-                 for n, k, t, r in zip(measurements, trainings, counted, raced, strict=True))
-    kinds = (fast, [d for d in timed if d.training])
-    return low, high + _spread(kinds, (measurements[1] - trainings[1], trainings[1])) * share / 60
+    return ((n - k) * (fast_s or 0.0) + k * (slow_s or 0.0) + own + t * each + max(0, k - named - t) * other
+            + r * lead)
 
 
 def _spread(kinds: Sequence[Sequence[Done]], counts: Sequence[int]) -> float:
-    """How far the seconds of `counts` measurements of each kind to come (throughput-only, trainings) may run past
-    their price: `SPREAD_Z` standard deviations of their sum. Each kind's relative spread is its repeatability: how one
-    combination's durations differ when measured again (a combination's own price is its earlier durations'), pooled
-    over those of that kind measured twice or more (`variance.pooled`); a kind with none takes the other's, and where
-    no combination was measured twice yet (a single pass), each kind takes how its combinations' durations differ,
-    which bounds it. The sum's variance counts each measurement's own spread (n s^2) and its price's, read from m
-    durations (n^2 s^2 / m)."""
+    """How far the seconds of `counts` measurements of each kind to come (throughput-only, trainings) may stray from
+    their price, either way: `SPREAD_Z` standard deviations of their sum. Each kind's relative spread is its
+    repeatability: how one combination's durations differ when measured again (a combination's own price is its
+    earlier durations'), pooled over those of that kind measured twice or more (`variance.pooled`); a kind with none
+    takes the other's, and where no combination was measured twice yet (a single pass), each kind takes how its
+    combinations' durations differ, which bounds it. The sum's variance counts each measurement's own spread (n s^2)
+    and its price's, read from m durations (n^2 s^2 / m)."""
     found = []  # each kind's (variance of log seconds measured again or None, of all, durations, mean seconds)
     for done in kinds:
         logs: dict[str, list[float]] = {}

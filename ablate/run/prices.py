@@ -6,7 +6,9 @@ the mean of faster ones it reads far too short (docs/evidence.md, "Evidence: the
 own price, where one can be had:
 
 - measured before, the same kind of measurement (a training or not): what it took, less its profiling window (a
-  combination's first measurement runs one, `ablate.run.objective.profiles`; the race's and parity's do not);
+  combination's first measurement runs one, `ablate.run.objective.profiles`; the race's and parity's do not) and
+  less a cold compile's excess (`warmed`: Inductor's cache keeps a graph for every later process of the run, so a
+  graph's first compile alone pays it, some twenty seconds on a CPU against a second or two warm);
 - a training it has not had: its throughput-only measurement plus what a timed training adds - its longer loop as
   work at its throughput, its evaluation and start-up as timed (they need not follow the loop's throughput);
   without such a measurement, a timed training's loop as work at its throughput and the rest as timed; no training
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -47,6 +49,7 @@ class Done:
     rate: float | None = None  # the throughput it measured
     profiled_s: float = 0.0  # its profiling window, which only a combination's first measurement runs
     first_steps_s: float = 0.0  # of `train_s`: the first step, and steps 2-3 beyond the steady state (compilation)
+    cache_warm: bool | None = None  # whether its compile found every graph cached; None: it compiled nothing
 
     @property
     def seconds(self) -> float:
@@ -66,7 +69,23 @@ def done(r: Record) -> Done | None:
     return Done(r.phase, r.accuracy_trained, t.datetime_start.timestamp(), t.datetime_complete.timestamp(),
                 r.complete, m.get(metric.TRAIN_SAMPLES), m.get(metric.TRAIN_TIME_S), r.combination,
                 m.get(metric.THROUGHPUT), metric.profiled_s(m),
-                m.get(metric.FIRST_STEP_S, 0.0) + m.get(metric.EARLY_STEPS_EXCESS_S, 0.0))
+                m.get(metric.FIRST_STEP_S, 0.0) + m.get(metric.EARLY_STEPS_EXCESS_S, 0.0),
+                None if (warm := m.get(metric.COMPILE_CACHE_WARM)) is None else bool(warm))
+
+
+def warmed(timed: Sequence[Done]) -> list[Done]:
+    """`timed` as each would take measured again, its graphs cached: one that compiled on a cold cache less its first
+    steps' excess over a warm compile's (the mean of those measured warm; with none yet, all of its first steps)."""
+    warm = [d.first_steps_s for d in timed if d.cache_warm]
+    floor = statistics.fmean(warm) if warm else 0.0
+    return [_less(d, d.first_steps_s - floor) if d.cache_warm is False and d.first_steps_s > floor else d
+            for d in timed]
+
+
+def _less(d: Done, seconds: float) -> Done:
+    """`d` had its first steps taken `seconds` less."""
+    return replace(d, ended=d.ended - seconds, first_steps_s=d.first_steps_s - seconds,
+                   train_s=None if d.train_s is None else max(0.0, d.train_s - seconds))
 
 
 def extrapolated(train_samples: int, d: Done) -> float | None:
@@ -78,6 +97,15 @@ def extrapolated(train_samples: int, d: Done) -> float | None:
         return None
     steady = max(d.train_s - d.first_steps_s, 0.0) or d.train_s
     return d.seconds + max(0.0, train_samples - d.samples) * steady / d.samples
+
+
+def means(train_samples: int, timed: Sequence[Done]) -> tuple[float | None, float | None]:
+    """The mean seconds of a throughput-only measurement and of an accuracy training (`extrapolated` from the
+    throughput-only ones until one is timed); None where there is none of the kind."""
+    fast = [d for d in timed if not d.training]
+    slow = [d.seconds for d in timed if d.training] or [
+        s for d in fast if (s := extrapolated(train_samples, d)) is not None]
+    return (statistics.fmean(d.seconds for d in fast) if fast else None, statistics.fmean(slow) if slow else None)
 
 
 def own(timed: Sequence[Done], train_samples: int,

@@ -20,7 +20,7 @@ TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 
 @pytest.fixture
 def prices_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The minutes as the prices sum them, without the spread the high end adds (`estimate._spread`)."""
+    """The minutes as the prices sum them, without the spread each end adds (`estimate._spread`)."""
     monkeypatch.setattr(estimate, "SPREAD_Z", 0.0)
 
 
@@ -261,6 +261,7 @@ def test_while_parity_lasts_it_may_train_some_of_the_groups_left_first():
     assert screening.trainings == (1 + 0, 3 + 2)
 
 
+@pytest.mark.usefixtures("prices_alone")
 def test_a_training_before_any_is_timed_is_read_from_its_own_measurement_and_what_is_queued_in_parity_trains():
     """Until a training is timed, a slow combination's training is extrapolated from its own measurement, not from the
     mean of every combination's; and each training queued counts as one, beyond the plan's low end."""
@@ -303,10 +304,10 @@ def test_the_race_not_yet_queued_is_priced_at_the_baselines_measurement():
     assert queued.minutes == pytest.approx(((9.0 + 10.0 + 2 * 10.0) / 60, (9.0 + 10.0 + 6 * 10.0) / 60))
 
 
-def test_the_high_end_runs_past_the_prices_by_how_a_combination_measured_again_differs():
-    """A count known exactly priced as one figure missed what the rest took as often as not: a measurement's duration
-    is not its price. The high end adds `SPREAD_Z` standard deviations of the sum to come, read from a combination
-    measured again; the low end stays the prices' sum."""
+def test_each_end_strays_from_the_prices_by_how_a_combination_measured_again_differs():
+    """A count known exactly priced as one figure missed what the rest took as often as not, either way: a
+    measurement's duration is not its price. Each end moves out by `SPREAD_Z` standard deviations of its own count's
+    sum, read from a combination measured again."""
     timed = [_one("baseline", 10.0, 450.0), _one("batch", 9.0, 500.0, first=10.0),
              _one("baseline", 12.0, 450.0, first=19.0)]
     plan = Plan((Stage((SCREEN, FULL), 5, 5),), 1000)
@@ -314,16 +315,42 @@ def test_the_high_end_runs_past_the_prices_by_how_a_combination_measured_again_d
     mean = (10.0 + 9.0 + 12.0) / 3
     relative = math.log(12.0 / 10.0) ** 2 / 2  # the variance of the baseline's log durations
     spread = estimate.SPREAD_Z * math.sqrt((2 + 2 ** 2 / 3) * mean ** 2 * relative)
-    assert with_spread.minutes == pytest.approx((2 * mean / 60, (2 * mean + spread) / 60))
+    assert with_spread.minutes == pytest.approx(((2 * mean - spread) / 60, (2 * mean + spread) / 60))
     # Measured again alike, the price is the duration: no spread.
     alike = [*timed[:2], dataclasses.replace(timed[2], ended=timed[2].began + 10.0)]
     assert estimate.left(plan, alike, _waiting({SCREEN: 2})).minutes == pytest.approx((2 * 29 / 3 / 60,) * 2)
     # A training to come takes the throughput-only kind's spread until one is measured again.
     trained = [*timed, _one("baseline", 60.0, 450.0, PARITY, first=31.0)]
     parity = Plan((Stage((SCREEN, FULL), 3, 3), Stage((PARITY,), 1, 1, (1, 1))), 1000)
-    low, high = estimate.left(parity, trained, [("baseline", PARITY)]).minutes or (0.0, 0.0)
-    assert low == pytest.approx(1.0) and high == pytest.approx(
-        (60.0 + estimate.SPREAD_Z * math.sqrt(2 * 60.0 ** 2 * relative)) / 60)
+    wide = estimate.SPREAD_Z * math.sqrt(2 * 60.0 ** 2 * relative)
+    assert estimate.left(parity, trained, [("baseline", PARITY)]).minutes == pytest.approx(
+        ((60.0 - wide) / 60, (60.0 + wide) / 60))
+    # Each end's spread is its own count's: the low end of a range of counts widens less.
+    ranged = estimate.left(Plan((Stage((SCREEN, FULL), 3, 3), Stage((RACE,), 1, 4)), 1000), timed).minutes
+    low_spread = estimate.SPREAD_Z * math.sqrt((1 + 1 / 3) * mean ** 2 * relative)
+    high_spread = estimate.SPREAD_Z * math.sqrt((4 + 4 ** 2 / 3) * mean ** 2 * relative)
+    assert ranged == pytest.approx(((mean - low_spread) / 60, (4 * mean + high_spread) / 60))
+
+
+def test_the_low_end_prices_the_compiles_to_come_warm_the_high_end_as_measured():
+    """Inductor's cache keeps a graph for every later process of the run, so a graph's first compile alone pays its
+    cold start (some twenty seconds on a CPU, a second or two warm). A cold compile in the mean of three priced the
+    rest of a study at several times what it took; the low end now leaves that excess out, and the high end, which
+    a run whose compiles are yet to come cold can reach, keeps it."""
+    cold = Done(SCREEN, False, 0.0, 30.0, samples=256, train_s=24.0, combination="compile", first_steps_s=22.0,
+                cache_warm=False)
+    warm = Done(SCREEN, False, 30.0, 36.0, samples=256, train_s=4.0, combination="compile+batch", first_steps_s=2.0,
+                cache_warm=True)
+    eager = Done(SCREEN, False, 36.0, 39.0, samples=256, train_s=2.0, combination="baseline")
+    plan = Plan((Stage((SCREEN, FULL), 13, 13),), 1000)
+    minutes = estimate.left(plan, [cold, warm, eager], _waiting({SCREEN: 10}))
+    assert minutes.minutes is not None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(estimate, "SPREAD_Z", 0.0)
+        low, high = estimate.left(plan, [cold, warm, eager], _waiting({SCREEN: 10})).minutes or (0.0, 0.0)
+    assert low == pytest.approx(10 * ((30.0 - 20.0) + 6.0 + 3.0) / 3 / 60)  # its excess over a warm compile's 2 s
+    assert high == pytest.approx(10 * (30.0 + 6.0 + 3.0) / 3 / 60)
+    assert minutes.minutes[0] < low < high < minutes.minutes[1]
 
 
 def test_with_nothing_measured_again_the_spread_is_how_the_combinations_durations_differ():
@@ -335,7 +362,7 @@ def test_with_nothing_measured_again_the_spread_is_how_the_combinations_duration
     mean = (10.0 + 9.0 + 12.0) / 3
     spread = estimate.SPREAD_Z * math.sqrt((1 + 1 / 3) * mean ** 2 * statistics.variance(logs))
     assert estimate.left(single, timed, _waiting({SCREEN: 1})).minutes == pytest.approx(
-        (mean / 60, (mean + spread) / 60))
+        ((mean - spread) / 60, (mean + spread) / 60))
 
 
 def test_without_the_groups_left_once_parity_has_begun_the_tables_high_end_is_its_own_most():

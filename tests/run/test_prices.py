@@ -2,6 +2,7 @@
 by its throughput, and a combination never measured predicted from those that were, each technique a factor."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -102,3 +103,20 @@ def test_a_training_read_from_a_short_measurement_leaves_its_one_off_costs_out()
     # Without one-off costs stored (an older record), its whole loop's pace, as before.
     assert prices.extrapolated(36_000, Done(SCREEN, False, 0.0, 40.0, samples=2_000, train_s=33.0)) == (
         pytest.approx(40.0 + 34_000 * 33.0 / 2_000))
+
+
+def test_a_combination_compiled_cold_is_priced_as_its_graph_cached():
+    """Its graph is in the run's cache once compiled, so a combination's next measurement starts warm: priced less its
+    first steps' excess over a warm compile's (their mean), or all of its first steps where none was warm yet."""
+    cold = Done(SCREEN, False, 0.0, 30.0, samples=256, train_s=25.0, combination="batch", rate=500.0,
+                first_steps_s=22.0, cache_warm=False)
+    warm = Done(SCREEN, False, 30.0, 37.0, samples=256, train_s=4.0, combination="workers", rate=400.0,
+                first_steps_s=2.0, cache_warm=True)
+    eager = Done(SCREEN, False, 37.0, 40.0, samples=256, train_s=2.0, combination="baseline", rate=450.0)
+    found = prices.warmed([cold, warm, eager])
+    assert [d.seconds for d in found] == pytest.approx([10.0, 7.0, 3.0])
+    assert found[0].train_s == pytest.approx(5.0) and found[0].first_steps_s == pytest.approx(2.0)
+    assert prices.own(found, 1000, TECHNIQUES)("batch", False) == pytest.approx(10.0)
+    assert [d.seconds for d in prices.warmed([cold, eager])] == pytest.approx([8.0, 3.0])
+    # A compile on a cold cache whose first steps took no longer than a warm one's keeps its time.
+    assert prices.warmed([dataclasses.replace(cold, first_steps_s=1.0), warm])[0].seconds == pytest.approx(30.0)
