@@ -305,9 +305,10 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
     # in: the baseline, in every block of theirs, stands for them.
     base = next((c for c, ts in plan.techniques.items() if not ts), None)
     kinds = ([d for d in warm if not d.training], [d for d in warm if d.training])
+    missed = prices.missed(warm, plan.train_samples, plan.techniques)
     # Each end its path's prices, widened by how far the durations of its count may stray from them (`_spread`).
     low, high = ((_priced(price, queued, combinations, base, means[end], (n, k, t, r))
-                  + (1 if end else -1) * _spread(kinds, (n - k, k))) * share / 60
+                  + (1 if end else -1) * _spread(kinds, (n - k, k), missed)) * share / 60
                  for end, (n, k, t, r) in enumerate(zip(measurements, trainings, counted, raced, strict=True)))
     return max(0.0, low), high
 
@@ -331,14 +332,16 @@ def _priced(price: Callable[[str, bool], float | None], queued: Sequence[tuple[s
             + r * lead)
 
 
-def _spread(kinds: Sequence[Sequence[Done]], counts: Sequence[int]) -> float:
+def _spread(kinds: Sequence[Sequence[Done]], counts: Sequence[int], missed: float | None = None) -> float:
     """How far the seconds of `counts` measurements of each kind to come (throughput-only, trainings) may stray from
     their price, either way: `SPREAD_Z` standard deviations of their sum. Each kind's relative spread is its
     repeatability: how one combination's durations differ when measured again (a combination's own price is its
     earlier durations'), pooled over those of that kind measured twice or more (`variance.pooled`); a kind with none
     takes the other's, and where no combination was measured twice yet (a single pass), each kind takes how its
-    combinations' durations differ, which bounds it. The sum's variance counts each measurement's own spread (n s^2)
-    and its price's, read from m durations (n^2 s^2 / m)."""
+    combinations' durations differ, which bounds it. A training priced from its combination's throughput-only
+    measurement misses by more than a repeat differs: the trainings' spread is at least how far such prices missed
+    (`missed`, `prices.missed`). The sum's variance counts each measurement's own spread (n s^2) and its price's, read
+    from m durations (n^2 s^2 / m)."""
     found = []  # each kind's (variance of log seconds measured again or None, of all, durations, mean seconds)
     for done in kinds:
         logs: dict[str, list[float]] = {}
@@ -351,9 +354,11 @@ def _spread(kinds: Sequence[Sequence[Done]], counts: Sequence[int]) -> float:
                       len(done), statistics.fmean(d.seconds for d in done) if done else 0.0))
     repeated = [v for v, *_ in found if v is not None]
     total = 0.0
-    for (again_v, every_v, m, mean), n in zip(found, counts, strict=True):
+    for kind, ((again_v, every_v, m, mean), n) in enumerate(zip(found, counts, strict=True)):
         if m and n:
             relative = again_v if again_v is not None else max(repeated) if repeated else every_v
+            if kind and missed is not None:
+                relative = max(relative, missed)
             total += (n + n ** 2 / m) * mean ** 2 * relative
     return SPREAD_Z * math.sqrt(total)
 

@@ -22,6 +22,7 @@ None where none can be had: the estimate prices the measurement at its kind's me
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -149,6 +150,20 @@ def own(timed: Sequence[Done], train_samples: int,
         return guess.get(combination)
 
     return price
+
+
+def missed(timed: Sequence[Done], train_samples: int, techniques: Mapping[str, frozenset[str]]) -> float | None:
+    """How far a training's `own` price misses where it is read from its combination's throughput-only measurement
+    and what the other trainings added: the mean square of log(took / price) over the trainings of each combination
+    trained and measured throughput-only, priced without its own trainings (left out one combination at a time).
+    None with fewer than two such combinations."""
+    both = {d.combination for d in timed if d.training} & {d.combination for d in timed if not d.training}
+    errors = []
+    for c in sorted(both):
+        if (price := own([d for d in timed if not (d.training and d.combination == c)], train_samples,
+                         techniques)(c, True)):
+            errors += [math.log(d.seconds / price) ** 2 for d in timed if d.training and d.combination == c]
+    return statistics.fmean(errors) if len(both) > 1 and errors else None
 
 
 def _loop(d: Done) -> float:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ablate.config import study as studies
-from ablate.run import bitwise, estimate
+from ablate.run import bitwise, estimate, prices
 from ablate.run.estimate import Plan, Stage
 from ablate.run.prices import Done
 from ablate.stats.planner import Planner
@@ -351,6 +351,25 @@ def test_the_low_end_prices_the_compiles_to_come_warm_the_high_end_as_measured()
     assert low == pytest.approx(10 * ((30.0 - 20.0) + 6.0 + 3.0) / 3 / 60)  # its excess over a warm compile's 2 s
     assert high == pytest.approx(10 * (30.0 + 6.0 + 3.0) / 3 / 60)
     assert minutes.minutes[0] < low < high < minutes.minutes[1]
+
+
+def test_the_trainings_spread_is_at_least_how_far_their_prices_missed(monkeypatch: pytest.MonkeyPatch):
+    """A table training priced from its trainer's throughput-only measurement missed by a third (89 s against 60 s)
+    where parity's seeds of one stack differed by a few percent: the trainings' spread is at least what
+    `prices.missed` reads."""
+    timed = [*SCREENED, _one("baseline", 60.0, 450.0, PARITY, first=136.0)]
+    plan = Plan((Stage((SCREEN, FULL), 3, 3), Stage((PARITY,), 2, 2, (2, 2)), Stage((TABLE,), 2, 2, (2, 2))), 1000)
+    queued = [("baseline", TABLE), ("baseline", TABLE)]
+    monkeypatch.setattr(prices, "missed", lambda *_: None)
+    low, high = estimate.left(plan, timed, queued).minutes or (0.0, 0.0)
+    mean = (57.0 + 60.0) / 2
+    relative = math.log(60.0 / 57.0) ** 2 / 2  # the baseline's two trainings: a repeat's spread
+    assert (high - low) / 2 == pytest.approx(estimate.SPREAD_Z * math.sqrt((2 + 4 / 2) * mean ** 2 * relative) / 60)
+    monkeypatch.setattr(prices, "missed", lambda *_: 0.09)
+    wide_low, wide_high = estimate.left(plan, timed, queued).minutes or (0.0, 0.0)
+    assert (wide_high - wide_low) / 2 == pytest.approx(
+        estimate.SPREAD_Z * math.sqrt((2 + 4 / 2) * mean ** 2 * 0.09) / 60)
+    assert wide_low + wide_high == pytest.approx(low + high)  # the same prices, a wider range
 
 
 def test_with_nothing_measured_again_the_spread_is_how_the_combinations_durations_differ():

@@ -120,3 +120,21 @@ def test_a_combination_compiled_cold_is_priced_as_its_graph_cached():
     assert [d.seconds for d in prices.warmed([cold, eager])] == pytest.approx([8.0, 3.0])
     # A compile on a cold cache whose first steps took no longer than a warm one's keeps its time.
     assert prices.warmed([dataclasses.replace(cold, first_steps_s=1.0), warm])[0].seconds == pytest.approx(30.0)
+
+
+def test_a_trainings_price_read_from_its_measurement_misses_by_what_left_out_its_own_training_shows():
+    """A training priced from its combination's throughput-only measurement and what the other trainings added
+    missed by a third where a repeat differed by a few percent. `missed`: each trained combination priced without its
+    own trainings, the mean square of log(took / price)."""
+    timed = [_measured(c, 10.0 * i) for i, c in enumerate(["baseline", "batch", "bf16"])]
+    # Trainings of ten times the samples: exactly as the others' added predicts, but one 30% slower.
+    trained = [_measured("baseline", 100.0, training=True), _measured("batch", 200.0, training=True)]
+    assert prices.missed(timed + trained, 1000, TECHNIQUES) == pytest.approx(0.0, abs=1e-12)
+    slow = dataclasses.replace(trained[1], ended=trained[1].began + 1.3 * trained[1].seconds)
+    price_without = prices.own(timed + trained[:1], 1000, TECHNIQUES)("batch", True)
+    assert price_without == pytest.approx(trained[1].seconds)
+    expected = (math.log(1.3) ** 2 + math.log(trained[0].seconds / prices.own(
+        timed + [slow], 1000, TECHNIQUES)("baseline", True)) ** 2) / 2
+    assert prices.missed(timed + [trained[0], slow], 1000, TECHNIQUES) == pytest.approx(expected)
+    # One such combination leaves nothing to price it from: no figure.
+    assert prices.missed(timed + trained[:1], 1000, TECHNIQUES) is None
