@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +213,9 @@ class Runner:
         goes on: the measurements will say why."""
         if not self.protocol.warm_up_trials:
             return
-        spec = baseline_profile.spec(self.study, self.machine.device)
+        # No profiling window: nothing reads this trial's profile, and a window apart would add a second or so.
+        study = replace(self.study, budget=replace(self.study.budget, profile_steps=0))
+        spec = baseline_profile.spec(study, self.machine.device)
         for i in range(self.protocol.warm_up_trials):
             self._show(f"warming the machine up: the baseline once, not stored ({i + 1} of "
                        f"{self.protocol.warm_up_trials})")

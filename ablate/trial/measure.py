@@ -176,15 +176,15 @@ class StepClock:
         """Call after each optimizer step with the batch's sample count and its loss."""
         if self._profile is not None:
             self._profile.end_step(n)
-        if self._profile is not None and not self.profile_in_windows:  # a window apart: its steps count in no other
-            self._add_loss(loss)  # as in a timed step; after the step's end, in "other"
-            if self._profile.full():
-                self.profiled = self._profile.close(self._sync)
-                self.marks[metric.Mark.PROFILING] = [self._profile.opened, time.perf_counter()]
-                self._paused += self.marks[metric.Mark.PROFILING][1] - self._profile.opened  # not training time
-                self._profile, self.profiling = None, False
-                self.on_phase("finishing")
-            return
+            if not self.profile_in_windows:  # a window apart: its steps count in no other
+                self._add_loss(loss)  # as in a timed step; after the step's end, in "other"
+                if self._profile.full():
+                    self.profiled = self._profile.close(self._sync)
+                    self.marks[metric.Mark.PROFILING] = [self._profile.opened, time.perf_counter()]
+                    self._paused += self.marks[metric.Mark.PROFILING][1] - self._profile.opened  # not training time
+                    self._profile, self.profiling = None, False
+                    self.on_phase("finishing")
+                return
         self._count(n, loss)
         if (self.train_for_accuracy and not self.held_out.over and self.samples >= self.budget.train_samples
                 and not self.timing_done):

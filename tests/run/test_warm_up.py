@@ -44,6 +44,7 @@ def test_the_baseline_runs_once_before_the_first_measurement_and_is_neither_stor
     assert main(["run", str(_study(tmp_path, 1)), "--device", "cpu", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert len(ran) == 1 and not ran[0].train_for_accuracy  # type: ignore[attr-defined]
+    assert ran[0].study.budget.profile_steps == 0  # type: ignore[attr-defined]  # nothing reads its profile
     [said] = [line for line in out.splitlines() if line.startswith(SAID)]
     assert said.endswith("samples/s")
     assert out.index(SAID) < out.index("#0 ")  # before the first measurement
