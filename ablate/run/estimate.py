@@ -312,6 +312,7 @@ def _minutes(plan: Plan, finished: Sequence[Done], measurements: tuple[int, int]
                  for end, (n, k, t, r) in enumerate(zip(measurements, trainings, counted, raced, strict=True)))
     return max(0.0, low), high
 
+
 def _priced(price: Callable[[str, bool], float | None], queued: Sequence[tuple[str, bool]],
             combinations: Sequence[str], base: str | None, means: tuple[float | None, float | None],
             counts: tuple[int, int, int, int]) -> float:
