@@ -79,7 +79,7 @@ def warmed(timed: Sequence[Done]) -> list[Done]:
     steps' excess over a warm compile's (the mean of those measured warm; with none yet, all of its first steps)."""
     warm = [d.first_steps_s for d in timed if d.cache_warm]
     floor = statistics.fmean(warm) if warm else 0.0
-    return [_less(d, d.first_steps_s - floor) if d.cache_warm is False and d.first_steps_s > floor else d
+    return [_less(d, d.first_steps_s - floor) if d.cache_warm is False and floor < d.first_steps_s < d.seconds else d
             for d in timed]
 
 
@@ -160,9 +160,10 @@ def missed(timed: Sequence[Done], train_samples: int, techniques: Mapping[str, f
     both = {d.combination for d in timed if d.training} & {d.combination for d in timed if not d.training}
     errors = []
     for c in sorted(both):
-        if (price := own([d for d in timed if not (d.training and d.combination == c)], train_samples,
-                         techniques)(c, True)):
-            errors += [math.log(d.seconds / price) ** 2 for d in timed if d.training and d.combination == c]
+        price = own([d for d in timed if not (d.training and d.combination == c)], train_samples, techniques)(c, True)
+        if price is not None and price > 0:
+            errors += [math.log(d.seconds / price) ** 2 for d in timed if d.training and d.combination == c
+                       and d.seconds > 0]
     return statistics.fmean(errors) if len(both) > 1 and errors else None
 
 

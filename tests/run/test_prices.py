@@ -138,3 +138,18 @@ def test_a_trainings_price_read_from_its_measurement_misses_by_what_left_out_its
     assert prices.missed(timed + [trained[0], slow], 1000, TECHNIQUES) == pytest.approx(expected)
     # One such combination leaves nothing to price it from: no figure.
     assert prices.missed(timed + trained[:1], 1000, TECHNIQUES) is None
+
+
+def test_a_price_read_below_zero_is_left_out_of_how_far_prices_missed():
+    """What a training adds beyond its measurement's loop, in seconds, may be negative (a short training beside a
+    long measurement): a combination priced from it may read below zero, which `missed` leaves out rather than take
+    its logarithm. `warmed` never leaves a duration at or below zero."""
+    timed = [Done(SCREEN, False, 0.0, 20.0, train_s=2.0, combination="baseline", rate=450.0),
+             Done(SCREEN, False, 20.0, 25.0, train_s=2.0, combination="batch", rate=500.0),
+             Done(SCREEN, True, 25.0, 26.0, train_s=0.9, combination="baseline", rate=450.0),
+             Done(SCREEN, True, 26.0, 27.0, train_s=0.9, combination="batch", rate=500.0)]
+    assert prices.own(timed[:3], 1000, TECHNIQUES)("batch", True) < 0
+    found = prices.missed(timed, 1000, TECHNIQUES)
+    assert found is None or math.isfinite(found)
+    cold = Done(SCREEN, False, 0.0, 5.0, first_steps_s=8.0, cache_warm=False)
+    assert prices.warmed([cold])[0].seconds == pytest.approx(5.0)
