@@ -50,8 +50,8 @@ samples, not a rate), nor while a queued measurement takes a technique no measur
 would be a guess from the others', and a slow technique measured last made a single pass read far short
 (docs/evidence.md, "Evidence: the cost estimate"). The study's own bookkeeping between measurements is in by the
 ratio of the session's span to its measurements' time. The low end prices the counts' low end as if every compile
-to come found its graph cached (a cold compile's excess is left out of the means, `prices.warmed`: some twenty
-seconds on a CPU, which a graph's first compile alone pays); the high end its counts at the means as measured. Each
+to come found its graph cached (a cold compile's excess is left out of the means, `prices.warmed`: many times a
+warm compile's, and a graph's first compile alone pays it); the high end its counts at the means as measured. Each
 end then moves out by how far the sum of its measurements to come may stray from their prices (`_spread`): a price
 is a combination's earlier duration or a mean, and a duration measured again differs from it, so a known count
 priced as one figure fell short of what was left as often as past it (docs/evidence.md, "Evidence: the cost

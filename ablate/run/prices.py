@@ -8,7 +8,7 @@ own price, where one can be had:
 - measured before, the same kind of measurement (a training or not): what it took, less its profiling window (a
   combination's first measurement runs one, `ablate.run.objective.profiles`; the race's and parity's do not) and
   less a cold compile's excess (`warmed`: Inductor's cache keeps a graph for every later process of the run, so a
-  graph's first compile alone pays it, some twenty seconds on a CPU against a second or two warm);
+  graph's first compile alone pays it, many times what a warm one takes);
 - a training it has not had: its throughput-only measurement plus what a timed training adds - its longer loop as
   work at its throughput, its evaluation and start-up as timed (they need not follow the loop's throughput);
   without such a measurement, a timed training's loop as work at its throughput and the rest as timed; no training
