@@ -46,7 +46,9 @@ class ProtocolSettings:
     equivalence_margin: float | None = None
     # A measurement during whose timed windows other work used more than this many cores on average (Linux:
     # ablate.trial.foreign_load) is measured again, after the machine quietens, at most `remeasure` times; null: never.
-    foreign_load_limit: float | None = 0.25
+    # A tenth of a core: a measurement kept above it can read slow by several times the process noise
+    # (docs/evidence.md, "Evidence: the load guard's limit").
+    foreign_load_limit: float | None = 0.1
     remeasure: int = 2
     # Before each run's first measurement (a start, a resume, each worker), this many throughput-only trials of the
     # baseline, thrown away: a machine that was idle reads its first trial low (ablate.run.runner); 0: none.
