@@ -16,3 +16,15 @@ def one_message(err: str) -> str:
     assert all(line.startswith("  ") and not line[2].isspace() for line in lines[1:]), f"not one message:\n{err}"
     assert all(len(line) <= LINE or " " not in line.strip() for line in lines), f"a line over {LINE}:\n{err}"
     return " ".join(line.strip() for line in lines)
+
+
+def unwrapped(text: str) -> list[str]:
+    """`text`'s printed lines, each joined with the indented lines `ablate.render.terminal.wrapped` wrapped it to: a
+    header line wraps or not with the machine's name (its CPU model), so a test reads it whole."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if lines and line.startswith("  ") and not line[2:3].isspace():
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
