@@ -32,8 +32,9 @@ def test_a_busy_measurement_is_taken_again_after_waiting_and_the_quiet_one_is_ke
 
 
 def test_the_default_limit_takes_a_fifth_of_a_core_again_and_keeps_a_quiet_machines_few_hundredths() -> None:
-    """A fifth of a core, mostly the hypervisor's steal, read a combination 30% slow and was kept under the old limit
-    of a quarter; a quiet machine reads a few hundredths (docs/evidence.md, "Evidence: the load guard's limit")."""
+    """Load like a fifth of a core, mostly the hypervisor's steal, slowed a combination by several times the process
+    noise, and the old limit of a quarter kept it; a quiet machine reads a few hundredths (docs/evidence.md,
+    "Evidence: the load guard's limit")."""
     limit = ProtocolSettings().foreign_load_limit
     measure, calls = _attempts(0.21, 0.03)
     got = measured_quietly(measure, limit, 2, lambda text: None, wait=lambda limit, most: True)
