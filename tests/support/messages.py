@@ -12,10 +12,11 @@ def one_message(err: str) -> str:
     """The one message `err` holds, its wrapped lines joined; fails where it holds more than one, or a line over
     `LINE` columns that is not one word."""
     lines = [line for line in err.strip().splitlines() if line]
-    assert lines and not lines[0][0].isspace(), err
-    assert all(line.startswith("  ") and not line[2].isspace() for line in lines[1:]), f"not one message:\n{err}"
+    assert lines, err
     assert all(len(line) <= LINE or " " not in line.strip() for line in lines), f"a line over {LINE}:\n{err}"
-    return " ".join(line.strip() for line in lines)
+    joined = unwrapped("\n".join(lines))
+    assert len(joined) == 1 and not joined[0][0].isspace(), f"not one message:\n{err}"
+    return joined[0]
 
 
 def unwrapped(text: str) -> list[str]:
@@ -23,8 +24,8 @@ def unwrapped(text: str) -> list[str]:
     header line wraps or not with the machine's name (its CPU model), so a test reads it whole."""
     lines: list[str] = []
     for line in text.splitlines():
-        if lines and line.startswith("  ") and not line[2:3].isspace():
-            lines[-1] += " " + line.strip()
+        if lines and len(line) > 2 and line.startswith("  ") and not line[2].isspace():
+            lines[-1] = lines[-1].rstrip() + " " + line.strip()
         else:
             lines.append(line)
     return lines
