@@ -2,6 +2,8 @@
 accuracy change with its interval, written the same way on every surface."""
 from __future__ import annotations
 
+import math
+
 
 def count(n: float, noun: str, plural: str | None = None) -> str:
     """`n` and `noun`, plural unless `n` is one; `plural` where adding an s is wrong. Whole numbers print as
@@ -13,6 +15,18 @@ def count(n: float, noun: str, plural: str | None = None) -> str:
 def span(low: float, high: float, between: str = "-") -> str:
     """A range of counts or minutes, `3-7`; one figure where its ends agree."""
     return f"{low}" if low == high else f"{low}{between}{high}"
+
+
+def minute_ends(low: float, high: float) -> tuple[int, int]:
+    """Minutes left as said: each end rounded, except a low end under half a minute, which is 0 ("under N min"), its
+    high end then rounded up and at least one: "1 min", said with seconds left, would not hold."""
+    return (0, max(1, math.ceil(high))) if round(low) < 1 else (round(low), round(high))
+
+
+def minutes_left(low: float, high: float) -> str:
+    """`12-30 min`, or `under 3 min` (`minute_ends`): an overrun never says that nothing is left."""
+    said_low, said_high = minute_ends(low, high)
+    return f"{span(said_low, said_high)} min" if said_low else f"under {said_high} min"
 
 
 def interval(low: float, high: float, signed: bool = False) -> str:

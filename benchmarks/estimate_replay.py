@@ -31,7 +31,7 @@ from ablate.run import estimate, prices
 from ablate.stats.planner import Planner
 from ablate.store import records, seeds, study_record
 from ablate.store.records import Record
-from ablate.words import span
+from ablate.words import minute_ends, span
 from benchmarks.conclusion_cost import stored_study
 
 
@@ -48,11 +48,9 @@ class Moment:
 
     @property
     def shown(self) -> tuple[int, int] | None:
-        """The run's range as the progress line rounds it ("1 min" is its least); None: none said."""
-        if self.now is None:
-            return None
-        low, high = (max(1, round(m)) for m in self.now)
-        return low, high
+        """The run's range as the progress line rounds it (`ablate.words.minute_ends`: 0 for "under"); None: none
+        said."""
+        return None if self.now is None else minute_ends(*self.now)
 
     @property
     def held(self) -> bool | None:
@@ -60,12 +58,12 @@ class Moment:
         if (shown := self.shown) is None:
             return None
         low, high = shown
-        return (low == 1 or low - 0.5 <= self.took_min) and self.took_min <= high + 0.5
+        return low - 0.5 <= self.took_min <= high + 0.5
 
     @property
     def width(self) -> float | None:
         """The run's range, as shown: its high end over its low; None: none said."""
-        return None if (shown := self.shown) is None else shown[1] / shown[0]
+        return None if (shown := self.shown) is None else shown[1] / max(1, shown[0])
 
 
 def replay(plan: estimate.Plan, measured: Sequence[Record], planner: Planner | None = None,

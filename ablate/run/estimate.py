@@ -74,7 +74,7 @@ from ablate.stats import parity, variance
 from ablate.stats.planner import Planner
 from ablate.stats.protocol import CONFIRM, FULL, PARITY, RACE, SCREEN, TABLE, TRAININGS
 from ablate.store.records import Record, State
-from ablate.words import count, span
+from ablate.words import count, minutes_left, span
 
 SPREAD_Z = 1.645  # each end of the minutes: widened by this many SDs of what the durations to come may vary by
 FEW = 3  # measurements timed before minutes are said: the first pays a cold start and a cold compile cache
@@ -215,10 +215,7 @@ class Left:
         if not self.measurements[1]:
             return ""
         said = f"~{span(*self.measurements)} more"
-        if self.minutes:
-            low, high = (max(1, round(m - since_s / 60)) for m in self.minutes)
-            said += f" ({span(low, high)} min)"
-        return said
+        return said + (f" ({minutes_left(*(m - since_s / 60 for m in self.minutes))})" if self.minutes else "")
 
 
 def left(plan: Plan, finished: Sequence[Done], queued: Sequence[tuple[str, str]] = (), since: float | None = None,

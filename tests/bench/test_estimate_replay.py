@@ -10,7 +10,7 @@ import pytest
 from ablate.run.estimate import Plan, Stage
 from ablate.stats.protocol import CONFIRM, PARITY, SCREEN, TABLE
 from ablate.store import records
-from benchmarks.estimate_replay import replay
+from benchmarks.estimate_replay import Moment, replay
 
 BEGAN = datetime.datetime(2026, 1, 1, 12, 0, 0)
 
@@ -62,3 +62,12 @@ def test_before_the_table_pass_is_queued_its_groups_are_priced_as_the_run_now_do
     assert confirm.by_means == pytest.approx((fast_s / 60, (fast_s + 57) / 60))
     bf16 = 60 + (57 - 10) * 450 / 75
     assert confirm.now == pytest.approx(((10 + bf16) / 60,) * 2)  # the one group left, at its own throughput
+
+
+def test_a_range_said_as_under_holds_down_to_nothing_left():
+    """The replay judges the range as the progress line words it (`ablate.words.minute_ends`): "under 2 min" holds
+    seconds left; "1-2 min" does not."""
+    under = Moment(TABLE, 9, 20.0, None, (0.2, 1.4), 0.1)
+    assert under.shown == (0, 2) and under.held and under.width == 2.0
+    one = Moment(TABLE, 9, 20.0, None, (0.7, 1.6), 0.1)
+    assert one.shown == (1, 2) and one.held is False

@@ -284,7 +284,16 @@ def test_the_minutes_count_down_while_a_measurement_runs():
     rest = estimate.Left((5, 8), (1, 2), (10.0, 20.0))
     assert rest.short() == "~5-8 more (10-20 min)"
     assert rest.short(since_s=300) == "~5-8 more (5-15 min)"
-    assert rest.short(since_s=3600) == "~5-8 more (1 min)"  # an overrun never says nothing is left
+    assert rest.short(since_s=3600) == "~5-8 more (under 1 min)"  # an overrun never says nothing is left
+
+
+def test_under_half_a_minute_at_the_low_end_says_under():
+    """"1 min" said with seconds left did not hold (the last progress line of each live run): a low end under half a
+    minute reads "under N min", its high end rounded up, so the line still holds what is left."""
+    assert estimate.Left((1, 1), (0, 0), (0.3, 2.2)).short() == "~1 more (under 3 min)"
+    assert estimate.Left((1, 1), (0, 0), (0.1, 0.2)).short() == "~1 more (under 1 min)"
+    assert estimate.Left((1, 1), (0, 0), (0.6, 2.2)).short() == "~1 more (1-2 min)"
+    assert estimate.Left((1, 1), (0, 0), (0.6, 2.2)).short(since_s=12) == "~1 more (under 2 min)"
 
 
 @pytest.mark.usefixtures("prices_alone")
