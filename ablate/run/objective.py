@@ -272,8 +272,8 @@ class ProgressLines:
         alike)."""
         if r.state != State.COMPLETE:
             detail = r.reason
-        elif r.accuracy is None:
-            detail = f"{r.throughput:.0f} {self.unit}/s, accuracy not measured"
+        elif r.accuracy is None:  # its group's accuracy, where one is trained, comes in a training's line
+            detail = f"{r.throughput:.0f} {self.unit}/s, throughput only"
         else:
             detail = (f"{r.throughput:.0f} {self.unit}/s, test acc {r.accuracy:.2f}%"
                       f"{' (trained)' if r.accuracy_trained else ' (from #' + str(r.accuracy_from) + ')'}")
