@@ -142,7 +142,9 @@ class ProtocolSettings:
                        f"range, alpha spent over the looks); accuracy last: up to "
                        f"{count(self.seeds, 'training seed')} for the final set's groups and the baseline only, the "
                        f"race run again without a leader accuracy puts out; and "
-                       f"{count(self.confirm_blocks, 'confirmation block')} of the leader it allows"
+                       f"{count(self.confirm_blocks, 'confirmation block')} of the leader it allows, as many "
+                       f"again where they read it no faster than the baseline (then the baseline stands in if "
+                       f"all still do)"
                        + ("" if self.quick else "; then every other accuracy group once, at the run's own seed"))
 
 

@@ -72,7 +72,9 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
         out.append("its processes ran at two speed levels: the speed-up is their mean (see the report)")
     if rec.pick is not rec.leader:
         e = rec.equivalence[rec.pick.combination]
-        out += [f"shown within {100 * rec.margin:g}% of the race's leader (it is at most x{e.bound:.3f} as fast):",
+        out += [f"the race's leader read x{math.exp(e.contrast.diff):.2f} its throughput on blocks its choice never "
+                "saw, no faster:" if rec.unconfirmed else
+                f"shown within {100 * rec.margin:g}% of the race's leader (it is at most x{e.bound:.3f} as fast):",
                 *(_named(leader, LEVELS_NOTE) if (leader := rec.leader.combination) in rec.two_level else
                   [f"  {leader}"])]
         if (lacks := left_out(rec)) is not None:

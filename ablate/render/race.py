@@ -67,7 +67,13 @@ def _headline_lines(rec: Recommendation) -> list[str]:
     whose = ("" if design is None else ": the study's" if design.study_set else
              f": the smallest its design can show, at most {100 * CAP:g}%")
     out: list[str] = []
-    if pick is not rec.leader:
+    if rec.unconfirmed:
+        e = rec.equivalence[pick.combination]
+        out += ["", f"**Keep your loop** (the baseline) in its place: the leader read x{math.exp(e.contrast.diff):.2f}"
+                    f" the baseline's throughput on {count(e.contrast.blocks, 'confirmation block')}, which its "
+                    "selection never saw: no faster. The race picks the largest of several estimates, high by chance "
+                    "in a near tie; a leader must read faster than the loop on blocks its choice never saw."]
+    elif pick is not rec.leader:
         e = rec.equivalence[pick.combination]
         out += ["", f"**{pick.combination}** is recommended in its place: it has fewer techniques, and an equivalence "
                     f"test showed the leader at most x{e.bound:.3f} as fast as it, within the margin of "

@@ -104,6 +104,8 @@ def recommendation(compared: DeviceComparisons, unit: str, compose: Compose) -> 
         **entry(pick, unit, counted), "compose": list(compose(rec.pick)),
         "confirmed": pick.speedup.estimate.phase == CONFIRM,
         "leader": rec.leader.combination, "equivalence_margin": rec.margin,
+        # The baseline stands in: the leader read no faster than it on its confirmation blocks.
+        "leader_unconfirmed": rec.unconfirmed,
         # What the design's equivalence test could show at the measured noise (`ablate.stats.race.equivalence`).
         "equivalence_design": {"smallest_shown": design and design.smallest, "blocks": design and design.blocks,
                                "blocks_for_margin": design and design.needed,

@@ -28,7 +28,7 @@ def section(rec: Recommendation | None, speedup_of: Mapping[str, Speedup], compo
     s = speedup_of.get(pick)
     return out + [f"- **How much faster:** {_faster(pick, s)}",
                   f"- **Is accuracy safe?** {_accuracy(rec, unmeasured)}",
-                  f"- **How sure:** {_sure(rec, s)}",
+                  f"- **How sure:** {_sure(rec, s, speedup_of.get(rec.leader.combination))}",
                   *_cost(cost, item=True), ""]
 
 
@@ -60,8 +60,9 @@ def _accuracy(rec: Recommendation, unmeasured: str | None) -> str:
     return f"no ({p.label}): {change}."
 
 
-def _sure(rec: Recommendation, s: Speedup | None) -> str:
-    """Whether the range clears x1.00, and which stacks the race could not tell apart from the answer."""
+def _sure(rec: Recommendation, s: Speedup | None, leader: Speedup | None) -> str:
+    """Whether the range clears x1.00, and which stacks the race could not tell apart from the answer. `leader`: the
+    race leader's speed-up, said where the loop stands in for it (`Recommendation.unconfirmed`)."""
     said = []
     i = s.interval if s is not None else None
     if rec.pick.combination != BASELINE and s is not None and i is not None:
@@ -69,7 +70,10 @@ def _sure(rec: Recommendation, s: Speedup | None) -> str:
         unseen = " its choice never saw" if rec.confirmed else ""
         said.append(f"faster than the baseline in {blocks}{unseen}: the whole range is above x1.00." if i.low > 1
                     else f"not shown faster than the baseline: the range ({blocks}{unseen}) reaches x1.00.")
-    if rec.pick is not rec.leader:
+    if rec.unconfirmed:
+        said.append(f"The race's leader, {rec.leader.combination}, read {_faster(rec.leader.combination, leader)[:-1]}"
+                    " on blocks its choice never saw: no faster than your loop.")
+    elif rec.pick is not rec.leader:
         said.append(f"It stands in for the race's leader, {rec.leader.combination}: shown within "
                     f"{100 * rec.margin:g}% of its speed and simpler.")
     others = [m.combination for m in rec.members if m is not rec.pick and m is not rec.leader]

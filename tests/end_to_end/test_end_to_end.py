@@ -361,7 +361,7 @@ ADDED = {
         "protocol.foreign_load_limit", "protocol.remeasure", "protocol.extra_race_blocks", "protocol.warm_up_trials",
         "recommendation.accuracy_unmeasured", "speedups.[].accuracy_unmeasured",  # race first: not a finalist
         "recommendation.eliminated", "recommendation.equivalence_margin", "recommendation.members",
-        "recommendation.not_raced")),
+        "recommendation.not_raced", "recommendation.leader_unconfirmed")),
     # Where a step's time goes (issue 40): each measurement's profiling window (ablate.trial.phases), then the study's
     # diagnosis (ablate.stats.answer.explained) in summary.json and the parent run, and energy per sample on every
     # surface.

@@ -42,7 +42,9 @@ def test_the_counts_follow_the_plan_of_a_small_study():
     # that short), 1 confirmation block, 2 seeds.
     assert by_phase[SCREEN] == (len(screening), len(screening))
     assert by_phase[RACE] == (2, 3)  # the leader and the baseline; or both contenders and the baseline
-    assert by_phase[CONFIRM] == (0, 3)  # none where the baseline leads; the leader, the simplest and the baseline
+    # None where the baseline leads; the leader, the simplest and the baseline, twice where the first block reads the
+    # leader no faster than the baseline.
+    assert by_phase[CONFIRM] == (0, 6)
     groups = len({planner.accuracy_group(o) for o in runnable}) - 1
     assert by_phase[PARITY] == (1, (min(groups, 2 + 4) + 1) * 2)  # the baseline once; up to every group at 2
     # The whole table trains every group once: at its least, parity trains the baseline's group alone and the table

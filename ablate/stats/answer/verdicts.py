@@ -11,6 +11,13 @@ several percent slower than the best (docs/evidence.md, "Evidence: the equivalen
 tests/stats/test_headline.py). Where a simpler member headlines, the leader's techniques it lacks are named with
 what leaving them out may cost: the bound of its test (`Recommendation.left_out`, `Equivalence.allowed`).
 
+The leader must also read faster than the baseline on its confirmation blocks, which its selection never saw. Where
+the baseline is in its set and those blocks read the leader no faster, the race takes as many more
+(`ablate.stats.race.racing`), and where all of them still do, the answer is to keep the loop
+(`Recommendation.unconfirmed`): the race's leader is the largest of several estimates, high by chance in a near tie,
+so where nothing helps it is most often a stack no faster than the loop (docs/evidence.md, "Evidence: the leader's
+confirmation"; tests/stats/test_unconfirmed_leader.py).
+
 The statistics live in `ablate.stats.parity` (the verdict and the parity race),
 `ablate.stats.race.racing` (the race, its confirmation blocks, the set of contenders)
 and `ablate.stats.contrasts` (paired contrasts, judged by the studentized range); this module feeds them
@@ -96,6 +103,7 @@ class Recommendation:
     two_level: tuple[str, ...] = ()  # raced ones whose processes ran at two speed levels (`ablate.stats.race.levels`)
     rounds: int = 1  # races run: more where a whole final set was out on accuracy (`ablate.stats.race.finalists`)
     resolution: Resolution | None = None  # what its weakest equivalence test could show (None: none ran)
+    unconfirmed: bool = False  # the baseline stands in: the leader's confirmation blocks read it no faster than it
 
     @property
     def pick(self) -> Record:
@@ -145,7 +153,11 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
                                               protocol.equivalence_margin)
     design = next(iter(tested.values())).resolution if tested else None
     shown = [c for c in members if c in tested and tested[c].shown]
-    headline = byc[shown[0]] if shown else byc[leader]
+    base = tested.get(BASELINE)
+    # On the extra blocks too (`racing._unconfirmed`): a study stored before them, or stopped first, keeps its leader.
+    unconfirmed = (not shown and base is not None and base.data == CONFIRM and base.contrast.diff <= 0
+                   and base.contrast.blocks >= 2 * protocol.confirm_blocks)
+    headline = byc[shown[0]] if shown else byc[BASELINE] if unconfirmed else byc[leader]
     speedup_of = speedups.speedup_of(records) if speedup_of is None else speedup_of
     return Recommendation(
         leader=byc[leader], speedup=speedup_of.get(leader), members=tuple(byc[c] for c in members),
@@ -155,7 +167,7 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
         not_raced=tuple(c for c in standing.not_raced if not _out(c, verdicts)),
         margin=equivalence.effective_margin(design, protocol.equivalence_margin),
         accuracy_unmeasured=accuracy_unmeasured(records), two_level=tuple(c for c in standing.two_level if c in order),
-        rounds=found.round + 1, resolution=design)
+        rounds=found.round + 1, resolution=design, unconfirmed=unconfirmed)
 
 
 def _out(combination: str, verdicts: dict[str, parity.Parity]) -> bool:

@@ -41,7 +41,10 @@
   member of the final set and the baseline, which no selection saw: the
   leader's reported speed-up and interval come from them only, so choosing
   it does not inflate them (the race leader is the max of several estimates,
-  biased up by about one standard error in a four-way tie).
+  biased up by about one standard error in a four-way tie). Where the
+  baseline is in the leader's set and those blocks read the leader no faster
+  than it, as many more (`_unconfirmed`): on all of them the answer is the
+  baseline if the leader still reads no faster (`ablate.stats.answer.verdicts`).
 - **The answer** is the leader, with the set the race could not tell apart from
   it: not told apart is not shown as fast (the race has little power by
   design), so a simpler member replaces the leader only where an equivalence
@@ -84,7 +87,7 @@ from ablate.stats.protocol import (
     estimates,
     noise_sources,
 )
-from ablate.stats.race import equivalence, opening
+from ablate.stats.race import confirmation, equivalence, opening
 from ablate.stats.race.blocks import by_block, differences, from_baseline, relative
 from ablate.stats.race.levels import two_levels
 from ablate.stats.screening import factorial
@@ -309,11 +312,26 @@ def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key],
     leader = standing["leader"]
     members = tuple(dict.fromkeys(c for c in (leader, simplest([leader, *standing["contenders"]], techniques))
                                   if c != baseline))
-    nxt = members if members and done < protocol.confirm_blocks else None
+    more = done < protocol.confirm_blocks or (done < 2 * protocol.confirm_blocks and _unconfirmed(
+        measurements, baseline, leader, standing["contenders"], protocol.confirm_blocks, techniques))
+    nxt = members if members and more else None
     differences = from_baseline(measurements, baseline)
     raced = [c for c in (leader, *standing["contenders"], *standing["eliminated"]) if c != baseline]
     return Race(**standing, next_block=nxt, why=why, phase=CONFIRM, pending=tuple(pending), confirm_blocks=done,
                 not_raced=not_raced, two_level=tuple(c for c in raced if two_levels(differences.get(c, []))))
+
+
+def _unconfirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: Key, contenders: Sequence[Key],
+                 planned: int, techniques: Callable[[Key], frozenset]) -> bool:
+    """The baseline is in the leader's set and the `planned` confirmation blocks read the leader no faster than it:
+    as many blocks again decide (`ablate.stats.answer.verdicts`: on all of them the baseline stands in where the
+    leader still reads no faster). Judged on the planned blocks alone, so the extra ones are taken whole."""
+    if leader == baseline or baseline not in contenders:
+        return False
+    first = sorted({m.block for m in measurements if m.phase == CONFIRM})[:planned]
+    fresh = [m for m in measurements if m.phase != CONFIRM or m.block in first]
+    k = confirmation.confirmed(fresh, baseline, leader, [baseline], techniques).get(baseline)
+    return k is not None and k.diff <= 0
 
 
 def _unraced(measurements: Sequence[Measurement[Key]], baseline: Key, est: dict[Key, Estimate],
