@@ -29,6 +29,13 @@ def minutes_left(low: float, high: float) -> str:
     return f"{span(said_low, said_high)} min" if said_low else f"under {said_high} min"
 
 
+def confidence(alpha: float) -> str:
+    """An interval's confidence, `97.5%` or `99.96%`: as many decimals as its alpha needs, so a look's small alpha
+    never reads as a certain `100.0%`."""
+    decimals = max(1, -math.floor(math.log10(100 * alpha))) if alpha > 0 else 1
+    return f"{100 * (1 - alpha):.{decimals}f}%"
+
+
 def interval(low: float, high: float, signed: bool = False) -> str:
     """`[0.98, 1.17]`: two decimals, since the interval is wider than that; `signed`: `[-0.30, +0.54]`."""
     return f"[{low:+.2f}, {high:+.2f}]" if signed else f"[{low:.2f}, {high:.2f}]"

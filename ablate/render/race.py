@@ -21,7 +21,7 @@ from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.protocol import CONFIRM
 from ablate.stats.race.equivalence import CAP, Equivalence
 from ablate.stats.speedups import Speedup
-from ablate.words import count, factor
+from ablate.words import confidence, count, factor
 
 
 def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], tolerance: float,
@@ -137,7 +137,7 @@ def decided(c: Contrast[str] | None) -> str:
         return "too few shared race blocks to compare"
     blocks = count(c.blocks, "shared race block")
     if (bounds := c.simultaneous()) is not None:
-        return (f"{_of_leader(c, bounds)} the leader's throughput (simultaneous {100 * (1 - c.alpha):.1f}% over "
+        return (f"{_of_leader(c, bounds)} the leader's throughput (simultaneous {confidence(c.alpha)} over "
                 f"{c.k} combinations, {blocks}" + (", guarded against two-level processes" if c.guarded else "")
                 + ")")
     pointwise = c.interval()
@@ -151,7 +151,7 @@ def _equivalence(e: Equivalence) -> str:
     data = "its confirmation blocks" if e.data == CONFIRM else "the race's blocks"
     said = (f"shown within {100 * e.margin:g}% (the leader at most +{100 * e.allowed:.1f}% faster)" if e.shown else
             f"not shown equivalent (the data allow up to +{100 * e.allowed:.1f}%)")
-    return f"on {data}, one-sided {100 * (1 - e.alpha):.1f}%: {said}"
+    return f"on {data}, one-sided {confidence(e.alpha)}: {said}"
 
 
 def _parity_word(p: parity.Parity | None) -> str:

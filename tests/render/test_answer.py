@@ -117,3 +117,10 @@ def test_the_parity_table_says_which_spread_each_interval_used():
     assert "the pooled variance x2.3" in groups["amp"].describe(0.5)
     assert "pooled variance x" not in groups["compile"].describe(0.5)
     assert groups["batch"].describe(0.5).endswith(": uncertain, probably below")
+
+
+def test_a_look_with_a_small_alpha_never_reads_as_certain():
+    # An early look spends a small share of the alpha: its simultaneous interval is wide, never "100.0%".
+    judged = Contrast("a", math.log(1.02), 0.058, 40, 3, 0.7, alpha=0.0004, k=6)
+    text = _lines(_rec("a + b", "a", contrasts={"a": judged}))
+    assert "simultaneous 99.96% over 6 combinations" in text and "100.0%" not in text
