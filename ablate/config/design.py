@@ -85,6 +85,12 @@ class ProtocolSettings:
         """The race blocks a race may take past `race_blocks`: none after a race too short to decide anything."""
         return self.extra_race_blocks if self.racing and self.race_blocks >= MIN_RACE_BLOCKS else 0
 
+    @property
+    def most_confirm_blocks(self) -> int:
+        """The confirmation blocks a leader may take: `confirm_blocks`, as many again where they read it no faster
+        than the baseline (`ablate.stats.race.racing`)."""
+        return 2 * self.confirm_blocks
+
     def plain(self, screened: int, runnable: int, accuracy: str, picked: bool = False) -> str:
         """The plan as a practitioner says it, for the run's header: how much of the grid is measured, whether the
         fastest are raced, what trains for accuracy (`accuracy`: "finalists", "table" - the finalists, then every other

@@ -192,7 +192,7 @@ def _stages(planner: Planner, search: str) -> Plan:
         confirmed = min(3, others + 1)
         # None where the baseline leads and is the simplest of the set: nothing to confirm (`racing._confirm`).
         # Twice the blocks at most: as many again where they read the leader no faster than the baseline (racing).
-        stages.append(Stage((CONFIRM,), 0, 2 * protocol.confirm_blocks * confirmed))
+        stages.append(Stage((CONFIRM,), 0, protocol.most_confirm_blocks * confirmed))
         if trains and study.task.has_accuracy and planner.defer_accuracy and not protocol.quick:
             # Every group once (the baseline's too), less those merged (at most the candidates) and those parity
             # trains: at the low end, parity's least; at the high end, its most (more seeds train no more groups).

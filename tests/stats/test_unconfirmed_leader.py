@@ -16,17 +16,18 @@ from test_headline import GRID, cp_lower, cp_upper
 from ablate.render import answer, race, summaries, top
 from ablate.stats.answer import comparison, verdicts
 from ablate.stats.protocol import CONFIRM, ProtocolSettings
+from ablate.stats.race import confirmation
 
 STUDIES = 100
 
 
-def _truth(gain: float) -> dict[str, float]:
+def truth_of(gain: float) -> dict[str, float]:
     """GRID's 16 combinations: "b", and every stack with it, truly `gain` faster; the rest do nothing."""
     return {c: math.log(gain) if "b" in c.split(" + ") else 0.0 for c in GRID}
 
 
 def _answers(gain: float, sigma: float) -> list[verdicts.Recommendation]:
-    truth = _truth(gain)
+    truth = truth_of(gain)
     found = []
     for seed in range(STUDIES):
         ms, _ = run_study(truth, dict.fromkeys(truth, sigma), ProtocolSettings(), 9000 + seed)
@@ -51,7 +52,7 @@ def test_where_nothing_helps_the_answer_is_seldom_a_stack_no_faster_than_the_loo
 def test_a_truly_10_percent_faster_stack_is_still_the_answer():
     """Power beside it: at process noise 0.10 a truly 10% faster stack is named in >= 94% of studies (Clopper-Pearson
     lower bound; the baseline standing in on the first 3 confirmation blocks alone named it in 87 of 100)."""
-    truth = _truth(1.10)
+    truth = truth_of(1.10)
     found = _answers(1.10, 0.10)
     faster = sum(truth[r.pick.combination] > 0 for r in found)
     assert cp_lower(faster, STUDIES) >= 0.94, faster
@@ -60,7 +61,7 @@ def test_a_truly_10_percent_faster_stack_is_still_the_answer():
 def test_the_answer_says_the_loop_stands_in_and_why():
     """Where the leader's confirmation blocks, the extra ones too, read it no faster than the baseline: every surface
     says to keep the loop and names the leader with what its fresh blocks read."""
-    truth = _truth(1.0)
+    truth = truth_of(1.0)
     for seed in range(40):
         ms, _ = run_study(truth, dict.fromkeys(truth, 0.06), ProtocolSettings(), 9000 + seed)
         compared = comparison.compare(as_records(ms), 1.0, ProtocolSettings())[0]
@@ -79,7 +80,6 @@ def test_the_answer_says_the_loop_stands_in_and_why():
     said = summaries.recommendation(compared, "samples", lambda r: ("", f"stack = compose({r.combination})"))
     assert said is not None and said["leader_unconfirmed"] and said["combination"] == BASE
     # A study stored with its planned blocks alone (older, or stopped before the extra ones) keeps its leader.
-    planned = sorted({m.block for m in ms if m.phase == CONFIRM})[:ProtocolSettings().confirm_blocks]
-    first = verdicts.recommendation(as_records([m for m in ms if m.phase != CONFIRM or m.block in planned]), 1.0,
+    first = verdicts.recommendation(as_records(confirmation.planned(ms, ProtocolSettings().confirm_blocks)), 1.0,
                                     ProtocolSettings())
     assert first is not None and not first.unconfirmed and first.leader.combination == rec.leader.combination

@@ -27,10 +27,11 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[2])]  # run as a script from anywhere
 
 from test_decisions import BASE, as_records, run_study  # noqa: E402
-from test_headline import GRID  # noqa: E402
+from test_unconfirmed_leader import truth_of  # noqa: E402
 
 from ablate.stats.answer import verdicts  # noqa: E402
-from ablate.stats.protocol import CONFIRM, Measurement, ProtocolSettings  # noqa: E402
+from ablate.stats.protocol import ProtocolSettings  # noqa: E402
+from ablate.stats.race import confirmation  # noqa: E402
 
 GAINS = (1.0, 1.05, 1.10, 1.15)
 PROTOCOL = ProtocolSettings()
@@ -39,8 +40,7 @@ PROTOCOL = ProtocolSettings()
 def study(truth: dict[str, float], sigma: float, seed: int) -> tuple[dict[str, str], int]:
     """One study's answer under each rule, and the measurements `adaptive` added."""
     ms, _ = run_study(truth, dict.fromkeys(truth, sigma), PROTOCOL, seed)
-    planned = sorted({m.block for m in ms if m.phase == CONFIRM})[:PROTOCOL.confirm_blocks]
-    first: list[Measurement[str]] = [m for m in ms if m.phase != CONFIRM or m.block in planned]
+    first = confirmation.planned(ms, PROTOCOL.confirm_blocks)
     rec = verdicts.recommendation(as_records(first), 1.0, PROTOCOL)
     adopted = verdicts.recommendation(as_records(ms), 1.0, PROTOCOL)
     assert rec is not None and adopted is not None
@@ -54,7 +54,7 @@ def study(truth: dict[str, float], sigma: float, seed: int) -> tuple[dict[str, s
 
 def main(sigma: float, studies: int) -> None:
     for gain in GAINS:
-        truth = {c: math.log(gain) if "b" in c.split(" + ") else 0.0 for c in GRID}
+        truth = truth_of(gain)
         counts: dict[str, list[int]] = {}
         added = 0
         for seed in range(studies):

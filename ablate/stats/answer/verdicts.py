@@ -156,7 +156,7 @@ def recommendation(records: list[Record], tolerance: float, protocol: ProtocolSe
     base = tested.get(BASELINE)
     # On the extra blocks too (`racing._unconfirmed`): a study stored before them, or stopped first, keeps its leader.
     unconfirmed = (not shown and base is not None and base.data == CONFIRM and base.contrast.diff <= 0
-                   and base.contrast.blocks >= 2 * protocol.confirm_blocks)
+                   and base.contrast.blocks >= protocol.most_confirm_blocks)
     headline = byc[shown[0]] if shown else byc[BASELINE] if unconfirmed else byc[leader]
     speedup_of = speedups.speedup_of(records) if speedup_of is None else speedup_of
     return Recommendation(

@@ -9,6 +9,13 @@ from ablate.stats.protocol import CONFIRM, Key, Measurement, default_techniques,
 from ablate.stats.race.blocks import by_block
 
 
+def planned(measurements: Sequence[Measurement[Key]], blocks: int) -> list[Measurement[Key]]:
+    """The measurements with the first `blocks` confirmation blocks alone: what the race had when it chose whether to
+    take more (`racing._unconfirmed`)."""
+    first = sorted({m.block for m in measurements if m.phase == CONFIRM})[:blocks]
+    return [m for m in measurements if m.phase != CONFIRM or m.block in first]
+
+
 def confirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader: Key, others: Sequence[Key],
               techniques: Callable[[Key], frozenset] | None = None) -> dict[Key, Contrast[Key]]:
     """The leader against each of `others` over the confirmation blocks both ran in (the baseline runs in every

@@ -312,7 +312,7 @@ def _confirm(measurements: Sequence[Measurement[Key]], standing: _Standing[Key],
     leader = standing["leader"]
     members = tuple(dict.fromkeys(c for c in (leader, simplest([leader, *standing["contenders"]], techniques))
                                   if c != baseline))
-    more = done < protocol.confirm_blocks or (done < 2 * protocol.confirm_blocks and _unconfirmed(
+    more = done < protocol.confirm_blocks or (done < protocol.most_confirm_blocks and _unconfirmed(
         measurements, baseline, leader, standing["contenders"], protocol.confirm_blocks, techniques))
     nxt = members if members and more else None
     differences = from_baseline(measurements, baseline)
@@ -328,9 +328,8 @@ def _unconfirmed(measurements: Sequence[Measurement[Key]], baseline: Key, leader
     leader still reads no faster). Judged on the planned blocks alone, so the extra ones are taken whole."""
     if leader == baseline or baseline not in contenders:
         return False
-    first = sorted({m.block for m in measurements if m.phase == CONFIRM})[:planned]
-    fresh = [m for m in measurements if m.phase != CONFIRM or m.block in first]
-    k = confirmation.confirmed(fresh, baseline, leader, [baseline], techniques).get(baseline)
+    first = confirmation.planned(measurements, planned)
+    k = confirmation.confirmed(first, baseline, leader, [baseline], techniques).get(baseline)
     return k is not None and k.diff <= 0
 
 
