@@ -24,10 +24,11 @@ from tqdm.utils import disp_len
 LINE = 100  # the columns of a log's lines (COLUMNS unset), of an error, and of a line that names an address
 MIN_BAR = 10
 MAX_DOING = 120  # characters after the bar on a wide terminal
-# After the time elapsed, the study's own estimate of what is left (`left`), not tqdm's remaining time: tqdm's counts
-# only the measurements queued so far, and the protocol queues its race, parity and confirmation blocks as it goes.
-BAR_FORMAT = "{n_fmt}/{total_fmt} measured |{bar}| [{elapsed}{desc}{postfix}]"
-LOG_FORMAT = "{n_fmt}/{total_fmt} measured [{elapsed}{desc}{postfix}]"  # no bar: a log reads the counts
+# The count done, then the study's own estimate of what is left (`left`), not a total or tqdm's remaining time: the
+# protocol queues its race, parity and confirmation blocks as it goes, so the queue so far is no total, and a count
+# of it beside the estimate's "~N more" reads as a contradiction. The bar fills against the estimate's high end.
+BAR_FORMAT = "{n_fmt} measured |{bar}| [{elapsed}{desc}{postfix}]"
+LOG_FORMAT = "{n_fmt} measured [{elapsed}{desc}{postfix}]"  # no bar: a log reads the count
 LOG_EVERY_S = 60.0  # a log's progress line: a minute apart at most, a few dozen lines an hour beside the trials'
 
 
@@ -70,8 +71,8 @@ def live(stream: Any) -> bool:
 
 def progress(total: int, initial: int) -> tqdm:
     """The run's progress bar, on stderr: redrawn in place in a terminal, a plain line now and then in a log
-    (`Logged`). Skipped combinations take no time: they count in neither the total nor the estimate of what is left
-    (`left`)."""
+    (`Logged`). `total`: the measurements queued so far, the bar's length until the estimate says more (`fill`).
+    Skipped combinations take no time: they count in neither the count nor the estimate of what is left (`left`)."""
     if live(sys.stderr):
         return tqdm(total=total, initial=initial, unit="trial", dynamic_ncols=True, smoothing=0, bar_format=BAR_FORMAT)
     return Logged(total=total, initial=initial, unit="trial", ncols=width(), smoothing=0, bar_format=LOG_FORMAT,
@@ -89,6 +90,12 @@ def show(bar: tqdm, doing: str) -> None:
         room = ncols - disp_len(without) - MIN_BAR - len(", ")
         doing = doing if len(doing) <= room else doing[:room - 3] + "..." if room > 12 else ""
     bar.set_postfix_str(doing[:MAX_DOING], refresh=True)
+
+
+def fill(bar: tqdm, queued: int, more: int) -> None:
+    """The bar's length: the measurements done and the most the estimate says are left (`more`), or those queued so far
+    where it says none yet. Against the high end the bar never runs ahead of the study."""
+    bar.total = max(queued, bar.n + more, bar.n)
 
 
 def left(bar: tqdm, text: str, refresh: bool = True) -> None:

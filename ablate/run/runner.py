@@ -161,9 +161,10 @@ class Runner:
         `counted`: the study's measurements (`_counted`), where the caller has just read them."""
         if self.cost is None or self.progress is None:
             return
+        counted = self._counted() if counted is None else counted
         finished: list[prices.Done] = []
         queued: list[tuple[str, str]] = []
-        for t, r in self._counted() if counted is None else counted:
+        for t, r in counted:
             if records.has_result(t) and t.state in records.FINISHED:
                 if (d := prices.done(r)) is not None:
                     finished.append(d)
@@ -172,6 +173,7 @@ class Runner:
         to_train = self.planner.to_train(self._stored(), [c for c, _ in queued])
         rest = estimate.left(self.cost.plan, finished, queued, since=self.cost.began, to_train=to_train)
         self.rest = (rest, time.time())
+        terminal.fill(self.progress, self._to_measure(counted)[1], rest.measurements[1])
         terminal.left(self.progress, rest.short())
         if rest.minutes and not self.cost.minutes_said:
             self.cost.minutes_said = True
@@ -262,7 +264,6 @@ class Runner:
                                            catch=(TrialFailed, claim.Duplicate), callbacks=[self._after])
             if self.progress:
                 counted = self._counted()  # every trial's record read once for both
-                self.progress.total = max(self._to_measure(counted)[1], self.progress.n)
                 self._refine(counted)
                 self.progress.refresh()
 

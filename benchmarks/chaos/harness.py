@@ -154,6 +154,6 @@ class Ablate:
 
 
 def measured(output: str) -> int:
-    """How many measurements the progress bar last said were done ("12/48 measured")."""
-    found = re.findall(r"(\d+)/\d+ measured", output)
+    """How many measurements the progress bar last said were done ("12 measured")."""
+    found = re.findall(r"(\d+) measured \[", output)
     return int(found[-1]) if found else 0

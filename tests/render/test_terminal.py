@@ -91,11 +91,25 @@ def test_a_logs_progress_is_a_plain_line_at_most_once_a_minute_and_once_at_the_e
     text = stream.getvalue()
     assert "\r" not in text and all(len(line) <= terminal.LINE for line in text.splitlines())
     said = [line for line in text.splitlines() if " measured [" in line]
-    assert said[0].startswith("2/20 measured [00:00") and said[-1].startswith("12/20 measured [04:55")
+    assert said[0].startswith("2 measured [00:00") and said[-1].startswith("12 measured [04:55")
     # at the start, then once each minute (each at the first update past it), then the final count
     assert len(said) == 1 + 4 + 1, said
     assert sum(line.startswith("trial line at ") for line in text.splitlines()) == 10  # each line above, whole
     assert any("..." in line for line in said)  # a long phase cut to fit
+
+
+def test_the_line_says_the_count_done_and_what_is_left_never_the_queue_as_a_total(monkeypatch):
+    """The protocol queues its race and parity as it goes: "done/queued measured, ~N more" contradicted itself. The line
+    says the count and the estimate; the bar fills against the estimate's high end, or the queue where it is longer."""
+    stream, bar = _logged([0.0], monkeypatch)
+    bar.update(-1)  # 1 done of the 20 queued
+    terminal.fill(bar, queued=20, more=166)
+    terminal.left(bar, "~72-166 more")
+    assert bar.total == 167 and str(bar).startswith("1 measured [00:00, ~72-166 more")
+    assert "/" not in str(bar).split("[")[0]
+    terminal.fill(bar, queued=20, more=5)  # the estimate's high end short of the queue: the queue is the length
+    assert bar.total == 20
+    bar.close()
 
 
 @pytest.mark.parametrize("terminal_there, kind", [(True, "tqdm"), (False, "Logged")])
