@@ -36,6 +36,12 @@ def confidence(alpha: float) -> str:
     return f"{100 * (1 - alpha):.{decimals}f}%"
 
 
+def percent(share: float) -> str:
+    """A share as a percentage to a tenth of a point, `5%` or `4.6%`: a margin the design computes from a spread is
+    no more precise than that, and `4.63477%` reads as if it were."""
+    return f"{round(100 * share, 1):g}%"
+
+
 def interval(low: float, high: float, signed: bool = False) -> str:
     """`[0.98, 1.17]`: two decimals, since the interval is wider than that; `signed`: `[-0.30, +0.54]`."""
     return f"[{low:+.2f}, {high:+.2f}]" if signed else f"[{low:.2f}, {high:.2f}]"

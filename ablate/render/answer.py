@@ -19,7 +19,7 @@ from ablate.stats.protocol import TABLE
 from ablate.stats.speedups import Speedup
 from ablate.store.records import Record
 from ablate.trial import metrics as metric
-from ablate.words import count, factor, points
+from ablate.words import count, factor, percent, points
 from ablate.workload import evaluation
 
 
@@ -74,7 +74,7 @@ def terminal_lines(rec: Recommendation, speedup_of: dict[str, Speedup]) -> list[
         e = rec.equivalence[rec.pick.combination]
         out += [f"the race's leader read x{math.exp(e.contrast.diff):.2f} its throughput on blocks its choice never "
                 "saw, no faster:" if rec.unconfirmed else
-                f"shown within {100 * rec.margin:g}% of the race's leader (it is at most x{e.bound:.3f} as fast):",
+                f"shown within {percent(rec.margin)} of the race's leader (it is at most x{e.bound:.3f} as fast):",
                 *(_named(leader, LEVELS_NOTE) if (leader := rec.leader.combination) in rec.two_level else
                   [f"  {leader}"])]
         if (lacks := left_out(rec)) is not None:

@@ -21,7 +21,7 @@ from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast
 from ablate.stats.protocol import CONFIRM
 from ablate.stats.race.equivalence import CAP, Equivalence
 from ablate.stats.speedups import Speedup
-from ablate.words import confidence, count, factor
+from ablate.words import confidence, count, factor, percent
 
 
 def recommendation_lines(rec: Recommendation, speedup_of: dict[str, Speedup], tolerance: float,
@@ -63,7 +63,7 @@ def _leader_lines(rec: Recommendation, s: Speedup | None) -> list[str]:
 
 def _headline_lines(rec: Recommendation) -> list[str]:
     """Why the headline is the leader or a simpler member in its place, and the margin's note where it is low."""
-    margin, design, pick = f"{100 * rec.margin:g}%", rec.resolution, rec.pick
+    margin, design, pick = f"{percent(rec.margin)}", rec.resolution, rec.pick
     whose = ("" if design is None else ": the study's" if design.study_set else
              f": the smallest its design can show, at most {100 * CAP:g}%")
     out: list[str] = []
@@ -98,7 +98,7 @@ def _member_lines(rec: Recommendation, verdicts: dict[str, parity.Parity]) -> li
                "leader's and the interval the race's decision used (simultaneous: the studentized range over the "
                "look's combinations at the look's alpha; told apart exactly when it excludes x1.00). Not told "
                "apart is not shown as fast (the race has little power by design), so a simpler one stands in "
-               f"for the leader only where two one-sided tests show the leader at most {100 * rec.margin:g}% faster "
+               f"for the leader only where two one-sided tests show the leader at most {percent(rec.margin)} faster "
                f"(at {EQUIVALENCE_ALPHA:.0%}" + (f" shared over the {tested} simpler members tested, Bonferroni"
                                                   if tested > 1 else "") + "):", ""]
     for m in others:
@@ -149,7 +149,7 @@ def _equivalence(e: Equivalence) -> str:
     """A simpler member's equivalence test: shown within the margin, or not shown, with what the data allow (never
     "as fast" for a member the test could not show within it)."""
     data = "its confirmation blocks" if e.data == CONFIRM else "the race's blocks"
-    said = (f"shown within {100 * e.margin:g}% (the leader at most +{100 * e.allowed:.1f}% faster)" if e.shown else
+    said = (f"shown within {percent(e.margin)} (the leader at most +{100 * e.allowed:.1f}% faster)" if e.shown else
             f"not shown equivalent (the data allow up to +{100 * e.allowed:.1f}%)")
     return f"on {data}, one-sided {confidence(e.alpha)}: {said}"
 

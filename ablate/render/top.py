@@ -9,7 +9,7 @@ from ablate.config.choices import BASELINE
 from ablate.stats import parity
 from ablate.stats.answer.verdicts import Recommendation
 from ablate.stats.speedups import Speedup
-from ablate.words import count, factor
+from ablate.words import count, factor, percent
 
 TITLE = "The answer"
 
@@ -75,7 +75,7 @@ def _sure(rec: Recommendation, s: Speedup | None, leader: Speedup | None) -> str
                     " on blocks its choice never saw: no faster than your loop.")
     elif rec.pick is not rec.leader:
         said.append(f"It stands in for the race's leader, {rec.leader.combination}: shown within "
-                    f"{100 * rec.margin:g}% of its speed and simpler.")
+                    f"{percent(rec.margin)} of its speed and simpler.")
     others = [m.combination for m in rec.members if m is not rec.pick and m is not rec.leader]
     if others:
         # Not told apart is not shown as fast: with few blocks the race separates little, and a stack this study

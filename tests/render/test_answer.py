@@ -124,3 +124,12 @@ def test_a_look_with_a_small_alpha_never_reads_as_certain():
     judged = Contrast("a", math.log(1.02), 0.058, 40, 3, 0.7, alpha=0.0004, k=6)
     text = _lines(_rec("a + b", "a", contrasts={"a": judged}))
     assert "simultaneous 99.96% over 6 combinations" in text and "100.0%" not in text
+
+
+def test_a_margin_the_design_computes_reads_to_a_tenth_of_a_point_on_every_surface():
+    # The smallest margin a design can show comes from a spread: "4.63477%" claimed digits it does not have.
+    k = Contrast("a", -0.01, 0.005, 40, 6, 0.05)
+    e = Equivalence(k, protocol.CONFIRM, 0.0463477, 0.02, 1.043)
+    rec = dataclasses.replace(_rec("a + b", "a", equivalence={"a": e}, headline="a"), margin=0.0463477)
+    said = _lines(rec) + " ".join(answer.terminal_lines(rec, {}))
+    assert "4.6%" in said and "4.63" not in said

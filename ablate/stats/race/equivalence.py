@@ -33,6 +33,7 @@ from typing import Sequence
 from scipy import stats
 
 from ablate.stats.contrasts import EQUIVALENCE_ALPHA, Contrast, beyond_range
+from ablate.words import percent
 
 CAP = 0.05  # the default margin is at most 5%: a stack more than 5% slower is not "as fast" whatever the noise
 
@@ -74,11 +75,11 @@ class Resolution:
         """The warning, where the margin is below what the design can show; else ""."""
         if not self.below:
             return ""
-        whose = (f"the study's margin of {100 * self.margin:g}%" if self.study_set else
-                 f"the default margin, {100 * self.margin:g}% (its cap),")
+        whose = (f"the study's margin of {percent(self.margin)}" if self.study_set else
+                 f"the default margin, {percent(self.margin)} (its cap),")
         return (f"{whose} is below the smallest this design can show at the measured noise "
                 f"({100 * self.smallest:.1f}% on {self.blocks} blocks), so a simpler stack is shown within it only "
-                f"by chance; about {self.needed} blocks of both would show {100 * self.margin:g}%")
+                f"by chance; about {self.needed} blocks of both would show {percent(self.margin)}")
 
 
 @dataclass(frozen=True)

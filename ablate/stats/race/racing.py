@@ -91,7 +91,7 @@ from ablate.stats.race import confirmation, equivalence, opening
 from ablate.stats.race.blocks import by_block, differences, from_baseline, relative
 from ablate.stats.race.levels import two_levels
 from ablate.stats.screening import factorial
-from ablate.words import count
+from ablate.words import count, percent
 
 
 @dataclass(frozen=True)
@@ -292,12 +292,12 @@ def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: floa
     allowed = equivalence.bound(pair) if pair else None
     tie = (f"not shown equivalent to {closest} (the data allow up to +{100 * (allowed - 1):.1f}%)"
            if allowed is not None and allowed > 1 + margin else
-           f"shown within {100 * margin:g}% of {closest} (either at most +{100 * (allowed - 1):.1f}%)"
+           f"shown within {percent(margin)} of {closest} (either at most +{100 * (allowed - 1):.1f}%)"
            if allowed is not None else f"{closest} not compared")
     blocks = count(standing["race_blocks"], "race block")
     if pair is not None and equivalence.settled(pair, still, left, alpha, k, margin):
         return (f"the race stopped after {blocks}: more could not tell its leader and {closest} apart, and the "
-                f"leader is within {100 * margin:g}% of every member still in (one-sided); {tie}")
+                f"leader is within {percent(margin)} of every member still in (one-sided); {tie}")
     if left > 0:
         return None
     ended = f"at its maximum of {count(standing['race_blocks'], 'block')}"
