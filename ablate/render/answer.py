@@ -150,6 +150,7 @@ def parity_lines(groups: dict[str, parity.Parity], records: list[Record], tolera
     return out + [""]
 
 
+SAME_GROUP = "the baseline's accuracy group"  # a pick whose accuracy is the loop's own training (`trains_as_baseline`)
 TRAINED_ONCE = "trained once, after the answer"  # a group the answer did not need: the table pass's one training
 
 
@@ -274,6 +275,8 @@ def accuracy_words(rec: Recommendation) -> str | None:
         return None
     if rec.accuracy_unmeasured or rec.parity is None:
         return "accuracy not measured"
+    if rec.trains_as_baseline:
+        return f"accuracy ok: your loop's own, it trains to the same numbers ({SAME_GROUP})"
     p = rec.parity
     change = f"{p.change:+.2f} points [{p.low:+.2f}, {p.high:+.2f}]"
     return {parity.OK: f"accuracy ok: {change}, within the {p.tolerance:g}-point tolerance",

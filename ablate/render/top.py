@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ablate.config.choices import BASELINE
+from ablate.render.answer import SAME_GROUP
 from ablate.stats import parity
 from ablate.stats.answer.verdicts import Recommendation
 from ablate.stats.speedups import Speedup
@@ -50,6 +51,8 @@ def _accuracy(rec: Recommendation, unmeasured: str | None) -> str:
         return f"yes: it is your loop as it is{f'; this study measured no accuracy ({why})' if why else ''}."
     if why or rec.parity is None:
         return f"not measured: the answer is on speed alone ({why or 'no accuracy training'})."
+    if rec.trains_as_baseline:
+        return f"yes: it trains to the same numbers as your loop, so its accuracy is your loop's ({SAME_GROUP})."
     p = rec.parity
     change = f"{p.change:+.2f} points [{p.low:+.2f}, {p.high:+.2f}] against the baseline"
     if p.verdict == parity.OK:

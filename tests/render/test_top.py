@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ablate.config.choices import BASELINE
-from ablate.render import top
+from ablate.render import answer, top
 from ablate.stats import parity
 from ablate.stats.answer.verdicts import Recommendation
 from ablate.stats.protocol import CONFIRM, Estimate
@@ -93,3 +93,17 @@ def test_a_study_without_accuracy_says_so_whichever_stack_wins():
         text = "\n".join(top.section(rec, {pick: rec.speedup}, COMPOSE, COST, "no baseline",
                                      unmeasured="stand-in data"))
         assert f"**Is accuracy safe?** {said}" in text
+
+
+def test_a_pick_in_the_baseline_s_accuracy_group_is_said_to_train_as_the_loop_not_given_a_zero_interval():
+    # set_to_none trains to the baseline's numbers: its "+0.00 [+0.00, +0.00]" is the same training, not a measurement.
+    pick = Record(0, "set_to_none", {}, "complete", accuracy_group=BASELINE)
+    same = parity.Parity(parity.OK, 0.0, 0.0, 0.0, 3, 0.0, math.inf, tolerance=1.0)
+    rec = Recommendation(leader=pick, speedup=None, members=(pick,), contrasts={}, eliminated=(), pending=(),
+                         race=None, parity=same)
+    text = _said(rec)
+    assert "**Is accuracy safe?** yes: it trains to the same numbers as your loop" in text
+    assert "[+0.00, +0.00]" not in text
+    words = answer.accuracy_words(rec) or ""
+    assert "[+0.00, +0.00]" not in words and "your loop's own" in words
+    assert not _rec().trains_as_baseline  # a pick with its own group keeps its measured change

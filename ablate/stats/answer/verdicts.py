@@ -115,6 +115,13 @@ class Recommendation:
         return self.members[0]
 
     @property
+    def trains_as_baseline(self) -> bool:
+        """The pick, not the baseline itself, is in the baseline's accuracy group: its techniques change no number
+        training computes (or the bitwise check found it trains as the loop does). Its accuracy is then the loop's own
+        training, and its parity interval [0, 0] by construction, not a measurement."""
+        return self.pick.combination != BASELINE and _group(self.pick) == BASELINE
+
+    @property
     def confirmed(self) -> bool:
         return self.speedup is not None and self.speedup.estimate.phase == CONFIRM
 
