@@ -63,7 +63,7 @@ def _leader_lines(rec: Recommendation, s: Speedup | None) -> list[str]:
 
 def _headline_lines(rec: Recommendation) -> list[str]:
     """Why the headline is the leader or a simpler member in its place, and the margin's note where it is low."""
-    margin, design, pick = f"{percent(rec.margin)}", rec.resolution, rec.pick
+    margin, design, pick = percent(rec.margin), rec.resolution, rec.pick
     whose = ("" if design is None else ": the study's" if design.study_set else
              f": the smallest its design can show, at most {100 * CAP:g}%")
     out: list[str] = []

@@ -95,7 +95,7 @@ def show(bar: tqdm, doing: str) -> None:
 def fill(bar: tqdm, queued: int, more: int) -> None:
     """The bar's length: the measurements done and the most the estimate says are left (`more`), or those queued so far
     where it says none yet. Against the high end the bar never runs ahead of the study."""
-    bar.total = max(queued, bar.n + more, bar.n)
+    bar.total = max(queued, bar.n + more)
 
 
 def left(bar: tqdm, text: str, refresh: bool = True) -> None:
