@@ -98,6 +98,14 @@ def fill(bar: tqdm, queued: int, more: int) -> None:
     bar.total = max(queued, bar.n + more)
 
 
+def finished(bar: tqdm) -> None:
+    """The study's last measurement in: the bar full, nothing said left or running. The estimate's high end can still
+    allow for a race round the last result made needless, and the line ends with the count alone."""
+    bar.total = bar.n
+    left(bar, "", refresh=False)
+    bar.set_postfix_str("", refresh=False)
+
+
 def left(bar: tqdm, text: str, refresh: bool = True) -> None:
     """What is left of the study (`ablate.run.estimate.Left.short`), after the elapsed time: the bar's description,
     which the formats place there."""

@@ -266,6 +266,8 @@ class Runner:
                 counted = self._counted()  # every trial's record read once for both
                 self._refine(counted)
                 self.progress.refresh()
+        if self.progress:
+            terminal.finished(self.progress)
 
     def _next_step(self) -> str:
         """"run" (a queued measurement, or one for TPE to pick), "wait" (others' trials run) or "done"."""

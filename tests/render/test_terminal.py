@@ -112,6 +112,19 @@ def test_the_line_says_the_count_done_and_what_is_left_never_the_queue_as_a_tota
     bar.close()
 
 
+def test_the_last_line_says_the_count_alone_though_the_estimate_still_allowed_more(monkeypatch):
+    """The estimate's high end can allow for a race round the last result made needless: "~0-4 more" must not be
+    the line a finished study ends on."""
+    stream, bar = _logged([0.0], monkeypatch)
+    terminal.left(bar, "~0-4 more (under 1 min)")
+    terminal.show(bar, "block 3: amp(bf16) · finishing")
+    terminal.finished(bar)
+    bar.close()
+    last = [line for line in stream.getvalue().splitlines() if " measured [" in line][-1]
+    assert re.fullmatch(r"\d+ measured \[00:00\]", last), last
+    assert bar.total == bar.n
+
+
 @pytest.mark.parametrize("terminal_there, kind", [(True, "tqdm"), (False, "Logged")])
 def test_the_bar_is_redrawn_in_a_terminal_and_a_plain_line_in_a_log(terminal_there, kind, monkeypatch):
     class Stderr(io.StringIO):
