@@ -100,12 +100,12 @@ def merge(tarball: Path, into: Path = RESULTS, unpack_to: Path = Path("results/g
           ledger_path: Path | None = None, runs: Path | None = None) -> tuple[list[str], list[str]]:
     """Unpack `tarball` under `unpack_to`, write its sections into `into`, its steps' records into the ledger and
     their exports under `runs`; returns the sections' names and the steps recorded as done."""
-    unpack_to.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(tarball) as tar:
-        tar.extractall(unpack_to, filter="data")
+    with tarfile.open(tarball) as tar:  # read before anything is made: a file that is no tarball leaves nothing
         top = {Path(name).parts[0] for name in tar.getnames()}
-    if len(top) != 1:
-        raise ValueError(f"{tarball} is not a `make gpu` tarball (one top folder expected, found {len(top)})")
+        if len(top) != 1:
+            raise ValueError(f"{tarball} is not a `make gpu` tarball (one top folder expected, found {len(top)})")
+        unpack_to.mkdir(parents=True, exist_ok=True)
+        tar.extractall(unpack_to, filter="data")
     folder = unpack_to / top.pop()
     written = []
     section = folder / SECTION

@@ -1,6 +1,7 @@
 """`make gpu` (benchmarks/gpu): what it refuses without a GPU, how it fits a lent machine, and what comes back."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -188,13 +189,17 @@ def test_each_step_is_held_to_its_limit_and_everything_comes_back_after_every_st
     assert text.count("<!-- bench:gpu-test:start") == 1 and "kept" in text and "| bad | FAILED (exit 3) |" in text
 
 
-def test_merge_refuses_what_is_not_a_make_gpu_tarball_in_one_line(tmp_path):
-    bogus = tmp_path / "x.tgz"
+def test_merge_refuses_what_is_not_a_make_gpu_tarball_in_one_line_and_writes_nothing(tmp_path):
+    bogus, two = tmp_path / "x.tgz", tmp_path / "two.tgz"
     bogus.write_text("not a tarball")
-    for path in (bogus, tmp_path / "missing.tgz"):
-        done = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "merge", str(path)], cwd=ROOT,
-                              capture_output=True, text=True)
+    with tarfile.open(two, "w:gz") as tar:  # a tarball, but not one `make gpu` wrote: two top folders
+        for top in ("a", "b"):
+            tar.add(bogus, arcname=f"{top}/x")
+    for path in (bogus, two, tmp_path / "missing.tgz"):
+        done = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "merge", str(path)], cwd=tmp_path,
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("merge:")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["two.tgz", "x.tgz"]  # no results/gpu/ made
 
 
 def test_without_git_the_commit_comes_from_the_environment(tmp_path, monkeypatch):
