@@ -82,6 +82,20 @@ def _data_cache_of_its_own(tmp_path_factory):
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _results_folder_of_its_own(tmp_path_factory):
+    """A command a test runs without --results writes to the default results folder, and what libraries said to its
+    log: a folder of the session's (trial subprocesses and `ablate` processes inherit it), not the checkout's
+    results/ beside the user's studies. `ablate.cli` reads the variable once, at import."""
+    import ablate.cli
+
+    folder = tmp_path_factory.mktemp("default-results")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ABLATE_RESULTS_DIR", str(folder))
+        patch.setattr(ablate.cli, "RESULTS_DIR", folder)
+        yield
+
+
 def _skip_without(dataset: str, what: str, **options: object) -> None:
     """Skips the test, saying why, where `dataset` is neither on disk nor downloadable."""
     from ablate.workload import data

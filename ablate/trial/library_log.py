@@ -160,6 +160,14 @@ class _Claimed(logging.Handler):
         self.printing.close()
         super().close()
 
+    # A library (or a test runner's log capture) takes its handler back by the handler it added, and
+    # `Logger.removeHandler` looks it up by equality: the claimed one stands for it, on any logger. Otherwise
+    # each command of a long-lived process would leave the handlers added and taken back around it claimed for good.
+    def __eq__(self, other: object) -> bool:
+        return other is self or other is self.printing
+
+    __hash__ = logging.Handler.__hash__
+
 
 def _reaches_root(logger: logging.Logger) -> bool:
     """Whether `logger`'s messages propagate to the root's handlers (as `logging.Logger.callHandlers` walks)."""
@@ -178,10 +186,6 @@ class _ClaimingLogger(logging.Logger):
 
     def addHandler(self, hdlr: logging.Handler) -> None:
         super().addHandler(_Claimed(self, hdlr) if _current() is not None and _prints(hdlr) else hdlr)
-
-    def removeHandler(self, hdlr: logging.Handler) -> None:
-        super().removeHandler(next((h for h in self.handlers if isinstance(h, _Claimed) and h.printing is hdlr),
-                                   hdlr))
 
 
 def _claim(names: tuple[str, ...] = ()) -> None:

@@ -126,3 +126,28 @@ def test_a_library_imported_after_the_log_is_named_logs_to_it_not_the_terminal(t
     assert "message" not in done.stderr, done.stderr
     text = log.read_text()
     assert text.count("a late library's message") == 1 and text.count("its child's message") == 1, text
+
+
+# A process that runs commands one after another (a test session, a notebook): around each, someone adds a handler to
+# a library logger made before any command and takes it back after (pytest's log capture does so on every logger with
+# propagation off). Each command claims what prints; taken back by the handler added, the claimed one must go too.
+TAKEN_BACK = """
+import logging, sys
+from ablate.trial import library_log
+
+logger = logging.getLogger("anearlylibrary")  # made before any command: not of the claiming class
+logger.propagate = False
+for command in range(3):
+    visitor = logging.StreamHandler(sys.stderr)
+    logger.addHandler(visitor)
+    library_log.hold()  # claims the visitor: it prints to the terminal
+    assert logger.handlers[0] is not visitor and logger.handlers[0] == visitor, logger.handlers
+    logger.removeHandler(visitor)
+    assert not logger.handlers, (command, logger.handlers)
+"""
+
+
+def test_a_handler_taken_back_after_a_command_claimed_it_is_gone_not_left_to_pile_up(tmp_path):
+    done = subprocess.run([sys.executable, "-c", TAKEN_BACK], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
