@@ -36,10 +36,14 @@ def confidence(alpha: float) -> str:
     return f"{100 * (1 - alpha):.{decimals}f}%"
 
 
-def percent(share: float) -> str:
-    """A share as a percentage to a tenth of a point, `5%` or `4.6%`: a margin the design computes from a spread is
-    no more precise than that, and `4.63477%` reads as if it were."""
-    return f"{round(100 * share, 1):g}%"
+def percent(share: float | None, signed: bool = False) -> str:
+    """A share as a percentage: a tenth of a point below 10% (`4.6%`, `+2.5%`, `5%`), whole from there (`12%`). A
+    margin or a move computed from a spread is no more precise than that, and `4.63477%` reads as if it were.
+    `None` (nothing computed): ""."""
+    if share is None:
+        return ""
+    shown = f"{100 * share:{'+' if signed else ''}.{0 if abs(share) >= 0.1 else 1}f}"
+    return f"{shown.removesuffix('.0')}%"
 
 
 def interval(low: float, high: float, signed: bool = False) -> str:

@@ -12,7 +12,6 @@ from ablate.render.changes import (
     legend,
     ordered,
     parity_changes,
-    percent,
     phase_table,
     rate,
     row_labels,
@@ -23,7 +22,7 @@ from ablate.render.changes import (
 )
 from ablate.stats.changes import BASELINE_ABSOLUTE, MOVED, NOT_SHOWN, POWER, PREDICTED, SAME
 from ablate.store.files import replaced
-from ablate.words import factor
+from ablate.words import factor, percent
 
 FIGURE = "change.png"
 # The footnote's words: the rows' verdicts first, then the parity verdicts its parity line repeats.

@@ -15,7 +15,6 @@ from ablate.render.changes import (
     legend,
     ordered,
     parity_changes,
-    percent,
     phase_table,
     rate,
     row_labels,
@@ -26,7 +25,7 @@ from ablate.render.changes import (
 )
 from ablate.render.results import COMPACT_WIDTH, fitted_table
 from ablate.stats.changes import BASELINE_ABSOLUTE, POWER
-from ablate.words import count, factor
+from ablate.words import count, factor, percent
 
 VERDICT_WIDTH = 18  # the verdict column wraps here: "no change shown" above "(up to +-12%)"
 

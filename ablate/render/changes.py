@@ -34,7 +34,7 @@ from ablate.stats.changes import (
     Side,
 )
 from ablate.trial import metrics as metric
-from ablate.words import count, factor
+from ablate.words import count, factor, percent
 
 SCHEMA_VERSION = 1  # change.json's: raised when a field is removed, renamed or changes meaning
 # Display order: what moved first, then what the studies cannot tell apart, then what they show the same; rows
@@ -182,14 +182,6 @@ def throughput_of(study: ComparedStudy, side: Side | None, row: str) -> float | 
 def rate(value: float | None) -> str:
     """A throughput: whole numbers from 100, three figures below."""
     return "" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def percent(fraction: float | None, signed: bool = False) -> str:
-    """12%, 2.5%: a whole percent from 10%, a tenth below."""
-    if fraction is None:
-        return ""
-    shown = f"{100 * fraction:{'+' if signed else ''}.{0 if abs(fraction) >= 0.1 else 1}f}"
-    return f"{shown}%"
 
 
 def as_json(change: StudyChange) -> dict[str, Any]:

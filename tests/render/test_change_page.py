@@ -82,7 +82,7 @@ def test_every_line_keeps_to_100_columns_but_an_address_alone(change):
 
 def test_each_verdict_reads_as_its_words(change):
     words = [verdict(c, change.margin) for c in change.rows]
-    assert words == ["moved +12%", "same (within +-5%)", "no change shown (up to +-9.0%)",
+    assert words == ["moved +12%", "same (within +-5%)", "no change shown (up to +-9%)",
                      "no change shown (up to +-31%)", "no change shown (no interval)", "a model prediction",
                      "only in A", "only in B", "moved -15%"]
     text = table(change)
@@ -138,7 +138,7 @@ def test_the_table_says_what_differs_and_what_else_it_shows(change):
     assert "recommended in B: amp(dtype=bf16) (x1.52 [1.40, 1.65]): the same combination" in text
     assert "accuracy parity changed (1): amp(bf16): ok -> below" in text
     assert "not profiled" in text and "55%" in text  # the baselines' phases, A's and B's
-    assert "80% of the time: 9.0% for amp(bf16) to 12% for amp(bf16) + ch_last" in " ".join(text.split())
+    assert "80% of the time: 9% for amp(bf16) to 12% for amp(bf16) + ch_last" in " ".join(text.split())
 
 
 def test_the_page_writes_markdown_html_and_its_picture(change, tmp_path):
