@@ -49,7 +49,7 @@ def left_out(rec: Recommendation) -> str | None:
     if not rec.left_out or e is None:
         return None
     names = " and ".join(rec.left_out)
-    return f"left out of the leader's stack: {names}, which may cost up to {100 * e.allowed:.1f}% (equivalence bound)"
+    return f"left out of the leader's stack: {names}, which may cost up to {percent(e.allowed)} (equivalence bound)"
 
 
 def margin_warning(rec: Recommendation) -> str | None:

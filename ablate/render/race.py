@@ -78,7 +78,7 @@ def _headline_lines(rec: Recommendation) -> list[str]:
         out += ["", f"**{pick.combination}** is recommended in its place: it has fewer techniques, and an equivalence "
                     f"test showed the leader at most x{e.bound:.3f} as fast as it, within the margin of "
                     f"{margin} (`protocol.equivalence_margin`{whose}). Left out of the leader's stack: "
-                    f"{' and '.join(rec.left_out) or 'nothing'}, which may cost up to {100 * e.allowed:.1f}% (the "
+                    f"{' and '.join(rec.left_out) or 'nothing'}, which may cost up to {percent(e.allowed)} (the "
                     f"equivalence bound)."]
     elif rec.equivalence:
         out += ["", f"It is recommended: no simpler member was shown within {margin} of it "
@@ -149,8 +149,9 @@ def _equivalence(e: Equivalence) -> str:
     """A simpler member's equivalence test: shown within the margin, or not shown, with what the data allow (never
     "as fast" for a member the test could not show within it)."""
     data = "its confirmation blocks" if e.data == CONFIRM else "the race's blocks"
-    said = (f"shown within {percent(e.margin)} (the leader at most +{100 * e.allowed:.1f}% faster)" if e.shown else
-            f"not shown equivalent (the data allow up to +{100 * e.allowed:.1f}%)")
+    allowed = percent(e.allowed, signed=True)
+    said = (f"shown within {percent(e.margin)} (the leader at most {allowed} faster)" if e.shown else
+            f"not shown equivalent (the data allow up to {allowed})")
     return f"on {data}, one-sided {confidence(e.alpha)}: {said}"
 
 

@@ -290,9 +290,9 @@ def _past_planned(standing: _Standing[Key], closest: Key, left: int, alpha: floa
                                     protocol.equivalence_margin) if pair else None
     margin = equivalence.effective_margin(design, protocol.equivalence_margin)
     allowed = equivalence.bound(pair) if pair else None
-    tie = (f"not shown equivalent to {closest} (the data allow up to +{100 * (allowed - 1):.1f}%)"
+    tie = (f"not shown equivalent to {closest} (the data allow up to {percent(allowed - 1, signed=True)})"
            if allowed is not None and allowed > 1 + margin else
-           f"shown within {percent(margin)} of {closest} (either at most +{100 * (allowed - 1):.1f}%)"
+           f"shown within {percent(margin)} of {closest} (either at most {percent(allowed - 1, signed=True)})"
            if allowed is not None else f"{closest} not compared")
     blocks = count(standing["race_blocks"], "race block")
     if pair is not None and equivalence.settled(pair, still, left, alpha, k, margin):
