@@ -44,8 +44,9 @@ class Recovery:
         trials = self.optuna_study.get_trials(deepcopy=False)
         ids = records.run_ids(self.optuna_study)
         stopped = [t for t in trials if records.stopped(t)]
-        self.tracker.kill_stopped(study_record.from_study(self.optuna_study).parent_run_id,
-                                  {t.number: ids.get(t.number) for t in stopped}, INTERRUPTED)
+        parent = study_record.from_study(self.optuna_study).parent_run_id
+        self.tracker.kill_stopped(parent, {t.number: ids.get(t.number) for t in stopped}, INTERRUPTED)
+        self._close_finished(parent, trials)
         for t in stopped:
             # A later trial on the slot takes it over if it holds it or is queued again itself; a duplicate that
             # yielded to `t` holds nothing, so `t` is queued again though the duplicate is later.
@@ -53,6 +54,14 @@ class Recovery:
                         for u in trials)
             if not later and len(claim.params(t)) == self.n_dims:
                 requeue(self.optuna_study, t)
+
+    def _close_finished(self, parent: str | None, trials: list[FrozenTrial]) -> None:
+        """Runs left RUNNING for trials that have their result: a stop between the trial storing its result and
+        MLflow closing its run (`Recorder._finish_run`). Closed from the stored trial, as `ablate sync` logs one."""
+        finished = {t.number: t for t in trials if records.has_result(t)}
+        for number, run_id in (self.tracker.running_children(parent) or {}).items():
+            if number in finished:
+                self.tracker.finish_trial(run_id, *records.mlflow_payload(records.from_trial(finished[number])))
 
     def stale(self) -> None:
         """Dead workers' trials: failed, their runs KILLED and their measurements queued again (see `dead`).

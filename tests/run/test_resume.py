@@ -1,5 +1,5 @@
-"""What a resume does with what a stop left: the MLflow run of a trial stopped before it stored the run's id, and a
-measurement whose slot a later duplicate shares.
+"""What a resume does with what a stop left: the MLflow run of a trial stopped before it stored the run's id, the run
+of one stopped after it stored its result, and a measurement whose slot a later duplicate shares.
 
 The study killed mid-trial by SIGKILL and resumed is tests/run/test_interrupts.py's, with its Ctrl-C and SIGTERM
 stops: one study to its end for the three (a resume to the end of tiny.yaml is a minute on 2 cores).
@@ -15,10 +15,9 @@ from optuna.trial import TrialState
 TINY = Path(__file__).resolve().parents[1] / "studies" / "tiny.yaml"
 
 
-def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
-    # A stop that lands after MLflow created a trial's run and before the trial stored the run's id.
+def _stopped_beside_a_live_worker(tmp_path):
+    """A study logged to MLflow with the trial a stop ends, and another worker's trial still running with its run."""
     from ablate.config.study import load
-    from ablate.run.recovery import Recovery
     from ablate.store import study_record
     from ablate.tracking.tracker import Tracker
     from ablate.trial.machine import describe
@@ -27,17 +26,45 @@ def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
     parent = tracker.start_parent("grid")
     study = optuna.create_study(directions=["maximize", "maximize"])
     study_record.set_parent_run(study, parent)
-    stopped, live = study.ask(), study.ask()  # `live`: another worker's trial, still running
-    orphan = tracker.start_trial(parent, stopped.number, "baseline", {})
-    running = tracker.start_trial(parent, live.number, "amp(bf16)", {})
-    study.tell(stopped, state=TrialState.FAIL)  # what Optuna does with a trial its objective left by Ctrl-C
+    stopped, live = study.ask(), study.ask()
+    return tracker, parent, study, stopped, tracker.start_trial(parent, live.number, "amp(bf16)", {})
+
+
+def _resumed(study, tracker) -> MlflowClient:
+    from ablate.run.recovery import Recovery
 
     Recovery(study, tracker, n_dims=1, heartbeat=True, grace_s=60).interrupted()
+    return MlflowClient(tracking_uri=tracker.uri)
 
-    client = MlflowClient(tracking_uri=tracker.uri)
+
+def test_a_run_no_trial_recorded_is_killed_with_its_stopped_trial(tmp_path):
+    # A stop that lands after MLflow created a trial's run and before the trial stored the run's id.
+    tracker, parent, study, stopped, running = _stopped_beside_a_live_worker(tmp_path)
+    orphan = tracker.start_trial(parent, stopped.number, "baseline", {})
+    study.tell(stopped, state=TrialState.FAIL)  # what Optuna does with a trial its objective left by Ctrl-C
+
+    client = _resumed(study, tracker)
     assert client.get_run(orphan).info.status == "KILLED"
     assert client.get_run(orphan).data.tags["ablate.state"] == "killed"
     assert client.get_run(running).info.status == "RUNNING"  # a live worker's run is not touched
+
+
+def test_a_run_a_stop_left_open_after_its_trial_stored_its_result_is_closed_from_the_trial(tmp_path):
+    # A stop that lands after a trial stored its result (here a skip) and before MLflow closed its run: Optuna
+    # fails the trial, which keeps its result; without this its run would show as running in MLflow's UI for ever.
+    from ablate.store import records
+
+    tracker, parent, study, skipped, running = _stopped_beside_a_live_worker(tmp_path)
+    run = tracker.start_trial(parent, skipped.number, "pin_memory", {})
+    records.set_run(skipped, run)
+    records.mark(skipped, records.State.SKIPPED, "pinned memory needs a GPU")
+    study.tell(skipped, state=TrialState.FAIL)  # Ctrl-C inside the objective, before its run was closed
+
+    client = _resumed(study, tracker)
+    closed = client.get_run(run)
+    assert (closed.info.status, closed.data.tags["ablate.state"]) == ("FINISHED", "skipped")
+    assert closed.data.tags["ablate.reason"] == "pinned memory needs a GPU"
+    assert client.get_run(running).info.status == "RUNNING"
 
 
 def test_a_stopped_measurement_is_queued_again_though_a_later_duplicate_shares_its_slot(tmp_path):
