@@ -20,7 +20,7 @@ import markdown
 from ablate.config.choices import BASELINE
 from ablate.config.study import Study
 from ablate.render import answer, effects, explained, glossary, method, plots, race, summaries, terminal, top
-from ablate.render.results import NOT_COUNTED
+from ablate.render.results import NOT_COUNTED, same_training
 from ablate.stats.answer.comparison import Comparison
 from ablate.stats.answer.findings import Findings
 from ablate.stats.parity import Parity
@@ -243,7 +243,7 @@ def _speedups(study: Study, found: Findings) -> list[str]:
                    f"{'' if c.is_baseline else c.noise} | {'' if r.accuracy is None else f'{r.accuracy:.2f}'} | "
                    f"{'' if c.accuracy_change is None else points(c.accuracy_change)} | "
                    f"{'' if r.accuracy_from is None else f'#{r.accuracy_from}'} | "
-                   f"{_parity_cell(c.parity)} | {_memory(c, compared.baseline)} |"
+                   f"{same_training(c) or _parity_cell(c.parity)} | {_memory(c, compared.baseline)} |"
                    + (f" {100 * r.metrics[metric.MFU]:.1f}% |" if mfu and metric.MFU in r.metrics
                       else " |" if mfu else "") + (f" {_energy(c)} |" if energy else ""))
     out += ["", MEMORY[found.device_type], "",

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from tabulate import tabulate
 
 from ablate.config.choices import short_label
-from ablate.stats.answer.comparison import DeviceComparisons
+from ablate.stats.answer.comparison import Comparison, DeviceComparisons
 from ablate.stats.race.finalists import NOT_NEEDED, NOT_YET
 from ablate.stats.screening.fractioned import MODELLED
 from ablate.store.files import replaced
@@ -31,6 +31,8 @@ COLUMNS = ["combination", "state", metric.THROUGHPUT, "speed-up", "ci low", "ci 
 NOT_REACHED = "not reached"
 ENERGY = "energy/sample"  # the energy ratio's column; "energy low" and "energy high" hold its interval
 NOT_COUNTED = "not counted here"  # no measurement on the device counted energy (no RAPL or NVML counter readable)
+REFERENCE = "reference"  # the baseline's accuracy cells: what every other row's change is measured from
+SAME_TRAINING = "same training as baseline"  # a row whose accuracy is the baseline's training (`same_training`)
 COMPACT_WIDTH = 100  # the default table fits a 100-column terminal; the full one is behind --full-table
 
 
@@ -65,6 +67,7 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "test acc %": r.accuracy,
                 "Δ acc": c.accuracy_change,
                 "parity": p.verdict if p else None,
+                "same training": same_training(c),
                 "parity probably below": p.probably_below if p else None,  # uncertain, its change past the tolerance
                 "parity low": p.low if p else None,
                 "parity high": p.high if p else None,
@@ -85,6 +88,14 @@ def rows(compared: list[DeviceComparisons]) -> list[dict[str, Any]]:
                 "host": r.machine.get("host", "unknown"),
             })
     return table
+
+
+def same_training(c: Comparison) -> str | None:
+    """What the accuracy columns say instead of a [0, 0] interval where there is nothing to measure: the baseline is
+    the reference, and a combination that trains as it does has its accuracy (`Comparison.trains_as_baseline`)."""
+    if c.record.accuracy is None:
+        return None
+    return REFERENCE if c.is_baseline else SAME_TRAINING if c.trains_as_baseline else None
 
 
 def csv_path(results_dir: Path, study_name: str, search: str, device_type: str) -> Path:
@@ -146,6 +157,8 @@ def render_compact(table: list[dict[str, Any]], tolerance: float, width: int = C
     def accuracy(r: dict[str, Any]) -> str:
         if r["Δ acc"] is None:
             return {NOT_NEEDED: "not needed", NOT_YET: "not yet"}.get(r["reason"], "")
+        if r.get("same training"):
+            return r["same training"]
         if r.get("parity") is None:  # no shared seed with the baseline's group: a difference, but no verdict
             return f"{r['Δ acc']:+.2f} no verdict"
         probably = ", probably below" if r.get("parity probably below") else ""
@@ -179,6 +192,9 @@ def _notes(table: list[dict[str, Any]], tolerance: float, *, mixed: bool, counte
     notes = [f"Δ acc: test accuracy change in points, mean over shared training seeds; parity ok = the interval is "
              f"above -{tolerance:g}, below = under it (never recommended), uncertain = it straddles it (probably below "
              f"where the change itself is under -{tolerance:g}: never recommended either)."]
+    if any(r.get("same training") == SAME_TRAINING for r in table if r["state"] != "skipped"):
+        notes.append(f"{SAME_TRAINING}: its techniques change no number training computes, so it trains to "
+                     "the baseline's accuracy; no interval is measured for it.")
     if mixed:
         once = ("shows the screening model's estimate, fitted to every combination's reading: one process alone can "
                 "read well above its truth (docs/measuring.md, \"Rows read once\")."
@@ -224,7 +240,7 @@ def write_csv(table: list[dict[str, Any]], path: Path, unit: str = "samples") ->
     path.parent.mkdir(parents=True, exist_ok=True)
     with replaced(path, newline="") as f:  # a reader never finds half a table
         writer = csv.DictWriter(f, fieldnames=["trial", *columns(unit), "noise", "measurements", "parity", "parity low",
-                                               "parity high", "parity probably below", "seeds", "energy low",
-                                               "energy high", "device", "host"])
+                                               "parity high", "parity probably below", "seeds", "same training",
+                                               "energy low", "energy high", "device", "host"])
         writer.writeheader()
         writer.writerows({_header(k, unit): v for k, v in row.items()} for row in table)

@@ -387,6 +387,8 @@ ADDED = {
                     *(f"phase_shares.{p}" for p in PHASES))))),
     # An `uncertain` parity whose change itself is past the tolerance: probably below, never raced or recommended.
     "tiny/grid-cpu.csv:columns:parity probably below",
+    # A row whose accuracy is the baseline's training (or the baseline itself): what its accuracy cells say instead.
+    "tiny/grid-cpu.csv:columns:same training",
     *(f"tiny/report/grid/summary.json:keys:{k}.parity.probably_below" for k in ("recommendation", "speedups.[]")),
     # Versions for what scripts and newer code read (docs/api.md): summary.json's fields, the stored format.
     "tiny/report/grid/summary.json:keys:schema_version", "tiny/optuna.db:study_user_attrs:format_version",

@@ -132,3 +132,22 @@ def test_rows_from_different_numbers_of_blocks_say_how_many_and_still_fit():
     assert sum(" 12 " in line for line in ranked) == len(shown[::5])
     assert sum(" 1 " in line[5:] for line in ranked) == len(shown) - len(shown[::5])
     assert "blocks: how many blocks a speed-up comes from" in " ".join(text.split())
+
+
+def test_a_row_that_trains_as_the_baseline_says_so_not_a_zero_interval():
+    # num_workers changes no number training computes: its accuracy is the baseline's training, not a measurement.
+    measurements = []
+    for combination, group, rate, accuracy in (("baseline", BASELINE, 1000.0, 98.0),
+                                               ("num_workers(n=4)", BASELINE, 1100.0, 98.0),
+                                               ("amp(dtype=bf16)", "amp(dtype=bf16)", 1300.0, 97.9)):
+        for block in range(2):
+            measurements.append(Record(10 * block + len(measurements), combination, {}, "complete", block=block,
+                                       accuracy_group=group, accuracy_trained=block == 0,
+                                       metrics={"throughput": rate * (1 + block / 100), "throughput_window_0": rate,
+                                                "test_accuracy": accuracy}))
+    text = results.render_compact(results.rows(compare(combine(measurements), 0.5)), tolerance=0.5)
+    by_label = {line.split()[1]: line for line in text.splitlines()[2:5]}  # "#", then the label
+    assert by_label["workers(4)"].rstrip().endswith("same training as baseline  complete")
+    assert "reference" in by_label["baseline"] and "[+0.00, +0.00]" not in text
+    assert "] ok" in by_label["amp(bf16)"] or "] uncertain" in by_label["amp(bf16)"]  # its own group: measured
+    assert "same training as baseline: its techniques change no number training computes" in " ".join(text.split())

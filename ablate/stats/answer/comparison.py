@@ -67,6 +67,13 @@ class Comparison:
         return self.record.combination == BASELINE
 
     @property
+    def trains_as_baseline(self) -> bool:
+        """Not the baseline, but in its accuracy group: its techniques change no number training computes (or the
+        bitwise check found it trains as the loop does), so its accuracy is the baseline's training and its parity
+        interval [0, 0] by construction, not a measurement."""
+        return not self.is_baseline and finalists.group_of(self.record) == BASELINE
+
+    @property
     def point(self) -> float | None:
         return self.speedup.point if self.speedup else None
 
