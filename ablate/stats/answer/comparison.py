@@ -68,10 +68,8 @@ class Comparison:
 
     @property
     def trains_as_baseline(self) -> bool:
-        """Not the baseline, but in its accuracy group: its techniques change no number training computes (or the
-        bitwise check found it trains as the loop does), so its accuracy is the baseline's training and its parity
-        interval [0, 0] by construction, not a measurement."""
-        return not self.is_baseline and finalists.group_of(self.record) == BASELINE
+        """Its accuracy is the baseline's training, not a measurement (`finalists.trains_as_baseline`)."""
+        return finalists.trains_as_baseline(self.record)
 
     @property
     def point(self) -> float | None:

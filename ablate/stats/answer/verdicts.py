@@ -116,10 +116,8 @@ class Recommendation:
 
     @property
     def trains_as_baseline(self) -> bool:
-        """The pick, not the baseline itself, is in the baseline's accuracy group: its techniques change no number
-        training computes (or the bitwise check found it trains as the loop does). Its accuracy is then the loop's own
-        training, and its parity interval [0, 0] by construction, not a measurement."""
-        return self.pick.combination != BASELINE and _group(self.pick) == BASELINE
+        """The pick trains as the baseline does (`finalists.trains_as_baseline`): its accuracy is the loop's own."""
+        return finalists.trains_as_baseline(self.pick)
 
     @property
     def confirmed(self) -> bool:

@@ -75,6 +75,12 @@ def group_of(r: Record) -> str:
     return r.accuracy_group or (BASELINE if r.combination == BASELINE else r.combination)
 
 
+def trains_as_baseline(r: Record) -> bool:
+    """Not the baseline, but in its group (no number training computes changes, or the bitwise check says so): its
+    accuracy is the baseline's training and its parity interval [0, 0] by construction, not a measurement."""
+    return r.combination != BASELINE and group_of(r) == BASELINE
+
+
 def accuracies(records: Sequence[Record], before: int | None = None,
                without: str | None = None) -> dict[str, dict[int, float]]:
     """accuracy group -> seed index -> the test accuracy of the run that trained it at that seed (queued before
